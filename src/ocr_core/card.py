@@ -1,0 +1,101 @@
+"""The dataset card: where the text came from and how to make it again.
+
+Several runs can share one repo as configs (one model per config), so the card's `configs` list is merged, not
+replaced, and the prose describes the run that wrote it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import yaml
+
+JOB_FLAVOR_ENV = ("ACCELERATOR", "JOB_FLAVOR")
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    source: str
+    split: str
+    config: str | None
+    data_prefix: str
+    model: str
+    script: str
+    image: str
+    mode: str
+    command: str
+    output_column: str
+    error_column: str
+    rows: int
+    errors: int
+    pages_per_s: float
+    tokens_per_s: float
+    window: int
+
+
+def split_front_matter(card: str | None) -> tuple[dict, str]:
+    if not card or not card.startswith("---"):
+        return {}, card or ""
+    _, header, body = card.split("---", 2)
+    return (yaml.safe_load(header) or {}), body
+
+
+def merged_configs(existing: list[dict], facts: CardFacts) -> list[dict]:
+    name = facts.config or "default"
+    entry = next((config for config in existing if config.get("config_name") == name), None)
+    if entry is None:
+        entry = {"config_name": name, "data_files": []}
+        existing = [*existing, entry]
+    files = [item for item in entry.get("data_files", []) if item.get("split") != facts.split]
+    entry["data_files"] = [*files, {"split": facts.split, "path": f"{facts.data_prefix}/{facts.split}-*"}]
+    return existing
+
+
+def job_line() -> str:
+    if not os.environ.get("JOB_ID"):
+        return ""
+    flavor = next((os.environ[name] for name in JOB_FLAVOR_ENV if os.environ.get(name)), "unknown flavor")
+    return f"Produced on [Hugging Face Jobs](https://huggingface.co/docs/huggingface_hub/guides/jobs) ({flavor}).\n\n"
+
+
+def render_card(existing: str | None, facts: CardFacts) -> str:
+    meta, _ = split_front_matter(existing)
+    meta["configs"] = merged_configs(meta.get("configs") or [], facts)
+    tags = set(meta.get("tags") or []) | {"ocr", "document-processing", "vllm", "uv-script", "generated"}
+    meta["tags"] = sorted(tags)
+    config_arg = f', "{facts.config}"' if facts.config else ""
+    body = f"""
+# OCR of {facts.source}
+
+{job_line()}Text extracted from the `{facts.split}` split of {facts.source} with \
+[{facts.model}](https://huggingface.co/{facts.model}), served by vLLM (`{facts.image}`, {facts.mode} mode).
+
+| | |
+|---|---|
+| rows | {facts.rows} |
+| rows with an error | {facts.errors} |
+| throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
+| pages in flight (final window) | {facts.window} |
+
+Columns: every input column, `{facts.output_column}` (the model's text), `{facts.error_column}` (empty, or why the row
+has no trustworthy text: unreadable image, rejected request, repetition loop) and `inference_info` (a JSON list
+with one entry per model run over these rows).
+
+```python
+from datasets import load_dataset
+
+ds = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
+failed = ds.filter(lambda row: row["{facts.error_column}"] is not None)
+```
+
+## Reproduce
+
+```bash
+{facts.command}
+```
+
+Rerunning the same command resumes: rows already done are skipped; `--retry-errors` retries the failed ones.
+Made with `{facts.script}`.
+"""
+    return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{body}"

@@ -1,0 +1,135 @@
+"""The command line every recipe shares: the uv-scripts contract plus the server and window controls.
+
+Flags that exist in the collection's other scripts keep their names and defaults, so a job command written for one
+recipe works for another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Sequence
+
+from .facts import ModelFacts
+
+SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
+DEFAULT_SERVER = "http://127.0.0.1:8000"
+SERVER_WINDOW = 32
+SATURATE_MAX_INFLIGHT = 512
+SECRET_FLAGS = ("--hf-token",)
+
+
+def script_url(script: str) -> str:
+    return f"{SCRIPTS_URL}/{script}"
+
+
+def job_command(script: str, facts: ModelFacts, arguments: Sequence[str] = ("INPUT", "OUTPUT")) -> str:
+    """The exact HF Jobs command that runs this script where `vllm` exists, with the model's image tag."""
+    rest = " ".join(shlex.quote(arg) for arg in without_secrets(arguments))
+    if facts.job_command:
+        return facts.job_command.format(url=script_url(script), image=facts.image, flavor=facts.flavor, args=rest)
+    return f"hf jobs uv run --flavor {facts.flavor} --image {facts.image} -s HF_TOKEN {script_url(script)} {rest}"
+
+
+def without_secrets(arguments: Sequence[str]) -> list[str]:
+    kept: list[str] = []
+    skip = False
+    for arg in arguments:
+        if skip:
+            skip = False
+        elif arg in SECRET_FLAGS:
+            skip = True
+        elif not arg.startswith(tuple(f"{flag}=" for flag in SECRET_FLAGS)):
+            kept.append(arg)
+    return kept
+
+
+def usage(script: str, facts: ModelFacts, mode: str) -> str:
+    return f"""{script}: OCR a Hugging Face dataset of page images with {facts.model} on vLLM ({mode} mode).
+
+Run it on HF Jobs (the image brings vLLM; the script starts `vllm serve` itself when it needs one):
+  {job_command(script, facts, ["INPUT_DATASET", "OUTPUT_DATASET"])}
+
+Against a server that is already running:
+  uv run {script_url(script)} INPUT_DATASET OUTPUT_DATASET --server http://HOST:8000
+
+INPUT_DATASET is a Hub dataset id or a local folder; OUTPUT_DATASET is a Hub dataset id or a local folder
+(starting with ., / or ~). Rerunning the same command resumes. `--help` lists every option.
+"""
+
+
+def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=script,
+        description=f"OCR a dataset of page images with {facts.model} on vLLM ({mode} mode).",
+        epilog=f"Job command: {job_command(script, facts)}",
+    )
+    parser.add_argument("input", help="input dataset: Hub id or local folder")
+    parser.add_argument("output", help="output dataset: Hub id, or a local folder (starts with . / ~ or exists)")
+    add_data_arguments(parser)
+    add_output_arguments(parser)
+    add_model_arguments(parser, facts, mode)
+    if facts.add_arguments is not None:
+        facts.add_arguments(parser)
+    return parser
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("input")
+    group.add_argument("--image-column", default="image", help="column holding the page images (default: image)")
+    group.add_argument("--split", default="train", help="split to process (default: train)")
+    group.add_argument("--input-config", help="config (subset) of the input dataset")
+    group.add_argument("--id-column", help="column with a unique row id (default: split and row index)")
+    group.add_argument("--max-samples", type=int, help="process at most this many rows")
+    group.add_argument("--shuffle", action="store_true", help="shuffle rows before --max-samples")
+    group.add_argument("--seed", type=int, default=42, help="shuffle seed (default: 42)")
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("output")
+    group.add_argument("--output-column", default="markdown", help="column for the text (default: markdown)")
+    group.add_argument("--error-column", default="ocr_error", help="column for per-row errors (default: ocr_error)")
+    group.add_argument("--config", help="write the results as this config (subset) of the output dataset")
+    group.add_argument("--create-pr", action="store_true", help="publish to the Hub as a pull request")
+    group.add_argument("--private", action="store_true", help="create the output repo as private")
+    group.add_argument("--overwrite", action="store_true", help="replace existing output columns or progress")
+    group.add_argument("--retry-errors", action="store_true", help="on a rerun, retry rows that failed before")
+    group.add_argument("--hf-token", help="Hub token (default: the HF_TOKEN environment variable or your login)")
+    group.add_argument(
+        "--upload-every",
+        type=float,
+        default=300.0,
+        help="seconds between progress uploads to the Hub (default: 300)",
+    )
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode: str) -> None:
+    group = parser.add_argument_group("model and server")
+    group.add_argument("--server", default=DEFAULT_SERVER, help=f"vLLM server URL (default: {DEFAULT_SERVER})")
+    group.add_argument("--model", default=facts.model, help=f"model id or folder (default: {facts.model})")
+    group.add_argument("--max-model-len", type=int, default=facts.max_model_len, help="context length to serve")
+    group.add_argument("--max-tokens", type=int, default=facts.sampling.get("max_tokens"), help="output cap")
+    group.add_argument("--temperature", type=float, default=facts.sampling.get("temperature", 0.0))
+    window_help = (
+        f"pages in flight (default: {SERVER_WINDOW})"
+        if mode == "server"
+        else f"upper bound of the adaptive window (default: {SATURATE_MAX_INFLIGHT}, lowered to fit host memory)"
+    )
+    group.add_argument("--max-inflight", type=int, help=window_help)
+    group.add_argument("--request-timeout", type=float, default=1800.0, help="seconds per request (default: 1800)")
+    group.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for the server")
+    group.add_argument("--max-restarts", type=int, default=3, help="restarts of a spawned server that dies")
+    group.add_argument("--extra-serve-args", default="", help="more `vllm serve` flags, as one quoted string")
+    group.add_argument("--verbose", action="store_true", help="log package versions and the serve command")
+
+
+def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    args = parser.parse_args(argv)
+    if args.max_tokens is not None and args.max_tokens >= args.max_model_len:
+        parser.error(
+            f"--max-tokens {args.max_tokens} must be below --max-model-len {args.max_model_len} "
+            "(the prompt's image tokens need room too)"
+        )
+    if args.max_inflight is not None and args.max_inflight < 1:
+        parser.error("--max-inflight must be at least 1")
+    return args

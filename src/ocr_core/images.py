@@ -1,0 +1,157 @@
+"""Turns one dataset image cell into the bytes a request carries.
+
+Most scanned pages are already JPEG, PNG or WebP of a sane size: those bytes go to the server untouched, because
+decoding and re-encoding a 3 MP page costs tens of milliseconds of CPU that the driver needs for keeping pages in
+flight. Everything else is decoded, converted and resized once, here.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+import os
+from dataclasses import dataclass
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+MIME_BY_FORMAT = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
+PASS_THROUGH_MODES = {"RGB", "L"}
+EXIF_ORIENTATION = 0x0112
+REENCODE_QUALITY = 95
+
+
+class BadImage(ValueError):
+    """A row whose image cannot be sent; the message is the reason stored in its error column."""
+
+
+@dataclass(frozen=True)
+class PreparedImage:
+    data: bytes
+    mime: str
+    width: int
+    height: int
+    passed_through: bool
+
+    def data_url(self) -> str:
+        return f"data:{self.mime};base64,{base64.b64encode(self.data).decode('ascii')}"
+
+    def content_part(self) -> dict:
+        return {"type": "image_url", "image_url": {"url": self.data_url()}}
+
+
+def cell_bytes(cell: object) -> bytes:
+    """Reads an undecoded `datasets` Image cell ({"bytes", "path"}), a path string or raw bytes."""
+    if cell is None:
+        raise BadImage("image cell is empty (None)")
+    if isinstance(cell, (bytes, bytearray, memoryview)):
+        return bytes(cell)
+    if isinstance(cell, dict):
+        if cell.get("bytes") is not None:
+            return bytes(cell["bytes"])
+        if cell.get("path"):
+            return read_image_file(cell["path"])
+        raise BadImage("image cell has neither bytes nor a path")
+    if isinstance(cell, str):
+        return read_image_file(cell)
+    if isinstance(cell, Image.Image):
+        buffer = io.BytesIO()
+        cell.save(buffer, format="PNG")
+        return buffer.getvalue()
+    raise BadImage(f"image cell has an unsupported type: {type(cell).__name__}")
+
+
+def read_image_file(path: str) -> bytes:
+    try:
+        with open(os.path.expanduser(path), "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise BadImage(f"cannot read image file {path!r}: {exc.strerror or exc}") from exc
+
+
+def target_scale(width: int, height: int, max_side: int | None, max_pixels: int | None) -> float:
+    """The downscale factor that fits both bounds; never above 1, so pages are never upscaled."""
+    scale = 1.0
+    if max_side:
+        scale = min(scale, max_side / max(width, height))
+    if max_pixels:
+        scale = min(scale, math.sqrt(max_pixels / (width * height)))
+    return scale
+
+
+def open_image(data: bytes) -> Image.Image:
+    if not data:
+        raise BadImage("image bytes are empty")
+    try:
+        return Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as exc:
+        raise BadImage(f"image is too large to decode safely: {exc}") from exc
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise BadImage(f"not a readable image: {exc}") from exc
+
+
+def prepare_image(
+    data: bytes,
+    max_side: int | None = None,
+    max_pixels: int | None = None,
+    verify: bool = False,
+) -> PreparedImage:
+    """Passes acceptable bytes through; decodes the rest once. `verify` fully decodes pass-through pages too."""
+    image = open_image(data)
+    width, height = image.size
+    if width < 1 or height < 1:
+        raise BadImage(f"image has no pixels ({width}x{height})")
+    scale = target_scale(width, height, max_side, max_pixels)
+    orientation = image.getexif().get(EXIF_ORIENTATION, 1)
+    mime = MIME_BY_FORMAT.get(image.format or "")
+    if mime and image.mode in PASS_THROUGH_MODES and scale >= 1.0 and orientation == 1:
+        if verify:
+            decode(image)
+        return PreparedImage(data, mime, width, height, passed_through=True)
+    return reencode(image, scale)
+
+
+def decode(image: Image.Image) -> None:
+    try:
+        image.load()
+    except Image.DecompressionBombError as exc:
+        raise BadImage(f"image is too large to decode safely: {exc}") from exc
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise BadImage(f"image data is broken: {exc}") from exc
+
+
+def reencode(image: Image.Image, scale: float) -> PreparedImage:
+    """Decodes at reduced size where the codec allows it, fixes orientation and mode, and writes a JPEG."""
+    width, height = image.size
+    if image.getexif().get(EXIF_ORIENTATION, 1) in (5, 6, 7, 8):
+        width, height = height, width
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    if scale < 1.0:
+        image.draft("RGB", size)
+    decode(image)
+    try:
+        image = ImageOps.exif_transpose(image)
+    except (OSError, ValueError) as exc:
+        raise BadImage(f"image orientation data is broken: {exc}") from exc
+    image = to_rgb_or_gray(image)
+    if image.size != size:
+        image = image.resize(size, Image.Resampling.LANCZOS)
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=REENCODE_QUALITY)
+    return PreparedImage(buffer.getvalue(), "image/jpeg", image.width, image.height, passed_through=False)
+
+
+def to_rgb_or_gray(image: Image.Image) -> Image.Image:
+    """Flattens transparency onto white (scans are paper) and maps every other mode to RGB or L."""
+    if image.mode in PASS_THROUGH_MODES:
+        return image
+    if image.mode.startswith("I") or image.mode == "F":
+        return image.convert("I").point(lambda value: value / 256).convert("L")
+    if "A" in image.mode or "transparency" in image.info:
+        rgba = image.convert("RGBA")
+        page = Image.new("RGB", rgba.size, (255, 255, 255))
+        page.paste(rgba, mask=rgba.getchannel("A"))
+        return page
+    if image.mode == "1":
+        return image.convert("L")
+    return image.convert("RGB")

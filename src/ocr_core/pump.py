@@ -1,0 +1,239 @@
+"""The driver: keeps a window of pages in flight against one server until every row has an outcome.
+
+One asyncio task per page in flight; image preparation runs in a thread pool so the event loop only moves bytes.
+Whatever happens to a page, exactly one result row is logged for it, except pages still in flight when the run is
+stopped: those are redone by the next run (at most one window).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from .chat import Retryable, RowFailed, chat_body, post_chat
+from .facts import ModelFacts
+from .images import BadImage, PreparedImage, cell_bytes, prepare_image
+from .progress import ProgressLog, RowResult
+from .repeats import repeated_tail
+from .report import Progress
+from .server import parse_metrics
+from .source import RowInput
+from .window import Window
+
+QUEUE_GAUGES = ("vllm:num_requests_waiting", "vllm:num_requests_running")
+METRICS_INTERVAL_S = 1.0
+BACKOFF_BASE_S = 1.0
+BACKOFF_CAP_S = 30.0
+
+
+@dataclass
+class Target:
+    """Where requests go: base URL, served model name, headers (an API key for remote servers)."""
+
+    url: str
+    model: str
+    headers: Mapping[str, str]
+
+
+@dataclass
+class PumpSettings:
+    sampling: Mapping[str, Any]
+    request_timeout: float
+    max_attempts: int = 8
+    prep_threads: int = min(8, os.cpu_count() or 1)
+
+
+Recover = Callable[[Retryable, int], Awaitable[int]]
+
+
+class Pump:
+    def __init__(
+        self,
+        target: Target,
+        facts: ModelFacts,
+        args: argparse.Namespace,
+        settings: PumpSettings,
+        window: Window,
+        log: ProgressLog,
+        progress: Progress,
+        recover: Recover,
+        on_part: Callable[[os.PathLike], None] | None = None,
+    ) -> None:
+        self.target = target
+        self.facts = facts
+        self.args = args
+        self.settings = settings
+        self.window = window
+        self.log = log
+        self.progress = progress
+        self.recover = recover
+        self.on_part = on_part
+        self.waiting: float | None = None
+        self.generation = 0
+        self.metrics_start: dict[str, float] = {}
+
+    async def run(self, rows: Iterator[RowInput]) -> None:
+        limits = httpx.Limits(max_connections=self.window.cap + 8, max_keepalive_connections=self.window.cap + 8)
+        timeout = httpx.Timeout(self.settings.request_timeout, connect=30.0, pool=None)
+        tasks: set[asyncio.Task] = set()
+        with ThreadPoolExecutor(self.settings.prep_threads, thread_name_prefix="prep") as prep:
+            async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+                watcher = asyncio.create_task(self.watch_queue(client))
+                try:
+                    await self.feed(rows, client, prep, tasks)
+                finally:
+                    watcher.cancel()
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(watcher, *tasks, return_exceptions=True)
+                    self.record_part(self.log.flush())
+
+    async def feed(
+        self,
+        rows: Iterator[RowInput],
+        client: httpx.AsyncClient,
+        prep: ThreadPoolExecutor,
+        tasks: set[asyncio.Task],
+    ) -> None:
+        """Admits one page per free slot; a page task that fails the job stops admission at once."""
+        failure: list[BaseException] = []
+
+        def settle(task: asyncio.Task) -> None:
+            tasks.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                failure.append(task.exception())
+
+        for row in rows:
+            await self.window.acquire()
+            if failure:
+                raise failure[0]
+            task = asyncio.create_task(self.process(row, client, prep))
+            tasks.add(task)
+            task.add_done_callback(settle)
+        while tasks and not failure:
+            await asyncio.wait(set(tasks), return_when=asyncio.FIRST_COMPLETED)
+        if failure:
+            raise failure[0]
+
+    async def process(self, row: RowInput, client: httpx.AsyncClient, prep: ThreadPoolExecutor) -> None:
+        acknowledged = False
+        try:
+            result, acknowledged = await self.complete(row, client, prep)
+            self.record_part(self.log.add(result))
+            loop = result.error is not None and result.error.startswith("repetition loop")
+            self.progress.record(
+                result.error, loop, result.finish_reason, result.prompt_tokens, result.completion_tokens
+            )
+        finally:
+            await self.window.release(self.waiting, acknowledged)
+            self.progress.show(self.window.in_flight, self.window.limit)
+
+    def record_part(self, part: os.PathLike | None) -> None:
+        if part is not None and self.on_part is not None:
+            self.on_part(part)
+
+    async def complete(
+        self, row: RowInput, client: httpx.AsyncClient, prep: ThreadPoolExecutor
+    ) -> tuple[RowResult, bool]:
+        """The row's result, and whether the server answered (which is what may widen the window)."""
+        started = time.monotonic()
+        result = RowResult(row.index, row.row_id)
+        try:
+            image = await asyncio.get_running_loop().run_in_executor(prep, self.prepare, row.cell)
+        except BadImage as exc:
+            result.error = f"bad image: {exc}"
+            return result, False
+        body = chat_body(
+            self.target.model,
+            self.facts.build_content(image.content_part(), self.args),
+            self.settings.sampling,
+            self.facts.request_extras,
+        )
+        answered = await self.ask(body, client, result)
+        result.seconds = time.monotonic() - started
+        return result, answered
+
+    def prepare(self, cell: object) -> PreparedImage:
+        return prepare_image(cell_bytes(cell), self.facts.max_side, self.facts.max_pixels)
+
+    async def ask(self, body: dict, client: httpx.AsyncClient, result: RowResult) -> bool:
+        """Sends until the page has an outcome; fills `result`; True once the server answered it."""
+        resampled = False
+        transient = 0
+        while True:
+            result.attempts += 1
+            generation = self.generation
+            try:
+                response = await post_chat(client, self.target.url, body, self.target.headers)
+            except RowFailed as exc:
+                result.error = str(exc)
+                return True
+            except Retryable as exc:
+                transient += 1
+                if transient >= self.settings.max_attempts:
+                    result.error = f"gave up after {transient} attempts: {exc}"
+                    return False
+                self.generation = await self.recover(exc, generation)
+                await asyncio.sleep(backoff(transient))
+                continue
+            if self.take_answer(response, result, resampled):
+                return True
+            resampled = True
+            body = {**body, "temperature": self.facts.retry_temperature}
+
+    def take_answer(self, response: dict, result: RowResult, resampled: bool) -> bool:
+        """Parses an answer into `result`; False asks for one resampled attempt of a repetition loop."""
+        choice = response["choices"][0]
+        text = choice["message"].get("content") or ""
+        usage = response.get("usage") or {}
+        result.finish_reason = choice.get("finish_reason")
+        result.prompt_tokens += usage.get("prompt_tokens", 0)
+        result.completion_tokens += usage.get("completion_tokens", 0)
+        loop = repeated_tail(text) if result.finish_reason == "length" else None
+        if loop and self.facts.retry_temperature is not None and not resampled:
+            return False
+        parsed = self.facts.parse(text, self.args)
+        result.text = parsed.text
+        result.extra = encode_extra(parsed.extra)
+        if loop:
+            result.error = (
+                f"repetition loop: output hit max_tokens repeating {loop.unit[:40]!r} {loop.count} times "
+                f"after {result.attempts} attempt(s); text holds the trimmed output"
+            )
+        return True
+
+    async def watch_queue(self, client: httpx.AsyncClient) -> None:
+        """Keeps `waiting` current from /metrics; None while the server does not expose the gauge."""
+        while True:
+            gauges = await fetch_metrics(client, self.target, QUEUE_GAUGES)
+            self.waiting = gauges.get("vllm:num_requests_waiting")
+            await asyncio.sleep(METRICS_INTERVAL_S)
+
+
+async def fetch_metrics(client: httpx.AsyncClient, target: Target, names: tuple[str, ...]) -> dict[str, float]:
+    with contextlib.suppress(httpx.HTTPError):
+        response = await client.get(f"{target.url}/metrics", headers=target.headers, timeout=10.0)
+        if response.status_code == 200:
+            return parse_metrics(response.text, names)
+    return {}
+
+
+def encode_extra(extra: Mapping[str, Any]) -> str | None:
+    return json.dumps(extra, ensure_ascii=False) if extra else None
+
+
+def backoff(attempt: int) -> float:
+    """Exponential with jitter, so a restarted server is not hit by every page at the same instant."""
+    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)

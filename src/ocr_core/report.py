@@ -1,0 +1,84 @@
+"""What a run tells its user while it goes (a tqdm bar on stderr) and when it ends (one JSON line on stdout)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+
+from tqdm.auto import tqdm
+
+
+@dataclass
+class Tally:
+    done: int = 0
+    errors: int = 0
+    loops: int = 0
+    truncated: int = 0
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+    finished: float | None = None
+
+    def seconds(self) -> float:
+        return max(1e-9, (self.finished or time.monotonic()) - self.started)
+
+    def pages_per_s(self) -> float:
+        return self.done / self.seconds()
+
+    def tokens_per_s(self) -> float:
+        return self.output_tokens / self.seconds()
+
+
+class Progress:
+    """Counts results and keeps the bar's numbers current: pages/s, output tokens/s, pages in flight, errors."""
+
+    def __init__(self, total: int, already_done: int) -> None:
+        self.tally = Tally()
+        interactive = sys.stderr.isatty()
+        self.bar = tqdm(
+            total=total,
+            initial=already_done,
+            unit="page",
+            file=sys.stderr,
+            mininterval=0.5 if interactive else 15.0,
+            dynamic_ncols=True,
+        )
+
+    def start(self) -> None:
+        """Starts the clock for pages/s here, so server start-up and dataset loading do not count."""
+        self.tally.started = time.monotonic()
+
+    def record(self, error: str | None, loop: bool, finish_reason: str | None, prompt: int, output: int) -> None:
+        tally = self.tally
+        tally.done += 1
+        tally.errors += error is not None
+        tally.loops += loop
+        tally.truncated += finish_reason == "length"
+        tally.prompt_tokens += prompt
+        tally.output_tokens += output
+        self.bar.update(1)
+
+    def show(self, in_flight: int, window: int) -> None:
+        tally = self.tally
+        self.bar.set_postfix(
+            tok_s=f"{tally.tokens_per_s():.0f}",
+            in_flight=in_flight,
+            window=window,
+            errors=tally.errors,
+            refresh=False,
+        )
+
+    def close(self) -> None:
+        self.tally.finished = time.monotonic()
+        self.bar.close()
+
+
+def say(message: str) -> None:
+    """Logs to stderr without tearing the progress bar; stdout is kept for the final summary."""
+    tqdm.write(message, file=sys.stderr)
+
+
+def print_summary(summary: dict) -> None:
+    print(json.dumps(summary, sort_keys=False), flush=True)

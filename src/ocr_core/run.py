@@ -1,0 +1,334 @@
+"""A recipe's main: resolve input and output, resume, drive the pages, publish, and say what happened.
+
+Exit codes: 0 every selected row has an outcome and the dataset is published; 1 the job failed (the message says
+why; finished rows are kept for the rerun); 2 the command needs changing; 130/143 interrupted (rerun to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .assemble import Columns, assemble, collisions, missing_rows
+from .card import CardFacts, render_card
+from .chat import JobFailed
+from .cli import SATURATE_MAX_INFLIGHT, SERVER_WINDOW, build_parser, job_command, parse_arguments, usage
+from .engine import Engine
+from .facts import ModelFacts
+from .hostmem import memory_cap
+from .hub import HfHub, HubClient, with_retries
+from .output import Destination, PartUploader, is_local_output
+from .progress import ProgressLog, check_manifest, finished_ids, new_run_id, read_results
+from .pump import Pump, PumpSettings, Target
+from .report import Progress, print_summary, say
+from .server import ServerError, parse_metrics
+from .source import InputError, Source, load_source
+from .window import Window
+
+
+class UsageError(ValueError):
+    """The command cannot work as written; the message says what to change."""
+
+
+@dataclass
+class Job:
+    args: argparse.Namespace
+    facts: ModelFacts
+    script: str
+    mode: str
+    argv: list[str]
+    destination: Destination
+    source: Source
+    columns: Columns
+    todo: int
+    started: float
+
+
+def main(
+    namespace: Mapping[str, Any],
+    script: str,
+    mode: str,
+    argv: Sequence[str] | None = None,
+    hub: HubClient | None = None,
+) -> int:
+    """Entry point of every server-mode recipe; `hub` replaces the real Hub client (tests pass a double)."""
+    facts = ModelFacts.from_namespace(namespace)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        print(usage(script, facts, mode))
+        return 0
+    args = parse_arguments(build_parser(script, facts, mode), argv)
+    try:
+        job = prepare_job(args, facts, script, mode, argv, hub)
+        return asyncio.run(run_job(job))
+    except (UsageError, InputError, ServerError) as exc:
+        say(f"error: {exc}")
+        return 2
+    except JobFailed as exc:
+        say(f"error: {exc}\nFinished rows are kept; rerun the same command to resume.")
+        return 1
+    except KeyboardInterrupt:
+        say("interrupted; finished rows are kept, rerun the same command to resume")
+        return 130
+
+
+def hub_token(args: argparse.Namespace) -> str | None:
+    return args.hf_token or os.environ.get("HF_TOKEN")
+
+
+def open_destination(args: argparse.Namespace, hub: HubClient | None) -> Destination:
+    if is_local_output(args.output):
+        return Destination(args.output, args.split, args.config, None)
+    if args.output.count("/") != 1:
+        raise UsageError(
+            f"OUTPUT {args.output!r} is neither a local folder (start it with ./ or /) nor a Hub id (namespace/name)"
+        )
+    client = hub or HfHub(hub_token(args))
+    with_retries(lambda: client.create_repo(args.output, args.private), "creating the output repo")
+    return Destination(args.output, args.split, args.config, client, args.private, args.create_pr)
+
+
+def prepare_job(
+    args: argparse.Namespace,
+    facts: ModelFacts,
+    script: str,
+    mode: str,
+    argv: list[str],
+    hub: HubClient | None,
+) -> Job:
+    started = time.monotonic()
+    destination = open_destination(args, hub)
+    source = load_source(
+        args.input,
+        args.split,
+        args.image_column,
+        args.input_config,
+        args.id_column,
+        args.max_samples,
+        args.shuffle,
+        args.seed,
+    )
+    columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns))
+    clashing = collisions(source, columns)
+    if clashing and not args.overwrite:
+        raise UsageError(
+            f"{args.input} already has column(s) {clashing}; pass --overwrite to replace them, "
+            "or --output-column / --error-column to write elsewhere"
+        )
+    fetched = destination.pull_progress()
+    if fetched:
+        say(f"fetched {fetched} progress part(s) from {destination.describe()}")
+    manifest = {
+        "input": args.input,
+        "split": args.split,
+        "model": args.model,
+        "output_column": args.output_column,
+    }
+    try:
+        check_manifest(destination.progress_dir, manifest, args.overwrite)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    done = finished_ids(read_results(destination.progress_dir), args.retry_errors)
+    todo = sum(row_id not in done for row_id in source.ids)
+    say(f"{len(source.ids)} row(s) selected from {args.input}; {len(source.ids) - todo} already done, {todo} to do")
+    return Job(args, facts, script, mode, argv, destination, source, columns, todo, started)
+
+
+def make_window(args: argparse.Namespace, mode: str) -> Window:
+    if mode == "server":
+        size = args.max_inflight or SERVER_WINDOW
+        say(f"window: {size} page(s) in flight")
+        return Window(size, size)
+    ceiling = args.max_inflight or SATURATE_MAX_INFLIGHT
+    cap, why = memory_cap()
+    final_cap = min(ceiling, cap) if cap else ceiling
+    say(
+        f"window: adaptive, starts at {min(SERVER_WINDOW, final_cap)}, capped at {final_cap} ({why}; "
+        f"--max-inflight {ceiling})"
+    )
+    return Window(SERVER_WINDOW, final_cap, adaptive=True)
+
+
+async def run_job(job: Job) -> int:
+    """Drives the remaining rows, then publishes if every selected row has an outcome."""
+    args = job.args
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    engine = Engine(args, job.facts, job.script, job.argv)
+    uploader = PartUploader(job.destination, args.upload_every)
+    window = make_window(args, job.mode)
+    progress = Progress(len(job.source.ids), len(job.source.ids) - job.todo)
+    target: Target | None = None
+    metrics_before: dict[str, float] = {}
+    extra: dict = {}
+    version = None
+    interrupted = False
+    try:
+        if job.todo:
+            target = await engine.open()
+            metrics_before = await read_metrics(target)
+            version = await server_version(target)
+            await drive(job, target, engine, uploader, window, progress)
+            if job.facts.summary_metrics:
+                extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
+    except asyncio.CancelledError:
+        interrupted = True
+        say("stopped by SIGTERM; finished rows are kept, rerun the same command to resume")
+    finally:
+        progress.close()
+        loop.remove_signal_handler(signal.SIGTERM)
+        await asyncio.to_thread(engine.close)
+    return finish(job, progress, window, target, extra, version, interrupted)
+
+
+async def drive(
+    job: Job, target: Target, engine: Engine, uploader: PartUploader, window: Window, progress: Progress
+) -> None:
+    """Pumps the rows still to do; progress parts reach the Hub in the background and once more at the end."""
+    log = ProgressLog(job.destination.progress_dir, new_run_id(), flush_rows=max(16, window.limit))
+    pump = Pump(
+        target, job.facts, job.args, sampling_settings(job), window, log, progress, engine.recover, uploader.add
+    )
+    skip = finished_ids(read_results(job.destination.progress_dir), job.args.retry_errors)
+    uploader.start()
+    progress.start()
+    try:
+        await pump.run(job.source.rows(skip))
+    finally:
+        await asyncio.to_thread(uploader.close)
+
+
+def sampling_settings(job: Job) -> PumpSettings:
+    sampling = {**job.facts.sampling, "temperature": job.args.temperature}
+    if job.args.max_tokens is not None:
+        sampling["max_tokens"] = job.args.max_tokens
+    return PumpSettings(sampling=sampling, request_timeout=job.args.request_timeout)
+
+
+async def read_metrics(target: Target | None) -> dict[str, float]:
+    if target is None:
+        return {}
+    try:
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            response = await client.get(f"{target.url}/metrics", headers=target.headers)
+    except httpx.HTTPError:
+        return {}
+    return parse_metrics(response.text, None) if response.status_code == 200 else {}
+
+
+async def server_version(target: Target) -> str | None:
+    try:
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            response = await client.get(f"{target.url}/version", headers=target.headers)
+        return response.json().get("version") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def inference_info(job: Job, target: Target | None, window: Window, version: str | None) -> dict[str, Any]:
+    return {
+        "model_id": job.args.model,
+        "model_name": target.model if target else job.args.model,
+        "column_name": job.args.output_column,
+        "error_column": job.args.error_column,
+        "sampling": dict(sampling_settings(job).sampling),
+        "image": job.facts.image,
+        "vllm_version": version,
+        "mode": job.mode,
+        "window": {"final": window.limit, "peak_in_flight": window.peak_in_flight, "cap": window.cap},
+        "script": job.script,
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def finish(
+    job: Job,
+    progress: Progress,
+    window: Window,
+    target: Target | None,
+    extra: dict,
+    version: str | None,
+    interrupted: bool,
+) -> int:
+    results = read_results(job.destination.progress_dir)
+    missing = missing_rows(job.source, results)
+    selected = set(job.source.ids)
+    errors = sum(
+        1
+        for row_id, error in zip(results["row_id"].to_pylist(), results["error"].to_pylist())
+        if error is not None and row_id in selected
+    )
+    tally = progress.tally
+    published = None
+    if not missing and not interrupted:
+        published = publish(job, results, target, window, version, errors, tally)
+        say(f"published {len(selected)} row(s) ({errors} with an error) to {published}")
+    else:
+        say(f"{missing} row(s) have no outcome yet; rerun the same command to finish them")
+    print_summary(
+        {
+            "script": job.script,
+            "model": job.args.model,
+            "mode": job.mode,
+            "output": published or job.destination.describe(),
+            "rows": len(selected),
+            "done_this_run": tally.done,
+            "resumed": len(selected) - job.todo,
+            "errors": errors,
+            "errors_this_run": tally.errors,
+            "loops_this_run": tally.loops,
+            "missing": missing,
+            "pages_per_s": round(tally.pages_per_s(), 3),
+            "output_tokens_per_s": round(tally.tokens_per_s(), 1),
+            "inference_s": round(tally.seconds(), 2),
+            "wall_s": round(time.monotonic() - job.started, 2),
+            "window": window.limit,
+            "peak_in_flight": window.peak_in_flight,
+            "interrupted": interrupted,
+            **extra,
+        }
+    )
+    if interrupted:
+        return 143
+    return 0 if not missing else 1
+
+
+def publish(job: Job, results, target: Target | None, window: Window, version: str | None, errors: int, tally) -> str:
+    info = inference_info(job, target, window, version)
+    card = render_card(
+        job.destination.existing_card(),
+        CardFacts(
+            source=job.args.input,
+            split=job.args.split,
+            config=job.args.config,
+            data_prefix=job.destination.data_prefix,
+            model=job.args.model,
+            script=job.script,
+            image=job.facts.image,
+            mode=job.mode,
+            command=job_command(job.script, job.facts, job.argv),
+            output_column=job.args.output_column,
+            error_column=job.args.error_column,
+            rows=len(job.source.ids),
+            errors=errors,
+            pages_per_s=tally.pages_per_s(),
+            tokens_per_s=tally.tokens_per_s(),
+            window=window.limit,
+        ),
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        files = assemble(job.source, results, job.columns, info, Path(folder), job.destination.data_prefix)
+        return job.destination.publish(files, card, f"OCR with {job.args.model}: {len(job.source.ids)} rows")

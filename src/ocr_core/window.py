@@ -1,0 +1,65 @@
+"""How many pages may be in flight at once.
+
+Continuous batching only stays full when the server always has more pages than it is decoding, so the driver
+keeps a window of requests open. A fixed window is predictable; the adaptive one widens like TCP slow start while
+pages come back and the server's queue is empty, and stops at a cap set by host memory (every page in flight
+holds its image in RAM on both sides).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+
+@dataclass
+class WindowStats:
+    limit: int
+    peak_in_flight: int
+    peak_limit: int
+
+
+class Window:
+    """An asyncio gate whose limit can move while pages are in flight."""
+
+    def __init__(self, limit: int, cap: int, adaptive: bool = False, target_waiting: int = 4) -> None:
+        self.cap = max(1, cap)
+        self.limit = max(1, min(limit, self.cap))
+        self.adaptive = adaptive
+        self.target_waiting = target_waiting
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.peak_limit = self.limit
+        self.acknowledged = 0
+        self._changed = asyncio.Condition()
+
+    async def acquire(self) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.in_flight < self.limit)
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    async def release(self, waiting: float | None, acknowledged: bool = True) -> None:
+        """Frees a slot; an acknowledged page (a result came back) may move the limit."""
+        async with self._changed:
+            self.in_flight -= 1
+            if acknowledged:
+                self.acknowledged += 1
+                self._adapt(waiting)
+            self._changed.notify_all()
+
+    def _adapt(self, waiting: float | None) -> None:
+        """Grows by one per returned page while nothing waits (doubling per round trip); shrinks on a long queue.
+
+        `waiting` is None when the server exposes no queue gauge: then only the cap bounds growth.
+        """
+        if not self.adaptive:
+            return
+        if waiting is None or waiting == 0:
+            self.limit = min(self.cap, self.limit + 1)
+        elif waiting > max(self.target_waiting, self.limit // 8):
+            self.limit = max(1, self.limit - 1)
+        self.peak_limit = max(self.peak_limit, self.limit)
+
+    def stats(self) -> WindowStats:
+        return WindowStats(self.limit, self.peak_in_flight, self.peak_limit)

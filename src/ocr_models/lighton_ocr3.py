@@ -1,0 +1,25 @@
+"""LightOnOCR-3-0.8B: a 0.8B Qwen3.5-based page-to-markdown model from LightOn.
+
+Facts from LightOn's README and client: the page image alone is the prompt (any text is out of distribution),
+pages are sent at most 2048 px on the longest side and never upscaled, temperature 0.1 rather than greedy,
+thinking off, and the vLLM 0.30.0 pin of LightOn's own benchmark environment.
+"""
+
+MODEL = "lightonai/LightOnOCR-3-0.8B"
+IMAGE = "vllm/vllm-openai:v0.30.0"
+VLLM_PIN = "0.30.0"
+FLAVOR = "l4x1"
+MAX_MODEL_LEN = 18000
+SERVE_ARGS = [
+    "--limit-mm-per-prompt",
+    '{"image": 1}',
+    "--default-chat-template-kwargs",
+    '{"enable_thinking": false}',
+    "--mm-processor-cache-gb",
+    "0",
+    "--no-enable-prefix-caching",
+]
+SAMPLING = {"temperature": 0.1, "top_p": 1.0, "max_tokens": 8192}
+REQUEST_EXTRAS = {"chat_template_kwargs": {"enable_thinking": False}}
+MAX_SIDE = 2048
+RETRY_TEMPERATURE = 0.2

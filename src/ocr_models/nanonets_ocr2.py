@@ -1,0 +1,28 @@
+"""Nanonets-OCR2-3B: a Qwen2.5-VL-3B fine-tune that writes markdown with HTML tables, LaTeX and semantic tags.
+
+It must run on vllm/vllm-openai:v0.10.2: newer vLLM releases decode this model to a stream of "!!!!". The card
+serves it with a bare `vllm serve`; full-page scans need a 32768-token context. The card's prompt follows the
+image, and decoding is greedy.
+"""
+
+import argparse
+
+MODEL = "nanonets/Nanonets-OCR2-3B"
+IMAGE = "vllm/vllm-openai:v0.10.2"
+VLLM_PIN = "0.10.2"
+FLAVOR = "l4x1"
+MAX_MODEL_LEN = 32768
+SERVE_ARGS = ["--limit-mm-per-prompt", '{"image": 1}', "--no-enable-prefix-caching"]
+PROMPT = (
+    "Extract the text from the above document as if you were reading it naturally. Return the tables in html "
+    "format. Return the equations in LaTeX representation. If there is an image in the document and image caption "
+    "is not present, add a small description of the image inside the <img></img> tag; otherwise, add the image "
+    "caption inside <img></img>. Watermarks should be wrapped in brackets. Ex: <watermark>OFFICIAL COPY</watermark>. "
+    "Page numbers should be wrapped in brackets. Ex: <page_number>14</page_number> or "
+    "<page_number>9/22</page_number>. Prefer using ☐ and ☑ for check boxes."
+)
+SAMPLING = {"temperature": 0.0, "max_tokens": 15000}
+
+
+def build_content(image_part: dict, args: argparse.Namespace) -> list[dict]:
+    return [image_part, {"type": "text", "text": PROMPT}]

@@ -1,0 +1,124 @@
+"""Progress parts, resume bookkeeping and the final dataset, without a server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import datasets
+import pytest
+
+from ocr_core.assemble import Columns, assemble, missing_rows
+from ocr_core.card import CardFacts, render_card, split_front_matter
+from ocr_core.progress import ProgressLog, RowResult, check_manifest, finished_ids, read_results
+from ocr_core.source import InputError, load_source
+
+SAMPLE_DATASET = Path(__file__).resolve().parent.parent / "samples" / "dataset"
+
+
+def test_newest_part_wins_and_errors_can_be_retried(tmp_path):
+    first = ProgressLog(tmp_path, "20260101T000000Z-aaaaaa", flush_rows=2)
+    first.add(RowResult(0, "train-0", text="zero"))
+    first.add(RowResult(1, "train-1", error="server rejected the page (400): bad"))
+    second = ProgressLog(tmp_path, "20260102T000000Z-bbbbbb", flush_rows=10)
+    second.add(RowResult(1, "train-1", text="one"))
+    second.flush()
+    results = read_results(tmp_path)
+    texts = dict(zip(results["row_id"].to_pylist(), results["text"].to_pylist()))
+    assert texts == {"train-0": "zero", "train-1": "one"}
+    assert finished_ids(read_results(tmp_path), retry_errors=True) == {"train-0", "train-1"}
+
+
+def test_error_rows_are_skipped_unless_retried(tmp_path):
+    log = ProgressLog(tmp_path, "20260101T000000Z-aaaaaa")
+    log.add(RowResult(0, "train-0", text="zero"))
+    log.add(RowResult(1, "train-1", error="bad image: image cell is empty (None)"))
+    log.flush()
+    results = read_results(tmp_path)
+    assert finished_ids(results, retry_errors=False) == {"train-0", "train-1"}
+    assert finished_ids(results, retry_errors=True) == {"train-0"}
+
+
+def test_manifest_refuses_another_job(tmp_path):
+    check_manifest(tmp_path, {"model": "a"}, overwrite=False)
+    check_manifest(tmp_path, {"model": "a"}, overwrite=False)
+    with pytest.raises(ValueError, match="another job"):
+        check_manifest(tmp_path, {"model": "b"}, overwrite=False)
+    check_manifest(tmp_path, {"model": "b"}, overwrite=True)
+    assert json.loads((tmp_path / "manifest.json").read_text()) == {"model": "b"}
+
+
+def test_source_selection_is_stable(tmp_path):
+    source = load_source(str(SAMPLE_DATASET), max_samples=5, shuffle=True, seed=7)
+    again = load_source(str(SAMPLE_DATASET), max_samples=5, shuffle=True, seed=7)
+    assert source.ids == again.ids
+    assert len(set(source.ids)) == 5
+    rows = list(source.rows(skip={source.ids[0]}))
+    assert [row.row_id for row in rows] == source.ids[1:]
+    assert all(isinstance(row.cell["bytes"], bytes) for row in rows)
+
+
+def test_missing_column_names_the_fix():
+    with pytest.raises(InputError, match="--image-column"):
+        load_source(str(SAMPLE_DATASET), image_column="scan")
+
+
+def test_final_dataset_keeps_input_order_and_columns(tmp_path):
+    source = load_source(str(SAMPLE_DATASET), max_samples=6, shuffle=True, seed=3)
+    log = ProgressLog(tmp_path / "progress", "20260101T000000Z-aaaaaa")
+    for index, row_id in reversed(list(zip(source.selected, source.ids))):
+        error = "bad image: broken" if index % 2 else None
+        log.add(RowResult(index, row_id, text=None if error else f"text {index}", error=error))
+    log.flush()
+    results = read_results(tmp_path / "progress")
+    assert missing_rows(source, results) == 0
+    columns = Columns("markdown", "ocr_error", {})
+    files = assemble(source, results, columns, {"model_id": "m"}, tmp_path / "out", "data")
+    assert list(files) == ["data/train-00000-of-00001.parquet"]
+    output = datasets.Dataset.from_parquet(str(files["data/train-00000-of-00001.parquet"]), cache_dir=str(tmp_path))
+    assert output.column_names == [
+        "image",
+        "page_id",
+        "format",
+        "width",
+        "height",
+        "markdown",
+        "ocr_error",
+        "inference_info",
+    ]
+    assert isinstance(output.features["image"], datasets.Image)
+    originals = datasets.load_dataset(str(SAMPLE_DATASET), split="train")
+    assert output["page_id"] == [originals[index]["page_id"] for index in source.selected]
+    for index, text, error in zip(source.selected, output["markdown"], output["ocr_error"]):
+        assert (text is None) == (index % 2 == 1)
+        assert (error is not None) == (index % 2 == 1)
+    assert json.loads(output[0]["inference_info"]) == [{"model_id": "m"}]
+    assert output[0]["image"].size == (originals[source.selected[0]]["width"], originals[source.selected[0]]["height"])
+
+
+def test_card_merges_configs():
+    facts = CardFacts(
+        source="in/ds",
+        split="train",
+        config="ovis",
+        data_prefix="ovis",
+        model="m/x",
+        script="s.py",
+        image="img",
+        mode="server",
+        command="hf jobs uv run ...",
+        output_column="markdown",
+        error_column="ocr_error",
+        rows=3,
+        errors=1,
+        pages_per_s=1.5,
+        tokens_per_s=100.0,
+        window=32,
+    )
+    first = render_card(None, facts)
+    second = render_card(first, CardFacts(**{**facts.__dict__, "config": None, "data_prefix": "data"}))
+    meta, body = split_front_matter(second)
+    names = [config["config_name"] for config in meta["configs"]]
+    assert names == ["ovis", "default"]
+    assert meta["configs"][0]["data_files"] == [{"split": "train", "path": "ovis/train-*"}]
+    assert "hf jobs uv run" in body

@@ -1,0 +1,148 @@
+"""The generated scripts and the model hooks, checked without a server."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ocr_core.cli import job_command, without_secrets
+from ocr_core.facts import ModelFacts
+from ocr_core.server import parse_metrics
+from ocr_models import hpd_parsing, lighton_ocr3, nanonets_ocr2, ovis_ocr2
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = {
+    "lighton-ocr3-saturate.py": lighton_ocr3,
+    "ovis-ocr2-server.py": ovis_ocr2,
+    "nanonets-ocr2-server.py": nanonets_ocr2,
+    "hpd-parsing-saturate.py": hpd_parsing,
+}
+
+
+def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / script), *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+
+
+def test_generated_scripts_match_the_core():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build_scripts.py"), "--check"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_no_arguments_prints_usage_and_the_job_command(script):
+    result = run_script(script)
+    assert result.returncode == 0, result.stderr
+    facts = ModelFacts.from_namespace(vars(SCRIPTS[script]))
+    assert facts.image in result.stdout
+    assert script in result.stdout
+    assert "--server" in result.stdout
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_max_tokens_must_leave_room_for_the_prompt(script):
+    result = run_script(script, "in", "./out", "--max-model-len", "1024", "--max-tokens", "1024")
+    assert result.returncode == 2
+    assert "--max-tokens 1024 must be below --max-model-len 1024" in result.stderr
+
+
+def test_job_command_never_carries_the_token():
+    facts = ModelFacts.from_namespace(vars(lighton_ocr3))
+    command = job_command("lighton-ocr3-saturate.py", facts, ["a/b", "c/d", "--hf-token", "hf_secret", "--shuffle"])
+    assert "hf_secret" not in command
+    assert command.startswith("hf jobs uv run --flavor l4x1 --image vllm/vllm-openai:v0.30.0 -s HF_TOKEN ")
+    assert command.endswith("a/b c/d --shuffle")
+    assert without_secrets(["--hf-token=hf_x", "x"]) == ["x"]
+
+
+def test_hpd_job_command_installs_uv_on_the_vendor_image():
+    facts = ModelFacts.from_namespace(vars(hpd_parsing))
+    command = job_command("hpd-parsing-saturate.py", facts, ["a/b", "c/d"])
+    assert command.startswith(f"hf jobs run --flavor l4x1 -s HF_TOKEN {hpd_parsing.IMAGE} bash -lc")
+    assert "pip install -q uv && uv run" in command
+
+
+def test_hpd_keeps_prefix_caching_on():
+    assert "--enable-prefix-caching" in hpd_parsing.SERVE_ARGS
+    assert "--no-enable-prefix-caching" not in hpd_parsing.SERVE_ARGS
+    assert hpd_parsing.SERVE_ENV == {"MAX_PATCHES_WITH_RESIZE": "true"}
+
+
+def test_hpd_parse_gives_structured_blocks():
+    raw = (
+        "<BLOCK>title [102, 40, 898, 88]<CHILD>Annual Report"
+        "<BLOCK>image [100, 120, 500, 400]"
+        "<BLOCK>text [100, 420, 900, 600]<CHILD>The river rose twice.\n"
+    )
+    parsed = hpd_parsing.parse(raw, argparse.Namespace())
+    assert parsed.text == "Annual Report\n\nThe river rose twice."
+    assert parsed.extra["hpd_blocks"] == [
+        {"type": "title", "bbox": [102, 40, 898, 88], "text": "Annual Report"},
+        {"type": "image", "bbox": [100, 120, 500, 400], "text": None},
+        {"type": "text", "bbox": [100, 420, 900, 600], "text": "The river rose twice."},
+    ]
+    assert hpd_parsing.parse("plain words", argparse.Namespace()).text == "plain words"
+
+
+def test_hpd_prefix_cache_hit_rate():
+    before = {"vllm:prefix_cache_queries_total": 100.0, "vllm:prefix_cache_hits_total": 10.0}
+    after = {"vllm:prefix_cache_queries_total": 300.0, "vllm:prefix_cache_hits_total": 110.0}
+    assert hpd_parsing.summary_metrics(before, after) == {"prefix_cache_hit_rate": 0.5}
+    assert hpd_parsing.summary_metrics({}, {}) == {"prefix_cache_hit_rate": None}
+
+
+def test_hpd_points_the_speculative_head_at_a_local_folder(tmp_path):
+    (tmp_path / "P-MTP").mkdir()
+    args = argparse.Namespace(model=str(tmp_path))
+    serve_args = hpd_parsing.prepare_serve(list(hpd_parsing.SERVE_ARGS), args)
+    config = serve_args[serve_args.index("--speculative-config") + 1]
+    assert f'"model": "{tmp_path / "P-MTP"}"' in config
+    assert '"num_speculative_tokens": 6' in config
+
+
+def test_ovis_drops_figure_tags_unless_kept():
+    raw = 'Title\n\n<img src="images/bbox_10_20_300_400.jpg" />\n\nBody text.'
+    assert ovis_ocr2.parse(raw, argparse.Namespace(keep_image_tags=False)).text == "Title\n\nBody text."
+    assert "<img" in ovis_ocr2.parse(raw, argparse.Namespace(keep_image_tags=True)).text
+
+
+def test_ovis_trims_a_long_truncated_repeat():
+    raw = "Intro line.\n" + "| 1 | 2 |\n" * 1000
+    parsed = ovis_ocr2.parse(raw, argparse.Namespace(keep_image_tags=False)).text
+    assert parsed.count("| 1 | 2 |") == 1
+
+
+def test_ovis_prompt_follows_the_image():
+    content = ovis_ocr2.build_content({"type": "image_url"}, argparse.Namespace())
+    assert content[0] == {"type": "image_url"}
+    assert content[1]["text"].startswith("\nExtract all readable content")
+
+
+def test_lighton_sends_the_image_alone():
+    facts = ModelFacts.from_namespace(vars(lighton_ocr3))
+    assert facts.build_content({"type": "image_url"}, argparse.Namespace()) == [{"type": "image_url"}]
+    assert facts.max_side == 2048
+    assert facts.sampling["temperature"] == 0.1
+
+
+def test_nanonets_is_pinned_to_the_last_good_vllm():
+    assert nanonets_ocr2.IMAGE == "vllm/vllm-openai:v0.10.2"
+    assert nanonets_ocr2.MAX_MODEL_LEN == 32768
+
+
+def test_parse_metrics_sums_label_sets():
+    text = (
+        "# HELP vllm:num_requests_waiting x\n"
+        'vllm:num_requests_waiting{engine="0",model_name="m"} 2.0\n'
+        'vllm:num_requests_waiting{engine="1",model_name="m"} 3.0\n'
+        'vllm:num_requests_running{model_name="m"} 7.0\n'
+    )
+    assert parse_metrics(text, ["vllm:num_requests_waiting"]) == {"vllm:num_requests_waiting": 5.0}
+    assert parse_metrics(text)["vllm:num_requests_running"] == 7.0

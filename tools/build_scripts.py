@@ -1,0 +1,257 @@
+"""Generates the recipe scripts from src/ocr_models (model facts) and src/ocr_core (the shared core).
+
+Every script must run alone from its URL, so each one carries a copy of the core; this tool writes those copies
+and `--check` fails when a committed script differs from what it would write (CI runs it through the tests).
+Usage: python tools/build_scripts.py [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from ocr_core.cli import SCRIPTS_URL  # noqa: E402
+
+CORE = ROOT / "src" / "ocr_core"
+MODELS = ROOT / "src" / "ocr_models"
+PACKAGES = ("ocr_core", "ocr_models")
+CORE_ORDER = (
+    "facts",
+    "images",
+    "repeats",
+    "hostmem",
+    "server",
+    "window",
+    "chat",
+    "report",
+    "source",
+    "progress",
+    "hub",
+    "output",
+    "assemble",
+    "card",
+    "cli",
+    "pump",
+    "engine",
+    "run",
+)
+DRIVER_DEPENDENCIES = ("datasets>=4.0", "huggingface-hub>=0.34", "httpx>=0.27", "pillow>=10.1", "tqdm>=4.66")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    script: str
+    model: str
+    mode: str
+
+
+RECIPES = (
+    Recipe("lighton-ocr3-saturate.py", "lighton_ocr3", "saturate"),
+    Recipe("ovis-ocr2-server.py", "ovis_ocr2", "server"),
+    Recipe("nanonets-ocr2-server.py", "nanonets_ocr2", "server"),
+    Recipe("hpd-parsing-saturate.py", "hpd_parsing", "saturate"),
+)
+
+
+@dataclass
+class Split:
+    """A module cut into its docstring, its outside imports and the rest of its code."""
+
+    docstring: str
+    imports: list[ast.stmt]
+    body: str
+
+
+def split_module(path: Path) -> Split:
+    source = path.read_text()
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    drop: set[int] = set()
+    imports: list[ast.stmt] = []
+    docstring = ast.get_docstring(tree) or ""
+    for index, node in enumerate(tree.body):
+        is_docstring = index == 0 and docstring and isinstance(node, ast.Expr)
+        if is_docstring or isinstance(node, (ast.Import, ast.ImportFrom)):
+            drop.update(range(node.lineno - 1, node.end_lineno))
+            if not is_docstring and not internal(node):
+                imports.append(node)
+    kept = [line for number, line in enumerate(lines) if number not in drop]
+    return Split(docstring, imports, "\n".join(kept).strip("\n"))
+
+
+def internal(node: ast.stmt) -> bool:
+    """Imports between our own modules vanish once everything shares one namespace; __future__ is re-added."""
+    if isinstance(node, ast.ImportFrom):
+        return node.level > 0 or (node.module or "").split(".")[0] in (*PACKAGES, "__future__")
+    return any(alias.name.split(".")[0] in PACKAGES for alias in node.names)
+
+
+def import_block(nodes: list[ast.stmt]) -> str:
+    """Merged, isort-ordered imports: stdlib then third party; `import x` lines before `from x import y`."""
+    plain: dict[bool, set[str]] = {True: set(), False: set()}
+    names: dict[tuple[bool, str], set[str]] = {}
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                text = alias.name + (f" as {alias.asname}" if alias.asname else "")
+                plain[stdlib(alias.name)].add(text)
+        else:
+            key = (stdlib(node.module or ""), node.module or "")
+            names.setdefault(key, set()).update(
+                alias.name + (f" as {alias.asname}" if alias.asname else "") for alias in node.names
+            )
+    groups = []
+    for is_std in (True, False):
+        lines = [f"import {name}" for name in sorted(plain[is_std], key=str.lower)]
+        for (group, module), imported in sorted(names.items(), key=lambda item: item[0][1].lower()):
+            if group == is_std:
+                lines.append(from_line(module, sorted(imported, key=sort_key)))
+        if lines:
+            groups.append("\n".join(lines))
+    return "\n\n".join(groups)
+
+
+def sort_key(name: str) -> tuple[int, str]:
+    """isort's order-by-type: CONSTANTS, then Classes, then functions."""
+    bare = name.split(" as ")[0]
+    kind = 0 if bare.isupper() else 1 if bare[:1].isupper() else 2
+    return kind, bare.lower()
+
+
+def from_line(module: str, imported: list[str]) -> str:
+    line = f"from {module} import {', '.join(imported)}"
+    if len(line) <= 120:
+        return line
+    inner = "".join(f"    {name},\n" for name in imported)
+    return f"from {module} import (\n{inner})"
+
+
+def stdlib(module: str) -> bool:
+    return module.split(".")[0] in sys.stdlib_module_names
+
+
+def check_no_clashes(parts: dict[str, Split]) -> None:
+    """Two modules defining one top-level name would silently shadow each other once inlined."""
+    seen: dict[str, str] = {}
+    for name, part in parts.items():
+        for node in ast.parse(part.body).body:
+            for defined in defined_names(node):
+                if defined in seen:
+                    raise SystemExit(f"{defined!r} is defined in both {seen[defined]} and {name}: rename one")
+                seen[defined] = name
+
+
+def defined_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [target.id for target in node.targets if isinstance(target, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return [node.target.id]
+    return []
+
+
+def header(recipe: Recipe, facts: dict) -> str:
+    dependencies = list(DRIVER_DEPENDENCIES)
+    listed = "".join(f'#     "{dependency}",\n' for dependency in dependencies)
+    return (
+        "# /// script\n"
+        '# requires-python = ">=3.10"\n'
+        f"# dependencies = [\n{listed}# ]\n"
+        "#\n"
+        "# [tool.hf-jobs]\n"
+        f'# image = "{facts["IMAGE"]}"\n'
+        f'# flavor = "{facts.get("FLAVOR", "l4x1")}"\n'
+        '# secrets = ["HF_TOKEN"]\n'
+        "# ///\n"
+    )
+
+
+def literal_facts(path: Path) -> dict:
+    """The model module's literal constants (IMAGE, FLAVOR, JOB_COMMAND), read without importing it."""
+    facts = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            try:
+                facts[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return facts
+
+
+def job_line(recipe: Recipe, facts: dict) -> str:
+    url = f"{SCRIPTS_URL}/{recipe.script}"
+    flavor = facts.get("FLAVOR", "l4x1")
+    if "JOB_COMMAND" in facts:
+        return facts["JOB_COMMAND"].format(flavor=flavor, image=facts["IMAGE"], url=url, args="INPUT OUTPUT")
+    return f"hf jobs uv run --flavor {flavor} --image {facts['IMAGE']} -s HF_TOKEN {url} INPUT OUTPUT"
+
+
+def docstring(recipe: Recipe, model: Split, facts: dict) -> str:
+    shape = {
+        "server": "starts `vllm serve` when no server answers, then keeps a fixed window of pages in flight",
+        "saturate": "starts `vllm serve` when no server answers, then widens the window of pages in flight "
+        "until the engine's queue fills or host memory says stop",
+    }[recipe.mode]
+    return (
+        f'"""{model.docstring}\n\n'
+        f"{textwrap.fill(f'This script {shape}.', 110)}\n\n"
+        f"Run it on Hugging Face Jobs:\n    {job_line(recipe, facts)}\n"
+        "or against a running server with `--server URL`. Run it without arguments for usage.\n\n"
+        "Generated by tools/build_scripts.py from src/ocr_models and src/ocr_core: edit those, then rebuild.\n"
+        '"""'
+    )
+
+
+def render(recipe: Recipe) -> str:
+    model_path = MODELS / f"{recipe.model}.py"
+    model = split_module(model_path)
+    core = {name: split_module(CORE / f"{name}.py") for name in CORE_ORDER}
+    check_no_clashes({f"ocr_models/{recipe.model}.py": model, **{f"ocr_core/{k}.py": v for k, v in core.items()}})
+    facts = literal_facts(model_path)
+    imports = import_block([*model.imports, *(node for part in core.values() for node in part.imports)])
+    core_text = "\n\n\n".join(f"# ---- ocr_core/{name}.py ----\n{part.body}" for name, part in core.items())
+    return (
+        f"{header(recipe, facts)}{docstring(recipe, model, facts)}\n\n"
+        f"from __future__ import annotations\n\n{imports}\n\n"
+        f"# ==== model facts: src/ocr_models/{recipe.model}.py ====\n{model.body}\n\n\n"
+        f"# ==== shared core: src/ocr_core (generated copy; edit it there) ====\n{core_text}\n\n\n"
+        'if __name__ == "__main__":\n'
+        f'    raise SystemExit(main(globals(), script="{recipe.script}", mode="{recipe.mode}"))\n'
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if a committed script differs; write nothing")
+    args = parser.parse_args()
+    stale = []
+    for recipe in RECIPES:
+        path = ROOT / recipe.script
+        text = render(recipe)
+        current = path.read_text() if path.exists() else ""
+        if current == text:
+            continue
+        if args.check:
+            stale.append(recipe.script)
+            diff = difflib.unified_diff(current.splitlines(), text.splitlines(), recipe.script, "generated", n=1)
+            print("\n".join(list(diff)[:40]))
+        else:
+            path.write_text(text)
+            print(f"wrote {recipe.script}")
+    if stale:
+        print(f"out of date: {', '.join(stale)}; run python tools/build_scripts.py")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
