@@ -1,0 +1,63 @@
+"""Shared fixtures: a real CPU vLLM server and an offline engine over the tiny test model.
+
+The server is started once per session (about a minute on two cores). Failed tests that used it get
+the server log's tail in their report, since the cause of a failure is usually only visible there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.testbed.env import CPU_ENV
+from tests.testbed.server import LIMIT_MM_PER_PROMPT, MAX_MODEL_LEN, VllmServer, log_tail, running_server
+from tests.testbed.tiny_model import build_tiny_model
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> Path:
+    """Folder of the tiny random LLaVA (built once, then cached under the test bed)."""
+    return build_tiny_model()
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """A real `vllm serve` of the tiny model on a free loopback port, shared by the whole session."""
+    log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
+    with running_server(tiny_model, log_path) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def offline_llm(tiny_model: Path) -> Iterator[Any]:
+    """An in-process `vllm.LLM` over the tiny model, built only when a test asks for it.
+
+    Same engine settings as the server (eager included: compiled and eager runs pick different
+    tokens from the random model), so both paths give identical greedy output.
+    """
+    os.environ.update(CPU_ENV)
+    from vllm import LLM
+
+    llm = LLM(
+        model=str(tiny_model),
+        max_model_len=MAX_MODEL_LEN,
+        limit_mm_per_prompt=LIMIT_MM_PER_PROMPT,
+        enable_prefix_caching=False,
+        enforce_eager=True,
+    )
+    yield llm
+    llm.llm_engine.engine_core.shutdown()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Attach the server log's tail to the report of a failed test that used the server."""
+    outcome = yield
+    report = outcome.get_result()
+    server = getattr(item, "funcargs", {}).get("vllm_server")
+    if report.failed and isinstance(server, VllmServer):
+        report.sections.append(("vllm server log (tail)", log_tail(server.log_path)))
