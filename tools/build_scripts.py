@@ -24,25 +24,9 @@ CORE = ROOT / "src" / "ocr_core"
 MODELS = ROOT / "src" / "ocr_models"
 PACKAGES = ("ocr_core", "ocr_models")
 CORE_ORDER = (
-    "facts",
-    "images",
-    "repeats",
-    "hostmem",
-    "server",
-    "window",
-    "chat",
-    "report",
-    "source",
-    "progress",
-    "hub",
-    "output",
-    "assemble",
-    "card",
-    "cli",
-    "pump",
-    "engine",
-    "run",
-)
+    "facts", "images", "repeats", "hostmem", "server", "window", "chat", "report", "source", "progress", "hub",
+    "output", "assemble", "card", "cli", "answers", "pump", "engine", "offline", "run",
+)  # fmt: skip
 DRIVER_DEPENDENCIES = ("datasets>=4.0", "huggingface-hub>=0.34", "httpx>=0.27", "pillow>=10.1", "tqdm>=4.66")
 
 
@@ -54,6 +38,9 @@ class Recipe:
 
 
 RECIPES = (
+    Recipe("ovis-ocr2.py", "ovis_ocr2", "offline"),
+    Recipe("lighton-ocr3.py", "lighton_ocr3", "offline"),
+    Recipe("nanonets-ocr2.py", "nanonets_ocr2", "offline"),
     Recipe("lighton-ocr3-saturate.py", "lighton_ocr3", "saturate"),
     Recipe("ovis-ocr2-server.py", "ovis_ocr2", "server"),
     Recipe("nanonets-ocr2-server.py", "nanonets_ocr2", "server"),
@@ -161,6 +148,8 @@ def defined_names(node: ast.stmt) -> list[str]:
 
 def header(recipe: Recipe, facts: dict) -> str:
     dependencies = list(DRIVER_DEPENDENCIES)
+    if recipe.mode == "offline":
+        dependencies.append(f"vllm=={facts['VLLM_PIN']}")
     listed = "".join(f'#     "{dependency}",\n' for dependency in dependencies)
     return (
         "# /// script\n"
@@ -197,6 +186,8 @@ def job_line(recipe: Recipe, facts: dict) -> str:
 
 def docstring(recipe: Recipe, model: Split, facts: dict) -> str:
     shape = {
+        "offline": "runs the vLLM engine in-process (`vllm.LLM`) and feeds it batches of pages; its -server "
+        "twin is faster on the same GPU and isolates failures per page",
         "server": "starts `vllm serve` when no server answers, then keeps a fixed window of pages in flight",
         "saturate": "starts `vllm serve` when no server answers, then widens the window of pages in flight "
         "until the engine's queue fills or host memory says stop",

@@ -16,6 +16,7 @@ SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 SERVER_WINDOW = 32
 SATURATE_MAX_INFLIGHT = 512
+OFFLINE_BATCH = 16
 SECRET_FLAGS = ("--hf-token",)
 
 
@@ -45,13 +46,20 @@ def without_secrets(arguments: Sequence[str]) -> list[str]:
 
 
 def usage(script: str, facts: ModelFacts, mode: str) -> str:
+    if mode == "offline":
+        where = "Run it on HF Jobs (the script runs the vLLM engine in-process, on the job's GPU):"
+        alternative = "On your own GPU machine:\n  uv run {url} INPUT_DATASET OUTPUT_DATASET"
+    else:
+        where = "Run it on HF Jobs (the image brings vLLM; the script starts `vllm serve` itself when it needs one):"
+        alternative = (
+            "Against a server that is already running:\n  uv run {url} INPUT_DATASET OUTPUT_DATASET --server URL"
+        )
     return f"""{script}: OCR a Hugging Face dataset of page images with {facts.model} on vLLM ({mode} mode).
 
-Run it on HF Jobs (the image brings vLLM; the script starts `vllm serve` itself when it needs one):
+{where}
   {job_command(script, facts, ["INPUT_DATASET", "OUTPUT_DATASET"])}
 
-Against a server that is already running:
-  uv run {script_url(script)} INPUT_DATASET OUTPUT_DATASET --server http://HOST:8000
+{alternative.format(url=script_url(script))}
 
 INPUT_DATASET is a Hub dataset id or a local folder; OUTPUT_DATASET is a Hub dataset id or a local folder
 (starting with ., / or ~). Rerunning the same command resumes. `--help` lists every option.
@@ -104,12 +112,26 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode: str) -> None:
-    group = parser.add_argument_group("model and server")
-    group.add_argument("--server", default=DEFAULT_SERVER, help=f"vLLM server URL (default: {DEFAULT_SERVER})")
+    group = parser.add_argument_group("model")
     group.add_argument("--model", default=facts.model, help=f"model id or folder (default: {facts.model})")
     group.add_argument("--max-model-len", type=int, default=facts.max_model_len, help="context length to serve")
     group.add_argument("--max-tokens", type=int, default=facts.sampling.get("max_tokens"), help="output cap")
     group.add_argument("--temperature", type=float, default=facts.sampling.get("temperature", 0.0))
+    group.add_argument(
+        "--extra-serve-args",
+        default="",
+        help="more `vllm serve` / engine flags as one string; a flag given here replaces the recipe's own",
+    )
+    group.add_argument("--verbose", action="store_true", help="log package versions and each failed row as it happens")
+    if mode == "offline":
+        group.add_argument("--batch-size", type=int, default=OFFLINE_BATCH, help="pages per LLM.chat call")
+    else:
+        add_server_arguments(parser, mode)
+
+
+def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
+    group = parser.add_argument_group("server")
+    group.add_argument("--server", default=DEFAULT_SERVER, help=f"vLLM server URL (default: {DEFAULT_SERVER})")
     window_help = (
         f"pages in flight (default: {SERVER_WINDOW})"
         if mode == "server"
@@ -119,8 +141,6 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
     group.add_argument("--request-timeout", type=float, default=1800.0, help="seconds per request (default: 1800)")
     group.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for the server")
     group.add_argument("--max-restarts", type=int, default=3, help="restarts of a spawned server that dies")
-    group.add_argument("--extra-serve-args", default="", help="more `vllm serve` flags, as one quoted string")
-    group.add_argument("--verbose", action="store_true", help="log package versions and the serve command")
 
 
 def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
@@ -130,6 +150,8 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
             f"--max-tokens {args.max_tokens} must be below --max-model-len {args.max_model_len} "
             "(the prompt's image tokens need room too)"
         )
-    if args.max_inflight is not None and args.max_inflight < 1:
+    if getattr(args, "max_inflight", None) is not None and args.max_inflight < 1:
         parser.error("--max-inflight must be at least 1")
+    if getattr(args, "batch_size", 1) < 1:
+        parser.error("--batch-size must be at least 1")
     return args

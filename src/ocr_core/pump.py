@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import random
 import time
@@ -21,12 +20,12 @@ from typing import Any
 
 import httpx
 
+from .answers import judge
 from .chat import Retryable, RowFailed, chat_body, post_chat
 from .facts import ModelFacts
 from .images import BadImage, PreparedImage, cell_bytes, prepare_image
 from .progress import ProgressLog, RowResult
-from .repeats import repeated_tail
-from .report import Progress
+from .report import Progress, say
 from .server import parse_metrics
 from .source import RowInput
 from .window import Window
@@ -131,6 +130,8 @@ class Pump:
         try:
             result, acknowledged = await self.complete(row, client, prep)
             self.record_part(self.log.add(result))
+            if result.error is not None and self.args.verbose:
+                say(f"{row.row_id}: {result.error}")
             loop = result.error is not None and result.error.startswith("repetition loop")
             self.progress.record(
                 result.error, loop, result.finish_reason, result.prompt_tokens, result.completion_tokens
@@ -195,22 +196,15 @@ class Pump:
     def take_answer(self, response: dict, result: RowResult, resampled: bool) -> bool:
         """Parses an answer into `result`; False asks for one resampled attempt of a repetition loop."""
         choice = response["choices"][0]
-        text = choice["message"].get("content") or ""
         usage = response.get("usage") or {}
         result.finish_reason = choice.get("finish_reason")
         result.prompt_tokens += usage.get("prompt_tokens", 0)
         result.completion_tokens += usage.get("completion_tokens", 0)
-        loop = repeated_tail(text) if result.finish_reason == "length" else None
-        if loop and self.facts.retry_temperature is not None and not resampled:
+        text = choice["message"].get("content") or ""
+        verdict = judge(text, result.finish_reason, self.facts, self.args, resampled, result.attempts)
+        if verdict.resample:
             return False
-        parsed = self.facts.parse(text, self.args)
-        result.text = parsed.text
-        result.extra = encode_extra(parsed.extra)
-        if loop:
-            result.error = (
-                f"repetition loop: output hit max_tokens repeating {loop.unit[:40]!r} {loop.count} times "
-                f"after {result.attempts} attempt(s); text holds the trimmed output"
-            )
+        result.text, result.extra, result.error = verdict.text, verdict.extra, verdict.error
         return True
 
     async def watch_queue(self, client: httpx.AsyncClient) -> None:
@@ -227,10 +221,6 @@ async def fetch_metrics(client: httpx.AsyncClient, target: Target, names: tuple[
         if response.status_code == 200:
             return parse_metrics(response.text, names)
     return {}
-
-
-def encode_extra(extra: Mapping[str, Any]) -> str | None:
-    return json.dumps(extra, ensure_ascii=False) if extra else None
 
 
 def backoff(attempt: int) -> float:

@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from tqdm.auto import tqdm
 
@@ -36,19 +37,22 @@ class Progress:
 
     def __init__(self, total: int, already_done: int) -> None:
         self.tally = Tally()
+        self.total = total
+        self.already_done = already_done
+        self.bar: tqdm | None = None
+
+    def start(self) -> None:
+        """Starts the clock and the bar once pages flow, so start-up and dataset loading count for neither."""
+        self.tally.started = time.monotonic()
         interactive = sys.stderr.isatty()
         self.bar = tqdm(
-            total=total,
-            initial=already_done,
+            total=self.total,
+            initial=self.already_done,
             unit="page",
             file=sys.stderr,
             mininterval=0.5 if interactive else 15.0,
             dynamic_ncols=True,
         )
-
-    def start(self) -> None:
-        """Starts the clock for pages/s here, so server start-up and dataset loading do not count."""
-        self.tally.started = time.monotonic()
 
     def record(self, error: str | None, loop: bool, finish_reason: str | None, prompt: int, output: int) -> None:
         tally = self.tally
@@ -58,10 +62,13 @@ class Progress:
         tally.truncated += finish_reason == "length"
         tally.prompt_tokens += prompt
         tally.output_tokens += output
-        self.bar.update(1)
+        if self.bar is not None:
+            self.bar.update(1)
 
     def show(self, in_flight: int, window: int) -> None:
         tally = self.tally
+        if self.bar is None:
+            return
         self.bar.set_postfix(
             tok_s=f"{tally.tokens_per_s():.0f}",
             in_flight=in_flight,
@@ -72,7 +79,8 @@ class Progress:
 
     def close(self) -> None:
         self.tally.finished = time.monotonic()
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
 def say(message: str) -> None:
@@ -80,5 +88,5 @@ def say(message: str) -> None:
     tqdm.write(message, file=sys.stderr)
 
 
-def print_summary(summary: dict) -> None:
-    print(json.dumps(summary, sort_keys=False), flush=True)
+def print_summary(stream: TextIO, summary: dict) -> None:
+    print(json.dumps(summary, sort_keys=False), file=stream, flush=True)

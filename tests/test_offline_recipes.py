@@ -1,0 +1,92 @@
+"""The offline recipes on the CPU engine: same output as their server twins, bad pages isolated, resumable."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.test_server_recipes import (
+    FAST,
+    SAMPLES,
+    broken_dataset,
+    load_output,
+    recipe_command,
+    repeated_dataset,
+    run_recipe,
+    summary_of,
+)
+from tests.testbed.env import testbed_env as bed_env
+
+CPU_ENGINE = "--extra-serve-args=--enforce-eager --mm-processor-kwargs {}"
+TWINS = [
+    ("lighton-ocr3.py", "lighton-ocr3-saturate.py"),
+    ("ovis-ocr2.py", "ovis-ocr2-server.py"),
+    ("nanonets-ocr2.py", "nanonets-ocr2-server.py"),
+]
+
+
+@pytest.mark.parametrize(("offline", "server"), TWINS, ids=[offline for offline, _ in TWINS])
+def test_offline_output_equals_the_server_twin(vllm_server, tmp_path, offline, server):
+    model = ["--model", vllm_server.model, *FAST]
+    offline_run = run_recipe(offline, str(SAMPLES), str(tmp_path / "offline"), *model, CPU_ENGINE)
+    assert offline_run.returncode == 0, offline_run.stderr[-3000:]
+    assert summary_of(offline_run.stdout)["mode"] == "offline"
+    server_run = run_recipe(server, str(SAMPLES), str(tmp_path / "server"), "--server", vllm_server.url, *model)
+    assert server_run.returncode == 0, server_run.stderr[-3000:]
+    offline_rows = load_output(tmp_path / "offline")
+    server_rows = load_output(tmp_path / "server")
+    assert offline_rows["page_id"] == server_rows["page_id"]
+    assert all(offline_rows["markdown"])
+    different = [
+        page for page, a, b in zip(offline_rows["page_id"], offline_rows["markdown"], server_rows["markdown"]) if a != b
+    ]
+    assert different == []
+
+
+def test_offline_bad_pages_fail_alone(tiny_model, tmp_path):
+    source, expected = broken_dataset(tmp_path / "in")
+    result = run_recipe(
+        "ovis-ocr2.py", str(source), str(tmp_path / "out"), "--model", str(tiny_model), "--batch-size", "4", *FAST,
+        CPU_ENGINE,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = load_output(tmp_path / "out")
+    assert output["name"] == list(expected)
+    for name, text, error in zip(output["name"], output["markdown"], output["ocr_error"]):
+        if expected[name] is None:
+            assert error is None and text, (name, error)
+        else:
+            assert text is None and error.startswith("bad image:"), (name, error)
+
+
+def test_offline_run_resumes_after_sigterm(tiny_model, tmp_path):
+    source = repeated_dataset(tmp_path / "in", copies=4)
+    out = tmp_path / "out"
+    args = [
+        str(source), str(out), "--model", str(tiny_model), "--max-model-len", "1024", "--max-tokens", "200",
+        "--temperature", "0", "--batch-size", "4", CPU_ENGINE,
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        recipe_command("nanonets-ocr2.py", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=bed_env(),
+    )  # fmt: skip
+    progress = out / ".ocr-progress" / "default" / "train"
+    deadline = time.monotonic() + 300
+    while not list(progress.glob("part-*.parquet")) and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.2)
+    assert process.poll() is None, "the run finished before it could be interrupted; make it slower"
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr[-3000:]
+    stopped = summary_of(stdout)
+    assert stopped["interrupted"] and 0 < stopped["done_this_run"] < 48
+
+    rerun = run_recipe("nanonets-ocr2.py", *args)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    finished = summary_of(rerun.stdout)
+    assert finished["resumed"] == stopped["done_this_run"]
+    assert finished["done_this_run"] == 48 - stopped["done_this_run"]
+    assert len(load_output(out)) == 48

@@ -1,0 +1,276 @@
+"""The server-mode recipes, run as users run them, against a real vLLM CPU engine and the tiny model.
+
+Scripts run as subprocesses with the test venv's python (their PEP 723 dependencies are installed there);
+`--model` and `--max-model-len` point them at the tiny model.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import datasets
+import pytest
+from PIL import Image
+
+from ocr_core.run import main
+from ocr_models import hpd_parsing
+from tests.testbed.env import REPO_ROOT, VENV_PYTHON
+from tests.testbed.env import testbed_env as bed_env
+from tests.testbed.hub_double import FolderHub
+
+SAMPLES = REPO_ROOT / "samples" / "dataset"
+FAST = ["--max-model-len", "1024", "--max-tokens", "16", "--temperature", "0"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def recipe_command(script: str, *args: str) -> list[str]:
+    return [str(VENV_PYTHON), str(REPO_ROOT / script), *args]
+
+
+def run_recipe(script: str, *args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        recipe_command(script, *args), capture_output=True, text=True, timeout=timeout, env=env or bed_env()
+    )
+
+
+def summary_of(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def load_output(folder: Path, config: str | None = None) -> datasets.Dataset:
+    """Loads a written dataset with a private cache: datasets would reuse a cached folder of the same name."""
+    return datasets.load_dataset(str(folder), config, split="train", cache_dir=str(folder) + ".cache")
+
+
+def repeated_dataset(folder: Path, copies: int) -> Path:
+    """The sample pages several times over, as a `save_to_disk` folder."""
+    samples = datasets.load_dataset(str(SAMPLES), split="train")
+    datasets.concatenate_datasets([samples] * copies).save_to_disk(str(folder))
+    return folder
+
+
+def encoded(image: Image.Image, fmt: str) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+def broken_dataset(folder: Path) -> tuple[Path, dict[str, str | None]]:
+    """Good pages mixed with every kind of bad cell; returns the folder and each row's expected error."""
+    page = (REPO_ROOT / "samples" / "pages").glob("*.jpg").__next__().read_bytes()
+    truncated = encoded(Image.effect_noise((300, 300), 50).convert("RGB"), "JPEG")[:700]
+    palette = Image.new("P", (60, 40), 1)
+    palette.info["transparency"] = 1
+    rows = [
+        ("good-1", {"bytes": page, "path": None}, None),
+        ("none", None, "image cell is empty"),
+        ("empty", {"bytes": b"", "path": "empty.png"}, "image bytes are empty"),
+        ("corrupt", {"bytes": b"\x89PNG\r\n\x1a\n garbage", "path": None}, "not a readable image"),
+        ("truncated", {"bytes": truncated, "path": None}, "400"),
+        ("cmyk", {"bytes": encoded(Image.new("CMYK", (90, 120), (0, 0, 0, 30)), "JPEG"), "path": None}, None),
+        ("gray16", {"bytes": encoded(Image.new("I;16", (90, 120), 30000), "PNG"), "path": None}, None),
+        ("palette", {"bytes": encoded(palette, "PNG"), "path": None}, None),
+        ("one-pixel", {"bytes": encoded(Image.new("RGB", (1, 1), "white"), "PNG"), "path": None}, None),
+        ("sliver", {"bytes": encoded(Image.new("L", (12000, 30), 255), "PNG"), "path": None}, None),
+        ("good-2", {"bytes": page, "path": None}, None),
+    ]
+    features = datasets.Features({"name": datasets.Value("string"), "image": datasets.Image(decode=False)})
+    data = {"name": [name for name, _, _ in rows], "image": [cell for _, cell, _ in rows]}
+    datasets.Dataset.from_dict(data, features=features).save_to_disk(str(folder))
+    return folder, {name: error for name, _, error in rows}
+
+
+def test_server_path_keeps_order_and_resumes(vllm_server, tmp_path):
+    out = tmp_path / "out"
+    args = [str(SAMPLES), str(out), "--server", vllm_server.url, "--model", vllm_server.model, *FAST]
+    first = run_recipe("ovis-ocr2-server.py", *args)
+    assert first.returncode == 0, first.stderr
+    summary = summary_of(first.stdout)
+    assert (summary["rows"], summary["done_this_run"], summary["errors"], summary["missing"]) == (12, 12, 0, 0)
+    assert summary["pages_per_s"] > 0 and summary["output_tokens_per_s"] > 0
+    output = load_output(out)
+    inputs = datasets.load_dataset(str(SAMPLES), split="train")
+    assert output["page_id"] == inputs["page_id"]
+    assert all(text for text in output["markdown"])
+    assert output["ocr_error"] == [None] * 12
+    info = json.loads(output[0]["inference_info"])
+    assert info[0]["mode"] == "server" and info[0]["column_name"] == "markdown"
+    assert "window" in info[0] and info[0]["window"]["final"] == 32
+    assert "configs:" in (out / "README.md").read_text()
+
+    again = run_recipe("ovis-ocr2-server.py", *args)
+    assert again.returncode == 0, again.stderr
+    assert summary_of(again.stdout)["resumed"] == 12
+    assert summary_of(again.stdout)["done_this_run"] == 0
+    assert load_output(out)["markdown"] == output["markdown"]
+
+
+def test_broken_rows_get_one_error_each(vllm_server, tmp_path):
+    source, expected = broken_dataset(tmp_path / "in")
+    out = tmp_path / "out"
+    result = run_recipe(
+        "nanonets-ocr2-server.py", str(source), str(out), "--server", vllm_server.url, "--model", vllm_server.model,
+        *FAST,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    output = load_output(out)
+    assert output["name"] == list(expected)
+    for name, text, error in zip(output["name"], output["markdown"], output["ocr_error"]):
+        if expected[name] is None:
+            assert error is None and text, (name, error)
+        else:
+            assert text is None and expected[name] in error, (name, error)
+    assert summary_of(result.stdout)["errors"] == sum(value is not None for value in expected.values())
+    health = subprocess.run(
+        ["curl", "-s", f"{vllm_server.url}/health", "-o", "/dev/null", "-w", "%{http_code}"],
+        capture_output=True,
+        text=True,
+    )
+    assert health.stdout == "200"
+
+
+def test_output_column_collision_needs_overwrite(vllm_server, tmp_path):
+    first = tmp_path / "first"
+    args = ["--server", vllm_server.url, "--model", vllm_server.model, "--max-samples", "2", *FAST]
+    assert run_recipe("ovis-ocr2-server.py", str(SAMPLES), str(first), *args).returncode == 0
+    refused = run_recipe("ovis-ocr2-server.py", str(first), str(tmp_path / "second"), *args)
+    assert refused.returncode == 2
+    assert "--overwrite" in refused.stderr
+    replaced = run_recipe("ovis-ocr2-server.py", str(first), str(tmp_path / "second"), *args, "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr
+    history = json.loads(load_output(tmp_path / "second")[0]["inference_info"])
+    assert len(history) == 2
+
+
+def test_sigterm_then_rerun_loses_nothing(vllm_server, tmp_path):
+    source = repeated_dataset(tmp_path / "in", copies=4)
+    out = tmp_path / "out"
+    args = [
+        str(source), str(out), "--server", vllm_server.url, "--model", vllm_server.model, "--max-model-len", "1024",
+        "--max-tokens", "300", "--temperature", "0", "--max-inflight", "4",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        recipe_command("ovis-ocr2-server.py", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=bed_env(),
+    )  # fmt: skip
+    progress = out / ".ocr-progress" / "default" / "train"
+    deadline = time.monotonic() + 300
+    while not list(progress.glob("part-*.parquet")) and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.2)
+    assert process.poll() is None, "the run finished before it could be interrupted; make it slower"
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr
+    stopped = summary_of(stdout)
+    assert stopped["interrupted"] and 0 < stopped["done_this_run"] < 48
+    assert not (out / "data").exists()
+
+    rerun = run_recipe("ovis-ocr2-server.py", *args)
+    assert rerun.returncode == 0, rerun.stderr
+    finished = summary_of(rerun.stdout)
+    assert finished["resumed"] == stopped["done_this_run"]
+    assert finished["done_this_run"] == 48 - stopped["done_this_run"]
+    output = load_output(out)
+    assert len(output) == 48
+    assert all(text is not None for text in output["markdown"])
+
+
+def test_hub_output_through_a_client_double(vllm_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("OCR_WORK_DIR", str(tmp_path / "work"))
+    hub = FolderHub(tmp_path / "hub")
+    argv = [
+        str(SAMPLES), "someone/ocr-out", "--server", vllm_server.url, "--model", vllm_server.model, "--config",
+        "hpd", "--max-samples", "5", "--private", *FAST,
+    ]  # fmt: skip
+    assert main(vars(hpd_parsing), "hpd-parsing-saturate.py", "saturate", argv, hub=hub) == 0
+    assert hub.private == {"someone/ocr-out": True}
+    files = hub.list_files("someone/ocr-out")
+    assert "README.md" in files
+    assert "hpd/train-00000-of-00001.parquet" in files
+    assert any(name.startswith(".ocr-progress/hpd/train/part-") for name in files)
+    output = load_output(hub.repo("someone/ocr-out"), "hpd")
+    assert len(output) == 5
+    assert "hpd_blocks" in output.column_names
+    assert hub.commits[-1].message.startswith("OCR with")
+
+    resumed_from_hub = FolderHub(tmp_path / "hub")
+    monkeypatch.setenv("OCR_WORK_DIR", str(tmp_path / "fresh-machine"))
+    assert main(vars(hpd_parsing), "hpd-parsing-saturate.py", "saturate", argv, hub=resumed_from_hub) == 0
+    assert (tmp_path / "fresh-machine").exists()
+    last = resumed_from_hub.commits[-1]
+    assert last.added == ["README.md", "hpd/train-00000-of-00001.parquet"]
+
+
+def test_missing_vllm_prints_the_job_command(tmp_path):
+    env = {**bed_env(), "PATH": "/usr/bin:/bin"}
+    result = run_recipe(
+        "lighton-ocr3-saturate.py", str(SAMPLES), str(tmp_path / "out"), "--server",
+        f"http://127.0.0.1:{free_port()}", env=env, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "hf jobs uv run --flavor l4x1 --image vllm/vllm-openai:v0.30.0 -s HF_TOKEN" in result.stderr
+    assert "--server http://HOST:8000" in result.stderr
+    assert not (tmp_path / "out" / "data").exists()
+
+
+def server_group(port: int) -> int:
+    """The process group of the `vllm serve` listening on `port` (its leader's pid)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in argv and str(port).encode() in argv and b"--port" in argv:
+            return os.getpgid(int(proc.name))
+    raise AssertionError(f"no vllm serve on port {port}")
+
+
+def test_spawned_engine_is_restarted_when_killed(tiny_model, tmp_path):
+    source = repeated_dataset(tmp_path / "in", copies=4)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [
+        str(source), str(tmp_path / "out"), "--server", url, "--model", str(tiny_model), "--max-model-len", "1024",
+        "--max-tokens", "300", "--temperature", "0", "--max-inflight", "8", "--extra-serve-args=--enforce-eager",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        recipe_command("lighton-ocr3-saturate.py", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=bed_env(),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and process.poll() is None:
+            metrics = subprocess.run(["curl", "-s", f"{url}/metrics"], capture_output=True, text=True).stdout
+            if any(
+                line.startswith("vllm:num_requests_running") and not line.endswith(" 0.0")
+                for line in metrics.splitlines()
+            ):
+                break
+            time.sleep(0.3)
+        assert process.poll() is None, process.stderr.read()
+        os.killpg(server_group(port), signal.SIGKILL)
+        stdout, stderr = process.communicate(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert "restarting it (1/3)" in stderr
+    summary = summary_of(stdout)
+    assert summary["rows"] == 48 and summary["missing"] == 0
+    output = load_output(tmp_path / "out")
+    assert not [error for error in output["ocr_error"] if error and "gave up" in error]
+    assert all(text is not None for text in output["markdown"])
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()

@@ -1,0 +1,63 @@
+"""A Hub client double: each dataset repo is a folder, each commit copies files in and records itself.
+
+It implements the same five calls as ocr_core.hub.HfHub, so the publishing and resume code under test is the real
+code; only the network is missing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Commit:
+    repo_id: str
+    added: list[str]
+    deleted: list[str]
+    message: str
+    create_pr: bool
+
+
+@dataclass
+class FolderHub:
+    root: Path
+    commits: list[Commit] = field(default_factory=list)
+    private: dict[str, bool] = field(default_factory=dict)
+    fail_commits: int = 0
+
+    def repo(self, repo_id: str) -> Path:
+        return self.root / repo_id
+
+    def create_repo(self, repo_id: str, private: bool) -> None:
+        self.repo(repo_id).mkdir(parents=True, exist_ok=True)
+        self.private.setdefault(repo_id, private)
+
+    def list_files(self, repo_id: str) -> list[str]:
+        folder = self.repo(repo_id)
+        return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+    def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path:
+        target = Path(local_dir) / path_in_repo
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.repo(repo_id) / path_in_repo, target)
+        return target
+
+    def commit(
+        self, repo_id: str, add: Mapping[str, Path], delete: Sequence[str], message: str, create_pr: bool = False
+    ) -> str:
+        if self.fail_commits:
+            self.fail_commits -= 1
+            raise ConnectionError("simulated Hub outage")
+        self.create_repo(repo_id, private=False)
+        if not create_pr:
+            for name in delete:
+                (self.repo(repo_id) / name).unlink()
+            for name, path in add.items():
+                target = self.repo(repo_id) / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
+        self.commits.append(Commit(repo_id, sorted(add), list(delete), message, create_pr))
+        return f"folder://{repo_id}/commit/{len(self.commits)}"
