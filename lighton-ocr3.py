@@ -51,6 +51,7 @@ import tempfile
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -402,17 +403,97 @@ def available_memory() -> int | None:
     return min(readings) if readings else None
 
 
-def memory_cap(
-    per_page: int = PAGE_IN_FLIGHT_BYTES, available: int | None = None, share: float = MEMORY_SHARE
-) -> tuple[int | None, str]:
-    """Pages in flight that fit in a share of available memory, and a sentence saying why."""
-    available = available_memory() if available is None else available
-    if available is None:
-        return None, "host memory is unknown, so only --max-inflight caps the window"
-    cap = max(1, int(available * share // per_page))
-    return cap, (
-        f"{available / GIB:.1f} GiB available, {share:.0%} of it at {per_page / GIB:.2f} GiB per page in flight"
-    )
+SERVER_BYTES_PER_PIXEL = 30
+
+
+class MemoryGuard:
+    """Re-derives the window's cap while the run goes, from what pages in flight really cost.
+
+    A page in flight costs its request body twice on the client (the JSON string and httpx's buffer) and, when
+    the server runs on this host, its decoded pixels and the processor's float tensors there (about 30 bytes per
+    pixel for Qwen-style processors). The prior of 0.1 GiB per page holds until real pages have been measured.
+    """
+
+    def __init__(self, ceiling: int, local_server: bool, reading: Callable[[], int | None] = available_memory) -> None:
+        self.ceiling = ceiling
+        self.local_server = local_server
+        self.reading = reading
+        self.page_bytes = float(PAGE_IN_FLIGHT_BYTES)
+        self.measured = 0
+
+    def observe(self, body_bytes: int, pixels: int) -> None:
+        cost = 2 * body_bytes + (SERVER_BYTES_PER_PIXEL * pixels if self.local_server else 0)
+        self.measured += 1
+        weight = 1 / min(self.measured, 64)
+        self.page_bytes = cost if self.measured == 1 else (1 - weight) * self.page_bytes + weight * cost
+
+    def cap(self, in_flight: int) -> tuple[int, str]:
+        """Pages in flight now plus what half of the memory still available would hold."""
+        available = self.reading()
+        if available is None:
+            return self.ceiling, "host memory is unknown, so only --max-inflight caps the window"
+        room = int(available * MEMORY_SHARE // max(1.0, self.page_bytes))
+        cap = max(1, min(self.ceiling, in_flight + room))
+        basis = "measured" if self.measured else "assumed"
+        return cap, (
+            f"{available / GIB:.1f} GiB available with {in_flight} page(s) in flight, {self.page_bytes / GIB:.3f} GiB "
+            f"per page ({basis}), {MEMORY_SHARE:.0%} of the rest; --max-inflight {self.ceiling}"
+        )
+
+
+# ---- ocr_core/scale.py ----
+FAST_GPUS = ("H100", "H200", "H20", "GH200", "B200", "B100", "A100", "L40S", "RTX PRO 6000")
+CORES_PER_API_SERVER = 4
+MAX_API_SERVERS = 4
+
+
+@dataclass(frozen=True)
+class ScalePlan:
+    gpus: int
+    gpu_name: str
+    data_parallel: int
+    api_servers: int
+
+    def serve_args(self) -> list[str]:
+        args = []
+        if self.data_parallel > 1:
+            args += ["--data-parallel-size", str(self.data_parallel)]
+        if self.api_servers > 1:
+            args += ["--api-server-count", str(self.api_servers)]
+        return args
+
+    def describe(self) -> str:
+        gpus = f"{self.gpus} x {self.gpu_name}" if self.gpus else "no GPU"
+        return f"{gpus}: data parallel {self.data_parallel}, {self.api_servers} API server(s)"
+
+
+def detect_gpus() -> tuple[int, str]:
+    """GPU count and model as nvidia-smi reports them, limited by CUDA_VISIBLE_DEVICES."""
+    if shutil.which("nvidia-smi") is None:
+        return 0, ""
+    try:
+        listing = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0, ""
+    names = [line.strip() for line in listing.splitlines() if line.strip()]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        names = names[: len([device for device in visible.split(",") if device.strip()])]
+    return len(names), names[0] if names else ""
+
+
+def plan_scale(
+    gpus: int, gpu_name: str, cpus: int, api_servers: int | None = None, data_parallel: int | None = None
+) -> ScalePlan:
+    """Flags override; otherwise one engine per GPU and, on fast GPUs, an API server per 4 cores (up to 4)."""
+    parallel = data_parallel or max(1, gpus)
+    if api_servers is None:
+        fast = any(name.lower() in gpu_name.lower() for name in FAST_GPUS)
+        per_cores = max(1, min(MAX_API_SERVERS, cpus // CORES_PER_API_SERVER))
+        api_servers = max(parallel, per_cores if fast else 1)
+    return ScalePlan(gpus, gpu_name, parallel, api_servers)
 
 
 # ---- ocr_core/server.py ----
@@ -554,13 +635,6 @@ def parse_metrics(text: str, names: Sequence[str] | None = None) -> dict[str, fl
 
 
 # ---- ocr_core/window.py ----
-@dataclass
-class WindowStats:
-    limit: int
-    peak_in_flight: int
-    peak_limit: int
-
-
 class Window:
     """An asyncio gate whose limit can move while pages are in flight."""
 
@@ -603,8 +677,12 @@ class Window:
             self.limit = max(1, self.limit - 1)
         self.peak_limit = max(self.peak_limit, self.limit)
 
-    def stats(self) -> WindowStats:
-        return WindowStats(self.limit, self.peak_in_flight, self.peak_limit)
+    async def set_cap(self, cap: int) -> None:
+        """A lower cap stops admissions until pages in flight drain below it; nothing in flight is cancelled."""
+        async with self._changed:
+            self.cap = max(1, cap)
+            self.limit = min(self.limit, self.cap)
+            self._changed.notify_all()
 
 
 # ---- ocr_core/chat.py ----
@@ -767,15 +845,41 @@ class Source:
     image_column: str
     selected: list[int]
     ids: list[str]
+    shard: tuple[int, int] | None = None
+
+    def owned(self) -> list[str]:
+        """The selected ids this job processes: all of them, or its shard's."""
+        return [row_id for row_id in self.ids if in_shard(row_id, self.shard)]
 
     def rows(self, skip: set[str]) -> Iterator[RowInput]:
-        """Yields the selected rows still to do, reading image cells a batch at a time."""
-        todo = [(index, row_id) for index, row_id in zip(self.selected, self.ids) if row_id not in skip]
+        """Yields this job's selected rows still to do, reading image cells a batch at a time."""
+        todo = [
+            (index, row_id)
+            for index, row_id in zip(self.selected, self.ids)
+            if row_id not in skip and in_shard(row_id, self.shard)
+        ]
         for start in range(0, len(todo), READ_BATCH):
             batch = todo[start : start + READ_BATCH]
             cells = self.dataset[[index for index, _ in batch]][self.image_column]
             for (index, row_id), cell in zip(batch, cells):
                 yield RowInput(index, row_id, cell)
+
+
+def in_shard(row_id: str, shard: tuple[int, int] | None) -> bool:
+    """A stable hash of the row id picks its shard, so any selection splits the same way on every machine."""
+    return shard is None or zlib.crc32(row_id.encode()) % shard[1] == shard[0]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`I/N` with 0 <= I < N, as given to --shard."""
+    index, _, count = text.partition("/")
+    try:
+        shard = int(index), int(count)
+    except ValueError:
+        raise InputError(f"--shard {text!r} is not I/N (for example --shard 0/4)") from None
+    if not 0 <= shard[0] < shard[1]:
+        raise InputError(f"--shard {text!r}: I must be at least 0 and below N")
+    return shard
 
 
 def open_dataset(name: str, split: str, config: str | None) -> datasets.Dataset:
@@ -805,6 +909,7 @@ def load_source(
     max_samples: int | None = None,
     shuffle: bool = False,
     seed: int = 42,
+    shard: tuple[int, int] | None = None,
 ) -> Source:
     dataset = open_dataset(name, split, config)
     for column in (image_column, id_column):
@@ -818,7 +923,7 @@ def load_source(
         dataset = dataset.cast_column(image_column, datasets.Image(decode=False))
     selected = select_rows(len(dataset), max_samples, shuffle, seed)
     ids = row_ids(dataset, split, selected, id_column)
-    return Source(name, split, dataset, features, image_column, selected, ids)
+    return Source(name, split, dataset, features, image_column, selected, ids, shard)
 
 
 def select_rows(total: int, max_samples: int | None, shuffle: bool, seed: int) -> list[int]:
@@ -1210,9 +1315,10 @@ def collisions(source: Source, columns: Columns) -> list[str]:
     return [name for name in columns.names() if name in source.features]
 
 
-def missing_rows(source: Source, results: pa.Table) -> int:
+def missing_rows(source: Source, results: pa.Table, owned_only: bool = False) -> int:
+    """Selected rows (or only this shard's) that have no result yet."""
     done = set(results["row_id"].to_pylist())
-    return sum(row_id not in done for row_id in source.ids)
+    return sum(row_id not in done for row_id in (source.owned() if owned_only else source.ids))
 
 
 def output_features(source: Source, columns: Columns) -> datasets.Features:
@@ -1459,6 +1565,9 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-samples", type=int, help="process at most this many rows")
     group.add_argument("--shuffle", action="store_true", help="shuffle rows before --max-samples")
     group.add_argument("--seed", type=int, default=42, help="shuffle seed (default: 42)")
+    group.add_argument(
+        "--shard", type=shard_argument, help="process shard I of N (for example 0/4); N jobs write one output"
+    )
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -1470,6 +1579,7 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--private", action="store_true", help="create the output repo as private")
     group.add_argument("--overwrite", action="store_true", help="replace existing output columns or progress")
     group.add_argument("--retry-errors", action="store_true", help="on a rerun, retry rows that failed before")
+    group.add_argument("--finalize", action="store_true", help="only publish what all shards have written")
     group.add_argument("--hf-token", help="Hub token (default: the HF_TOKEN environment variable or your login)")
     group.add_argument(
         "--upload-every",
@@ -1485,6 +1595,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
     group.add_argument("--max-model-len", type=int, default=facts.max_model_len, help="context length to serve")
     group.add_argument("--max-tokens", type=int, default=facts.sampling.get("max_tokens"), help="output cap")
     group.add_argument("--temperature", type=float, default=facts.sampling.get("temperature", 0.0))
+    group.add_argument(
+        "--ignore-eos",
+        action="store_true",
+        help="benchmarks: write exactly --max-tokens per page, so pages cost the same",
+    )
     group.add_argument(
         "--extra-serve-args",
         default="",
@@ -1509,6 +1624,21 @@ def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
     group.add_argument("--request-timeout", type=float, default=1800.0, help="seconds per request (default: 1800)")
     group.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for the server")
     group.add_argument("--max-restarts", type=int, default=3, help="restarts of a spawned server that dies")
+    group.add_argument(
+        "--data-parallel-size", type=int, help="engines of a spawned server (default: one per visible GPU)"
+    )
+    group.add_argument(
+        "--api-server-count",
+        type=int,
+        help="API servers of a spawned server (default: up to 4 on fast GPUs, one per 4 CPU cores; else 1)",
+    )
+
+
+def shard_argument(text: str) -> tuple[int, int]:
+    try:
+        return parse_shard(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
@@ -1539,6 +1669,8 @@ def requested_sampling(facts: ModelFacts, args: argparse.Namespace) -> dict[str,
     sampling = {**facts.sampling, "temperature": args.temperature}
     if args.max_tokens is not None:
         sampling["max_tokens"] = args.max_tokens
+    if args.ignore_eos:
+        sampling["ignore_eos"] = True
     return sampling
 
 
@@ -1565,6 +1697,7 @@ QUEUE_GAUGES = ("vllm:num_requests_waiting", "vllm:num_requests_running")
 METRICS_INTERVAL_S = 1.0
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 30.0
+CAP_LOG_GAP_S = 30.0
 
 
 @dataclass
@@ -1599,6 +1732,7 @@ class Pump:
         progress: Progress,
         recover: Recover,
         on_part: Callable[[os.PathLike], None] | None = None,
+        guard: MemoryGuard | None = None,
     ) -> None:
         self.target = target
         self.facts = facts
@@ -1609,12 +1743,15 @@ class Pump:
         self.progress = progress
         self.recover = recover
         self.on_part = on_part
+        self.guard = guard
+        self.cap_logged = 0.0
         self.waiting: float | None = None
         self.generation = 0
         self.metrics_start: dict[str, float] = {}
 
     async def run(self, rows: Iterator[RowInput]) -> None:
-        limits = httpx.Limits(max_connections=self.window.cap + 8, max_keepalive_connections=self.window.cap + 8)
+        connections = (self.guard.ceiling if self.guard else self.window.cap) + 8
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         timeout = httpx.Timeout(self.settings.request_timeout, connect=30.0, pool=None)
         tasks: set[asyncio.Task] = set()
         with ThreadPoolExecutor(self.settings.prep_threads, thread_name_prefix="prep") as prep:
@@ -1686,6 +1823,8 @@ class Pump:
         except BadImage as exc:
             result.error = f"bad image: {exc}"
             return result, False
+        if self.guard is not None:
+            self.guard.observe(len(image.data) * 4 // 3, image.width * image.height)
         body = chat_body(
             self.target.model,
             self.facts.build_content(image.content_part(), self.args),
@@ -1739,11 +1878,24 @@ class Pump:
         return True
 
     async def watch_queue(self, client: httpx.AsyncClient) -> None:
-        """Keeps `waiting` current from /metrics; None while the server does not expose the gauge."""
+        """Keeps `waiting` current from /metrics (None while the server has no such gauge) and the cap current."""
         while True:
             gauges = await fetch_metrics(client, self.target, QUEUE_GAUGES)
             self.waiting = gauges.get("vllm:num_requests_waiting")
+            if self.guard is not None:
+                await self.follow_memory()
             await asyncio.sleep(METRICS_INTERVAL_S)
+
+    async def follow_memory(self) -> None:
+        """Moves the window's cap with host memory; says so when it moves by a tenth or more."""
+        cap, why = self.guard.cap(self.window.in_flight)
+        previous = self.window.cap
+        if cap == previous:
+            return
+        await self.window.set_cap(cap)
+        if abs(cap - previous) >= max(2, previous // 10) and time.monotonic() - self.cap_logged > CAP_LOG_GAP_S:
+            self.cap_logged = time.monotonic()
+            say(f"window cap {previous} -> {cap}: {why}")
 
 
 async def fetch_metrics(client: httpx.AsyncClient, target: Target, names: tuple[str, ...]) -> dict[str, float]:
@@ -1785,8 +1937,11 @@ def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[st
 
 
 class Engine:
-    def __init__(self, args: argparse.Namespace, facts: ModelFacts, script: str, argv: list[str]) -> None:
+    def __init__(
+        self, args: argparse.Namespace, facts: ModelFacts, script: str, argv: list[str], scale: ScalePlan
+    ) -> None:
         self.args = args
+        self.scale = scale
         self.facts = facts
         self.script = script
         self.argv = argv
@@ -1814,7 +1969,12 @@ class Engine:
         serve_args = list(self.facts.serve_args)
         if self.facts.prepare_serve is not None:
             serve_args = self.facts.prepare_serve(serve_args, self.args)
-        extra = ["--max-model-len", str(self.args.max_model_len), *shlex.split(self.args.extra_serve_args)]
+        extra = [
+            "--max-model-len",
+            str(self.args.max_model_len),
+            *self.scale.serve_args(),
+            *shlex.split(self.args.extra_serve_args),
+        ]
         port = url_port(self.url)
         self.spawned = SpawnedServer(
             serve_command(self.args.model, serve_args, port, extra),
@@ -1822,6 +1982,7 @@ class Engine:
             env=dict(self.facts.serve_env),
             log_path=Path(tempfile.gettempdir()) / f"vllm-serve-{port}.log",
         )
+        say(f"machine: {self.scale.describe()}")
         say(f"starting: {shlex.join(self.spawned.argv)}")
         say(f"server log: {self.spawned.log_path}")
         self.spawned.start()
@@ -2167,6 +2328,7 @@ def prepare_job(
         args.max_samples,
         args.shuffle,
         args.seed,
+        args.shard,
     )
     columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns))
     clashing = collisions(source, columns)
@@ -2189,24 +2351,30 @@ def prepare_job(
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     done = finished_ids(read_results(destination.progress_dir), args.retry_errors)
-    todo = sum(row_id not in done for row_id in source.ids)
-    say(f"{len(source.ids)} row(s) selected from {args.input}; {len(source.ids) - todo} already done, {todo} to do")
+    owned = source.owned()
+    todo = 0 if args.finalize else sum(row_id not in done for row_id in owned)
+    shard = f" (shard {args.shard[0]}/{args.shard[1]}: {len(owned)} of them)" if args.shard else ""
+    say(f"{len(source.ids)} row(s) selected from {args.input}{shard}; {len(owned) - todo} already done, {todo} to do")
     return Job(args, facts, script, mode, argv, destination, source, columns, todo, started)
 
 
-def make_window(args: argparse.Namespace, mode: str) -> Window:
+def make_window(args: argparse.Namespace, mode: str, scale: ScalePlan) -> tuple[Window, MemoryGuard | None]:
+    """A fixed window for -server, an adaptive one under a memory guard for -saturate; both grow with engines."""
+    engines = scale.data_parallel
     if mode == "server":
-        size = args.max_inflight or SERVER_WINDOW
+        size = args.max_inflight or SERVER_WINDOW * engines
         say(f"window: {size} page(s) in flight")
-        return Window(size, size)
-    ceiling = args.max_inflight or SATURATE_MAX_INFLIGHT
-    cap, why = memory_cap()
-    final_cap = min(ceiling, cap) if cap else ceiling
-    say(
-        f"window: adaptive, starts at {min(SERVER_WINDOW, final_cap)}, capped at {final_cap} ({why}; "
-        f"--max-inflight {ceiling})"
-    )
-    return Window(SERVER_WINDOW, final_cap, adaptive=True)
+        return Window(size, size), None
+    guard = MemoryGuard(args.max_inflight or SATURATE_MAX_INFLIGHT * engines, local_server=is_local(args.server))
+    cap, why = guard.cap(0)
+    start = min(SERVER_WINDOW * engines, cap)
+    say(f"window: adaptive, starts at {start}, capped at {cap} ({why})")
+    return Window(start, cap, adaptive=True), guard
+
+
+def scale_plan(args: argparse.Namespace) -> ScalePlan:
+    gpus, name = detect_gpus()
+    return plan_scale(gpus, name, os.cpu_count() or 1, args.api_server_count, args.data_parallel_size)
 
 
 async def run_job(job: Job) -> int:
@@ -2215,10 +2383,11 @@ async def run_job(job: Job) -> int:
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    engine = Engine(args, job.facts, job.script, job.argv)
+    scale = scale_plan(args)
+    engine = Engine(args, job.facts, job.script, job.argv, scale)
     uploader = PartUploader(job.destination, args.upload_every)
-    window = make_window(args, job.mode)
-    progress = Progress(len(job.source.ids), len(job.source.ids) - job.todo)
+    window, guard = make_window(args, job.mode, scale)
+    progress = Progress(len(job.source.owned()), len(job.source.owned()) - job.todo)
     target: Target | None = None
     metrics_before: dict[str, float] = {}
     extra: dict = {}
@@ -2230,7 +2399,7 @@ async def run_job(job: Job) -> int:
             metrics_before = await read_metrics(target)
             version = await server_version(target)
             say(f"server {target.url} (vLLM {version or 'unknown'}) serves {target.model}")
-            await drive(job, target, engine, uploader, window, progress)
+            await drive(job, target, engine, uploader, window, guard, progress)
             if job.facts.summary_metrics:
                 extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
     except asyncio.CancelledError:
@@ -2255,7 +2424,7 @@ def run_offline_job(job: Job) -> int:
     """Offline shape: an in-process engine fed batches of --batch-size pages."""
     window = Window(job.args.batch_size, job.args.batch_size)
     say(f"batches of {job.args.batch_size} page(s) through LLM.chat")
-    progress = Progress(len(job.source.ids), len(job.source.ids) - job.todo)
+    progress = Progress(len(job.source.owned()), len(job.source.owned()) - job.todo)
     handlers = catch_stop_signals()
     interrupted = False
     summary = stdout_to_stderr()
@@ -2305,12 +2474,18 @@ def vllm_version() -> str | None:
 
 
 async def drive(
-    job: Job, target: Target, engine: Engine, uploader: PartUploader, window: Window, progress: Progress
+    job: Job,
+    target: Target,
+    engine: Engine,
+    uploader: PartUploader,
+    window: Window,
+    guard: MemoryGuard | None,
+    progress: Progress,
 ) -> None:
     """Pumps the rows still to do; progress parts reach the Hub in the background and once more at the end."""
     log = ProgressLog(job.destination.progress_dir, new_run_id(), flush_rows=max(16, window.limit))
     pump = Pump(
-        target, job.facts, job.args, sampling_settings(job), window, log, progress, engine.recover, uploader.add
+        target, job.facts, job.args, sampling_settings(job), window, log, progress, engine.recover, uploader.add, guard
     )
     skip = finished_ids(read_results(job.destination.progress_dir), job.args.retry_errors)
     uploader.start()
@@ -2371,6 +2546,8 @@ def finish(
     interrupted: bool,
     stream: TextIO | None = None,
 ) -> int:
+    if job.source.shard:
+        job.destination.pull_progress()
     results = read_results(job.destination.progress_dir)
     missing = missing_rows(job.source, results)
     selected = set(job.source.ids)
@@ -2380,18 +2557,24 @@ def finish(
         if error is not None and row_id in selected
     )
     tally = progress.tally
-    published = None
+    published, code = None, 143 if interrupted else 1
     if not missing and not interrupted:
         try:
             published = publish(job, results, target, window, version, errors, tally)
+            say(f"published {len(selected)} row(s) ({errors} with an error) to {published}")
+            code = 0
         except Exception as exc:
             say(
                 f"error: publishing failed ({type(exc).__name__}: {exc}); every result is kept in "
                 f"{job.destination.progress_dir}; rerun the same command to publish"
             )
-            return 1
-        say(f"published {len(selected)} row(s) ({errors} with an error) to {published}")
-    else:
+    elif job.source.shard and not interrupted and not missing_rows(job.source, results, owned_only=True):
+        say(
+            f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
+            "publishes the dataset; or run the same command with --finalize once all shards are done"
+        )
+        code = 0
+    elif not interrupted:
         say(f"{missing} row(s) have no outcome yet; rerun the same command to finish them")
     print_summary(
         stream or sys.stdout,
@@ -2402,7 +2585,8 @@ def finish(
             "output": published or job.destination.describe(),
             "rows": len(selected),
             "done_this_run": tally.done,
-            "resumed": len(selected) - job.todo,
+            "resumed": len(job.source.owned()) - job.todo,
+            "shard": list(job.args.shard) if job.args.shard else None,
             "errors": errors,
             "errors_this_run": tally.errors,
             "loops_this_run": tally.loops,
@@ -2413,13 +2597,12 @@ def finish(
             "wall_s": round(time.monotonic() - job.started, 2),
             "window": window.limit,
             "peak_in_flight": window.peak_in_flight,
+            "peak_window": window.peak_limit,
             "interrupted": interrupted,
             **extra,
         },
     )
-    if interrupted:
-        return 143
-    return 0 if not missing else 1
+    return code
 
 
 def publish(job: Job, results, target: Target | None, window: Window, version: str | None, errors: int, tally) -> str:

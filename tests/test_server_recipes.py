@@ -274,3 +274,28 @@ def test_spawned_engine_is_restarted_when_killed(tiny_model, tmp_path):
     assert all(text is not None for text in output["markdown"])
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_two_shards_give_exactly_the_union(vllm_server, tiny_model, tmp_path):
+    """Shard 0 spawns its own CPU engine with two API servers; shard 1 uses the shared server."""
+    out = tmp_path / "out"
+    common = [str(SAMPLES), str(out), "--model", str(tiny_model), *FAST]
+    first = run_recipe(
+        "lighton-ocr3-saturate.py", *common, "--shard", "0/2", "--server", f"http://127.0.0.1:{free_port()}",
+        "--api-server-count", "2", "--extra-serve-args=--enforce-eager",
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "--api-server-count 2" in first.stderr
+    assert "this shard is done" in first.stderr
+    assert not (out / "data").exists()
+    second = run_recipe("lighton-ocr3-saturate.py", *common, "--shard", "1/2", "--server", vllm_server.url)
+    assert second.returncode == 0, second.stderr[-3000:]
+    done = [summary_of(run.stdout)["done_this_run"] for run in (first, second)]
+    assert sum(done) == 12 and all(done)
+    output = load_output(out)
+    assert output["page_id"] == datasets.load_dataset(str(SAMPLES), split="train")["page_id"]
+    assert all(output["markdown"])
+
+    again = run_recipe("lighton-ocr3-saturate.py", *common, "--finalize", "--server", vllm_server.url)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert summary_of(again.stdout)["done_this_run"] == 0

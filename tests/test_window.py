@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ocr_core.hostmem import GIB, memory_cap
+from ocr_core.hostmem import GIB, MemoryGuard
 from ocr_core.window import Window
 
 
@@ -69,8 +69,47 @@ def test_adaptive_window_holds_on_short_queue_and_shrinks_on_long():
     assert shrunk == 31
 
 
-def test_memory_cap_follows_available_memory():
-    cap, why = memory_cap(per_page=int(0.1 * GIB), available=2 * GIB, share=0.5)
+def test_memory_guard_starts_from_the_prior_then_measures():
+    guard = MemoryGuard(ceiling=500, local_server=False, reading=lambda: 2 * GIB)
+    cap, why = guard.cap(in_flight=0)
     assert cap == 10
-    assert "2.0 GiB available" in why
-    assert memory_cap(available=0)[0] == 1
+    assert "2.0 GiB available" in why and "assumed" in why
+    guard.observe(body_bytes=1_000_000, pixels=3_000_000)
+    cap, why = guard.cap(in_flight=0)
+    assert cap == 500
+    assert "measured" in why
+
+
+def test_a_local_server_makes_each_page_cost_more():
+    remote = MemoryGuard(ceiling=10_000, local_server=False, reading=lambda: 8 * GIB)
+    local = MemoryGuard(ceiling=10_000, local_server=True, reading=lambda: 8 * GIB)
+    for guard in (remote, local):
+        guard.observe(body_bytes=1_400_000, pixels=3_080_000)
+    assert local.cap(0)[0] < remote.cap(0)[0] / 10
+
+
+def test_window_never_exceeds_the_cap_when_memory_is_small():
+    """An adaptive window that wants to grow, while available memory shrinks as pages enter flight."""
+    total = 3 * GIB
+
+    async def scenario():
+        window = Window(32, 512, adaptive=True)
+        guard = MemoryGuard(
+            ceiling=512, local_server=True, reading=lambda: max(0, total - window.in_flight * GIB // 10)
+        )
+        await window.set_cap(guard.cap(window.in_flight)[0])
+        seen = []
+        for step in range(300):
+            await window.acquire()
+            guard.observe(body_bytes=1_400_000, pixels=3_080_000)
+            if step % 3 == 0:
+                await window.release(waiting=0)
+            await window.set_cap(guard.cap(window.in_flight)[0])
+            seen.append((window.limit, window.cap, window.in_flight))
+            while window.in_flight >= window.limit:
+                await window.release(waiting=0)
+        return seen
+
+    seen = run(asyncio.wait_for(scenario(), 10))
+    assert all(limit <= cap for limit, cap, _ in seen)
+    assert max(cap for _, cap, _ in seen) < 40

@@ -16,15 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
-
-from ocr_core.cli import SCRIPTS_URL  # noqa: E402
 
 CORE = ROOT / "src" / "ocr_core"
 MODELS = ROOT / "src" / "ocr_models"
 PACKAGES = ("ocr_core", "ocr_models")
 CORE_ORDER = (
-    "facts", "images", "repeats", "hostmem", "server", "window", "chat", "report", "source", "progress", "hub",
+    "facts", "images", "repeats", "hostmem", "scale", "server", "window", "chat", "report", "source", "progress", "hub",
     "output", "assemble", "card", "cli", "answers", "pump", "engine", "offline", "run",
 )  # fmt: skip
 DRIVER_DEPENDENCIES = ("datasets>=4.0", "huggingface-hub>=0.34", "httpx>=0.27", "pillow>=10.1", "tqdm>=4.66")
@@ -177,7 +174,7 @@ def literal_facts(path: Path) -> dict:
 
 
 def job_line(recipe: Recipe, facts: dict) -> str:
-    url = f"{SCRIPTS_URL}/{recipe.script}"
+    url = f"{literal_facts(CORE / 'cli.py')['SCRIPTS_URL']}/{recipe.script}"
     flavor = facts.get("FLAVOR", "l4x1")
     if "JOB_COMMAND" in facts:
         return facts["JOB_COMMAND"].format(flavor=flavor, image=facts["IMAGE"], url=url, args="INPUT OUTPUT")

@@ -28,6 +28,8 @@ def requested_sampling(facts: ModelFacts, args: argparse.Namespace) -> dict[str,
     sampling = {**facts.sampling, "temperature": args.temperature}
     if args.max_tokens is not None:
         sampling["max_tokens"] = args.max_tokens
+    if args.ignore_eos:
+        sampling["ignore_eos"] = True
     return sampling
 
 

@@ -40,9 +40,10 @@ def collisions(source: Source, columns: Columns) -> list[str]:
     return [name for name in columns.names() if name in source.features]
 
 
-def missing_rows(source: Source, results: pa.Table) -> int:
+def missing_rows(source: Source, results: pa.Table, owned_only: bool = False) -> int:
+    """Selected rows (or only this shard's) that have no result yet."""
     done = set(results["row_id"].to_pylist())
-    return sum(row_id not in done for row_id in source.ids)
+    return sum(row_id not in done for row_id in (source.owned() if owned_only else source.ids))
 
 
 def output_features(source: Source, columns: Columns) -> datasets.Features:

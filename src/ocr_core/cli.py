@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Sequence
 
 from .facts import ModelFacts
+from .source import InputError, parse_shard
 
 SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
 DEFAULT_SERVER = "http://127.0.0.1:8000"
@@ -91,6 +92,9 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-samples", type=int, help="process at most this many rows")
     group.add_argument("--shuffle", action="store_true", help="shuffle rows before --max-samples")
     group.add_argument("--seed", type=int, default=42, help="shuffle seed (default: 42)")
+    group.add_argument(
+        "--shard", type=shard_argument, help="process shard I of N (for example 0/4); N jobs write one output"
+    )
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,6 +106,7 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--private", action="store_true", help="create the output repo as private")
     group.add_argument("--overwrite", action="store_true", help="replace existing output columns or progress")
     group.add_argument("--retry-errors", action="store_true", help="on a rerun, retry rows that failed before")
+    group.add_argument("--finalize", action="store_true", help="only publish what all shards have written")
     group.add_argument("--hf-token", help="Hub token (default: the HF_TOKEN environment variable or your login)")
     group.add_argument(
         "--upload-every",
@@ -117,6 +122,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
     group.add_argument("--max-model-len", type=int, default=facts.max_model_len, help="context length to serve")
     group.add_argument("--max-tokens", type=int, default=facts.sampling.get("max_tokens"), help="output cap")
     group.add_argument("--temperature", type=float, default=facts.sampling.get("temperature", 0.0))
+    group.add_argument(
+        "--ignore-eos",
+        action="store_true",
+        help="benchmarks: write exactly --max-tokens per page, so pages cost the same",
+    )
     group.add_argument(
         "--extra-serve-args",
         default="",
@@ -141,6 +151,21 @@ def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
     group.add_argument("--request-timeout", type=float, default=1800.0, help="seconds per request (default: 1800)")
     group.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for the server")
     group.add_argument("--max-restarts", type=int, default=3, help="restarts of a spawned server that dies")
+    group.add_argument(
+        "--data-parallel-size", type=int, help="engines of a spawned server (default: one per visible GPU)"
+    )
+    group.add_argument(
+        "--api-server-count",
+        type=int,
+        help="API servers of a spawned server (default: up to 4 on fast GPUs, one per 4 CPU cores; else 1)",
+    )
+
+
+def shard_argument(text: str) -> tuple[int, int]:
+    try:
+        return parse_shard(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:

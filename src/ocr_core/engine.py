@@ -21,6 +21,7 @@ from .cli import job_command, script_url
 from .facts import ModelFacts
 from .pump import Target
 from .report import say
+from .scale import ScalePlan
 from .server import (
     ServerError,
     SpawnedServer,
@@ -56,8 +57,11 @@ def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[st
 
 
 class Engine:
-    def __init__(self, args: argparse.Namespace, facts: ModelFacts, script: str, argv: list[str]) -> None:
+    def __init__(
+        self, args: argparse.Namespace, facts: ModelFacts, script: str, argv: list[str], scale: ScalePlan
+    ) -> None:
         self.args = args
+        self.scale = scale
         self.facts = facts
         self.script = script
         self.argv = argv
@@ -85,7 +89,12 @@ class Engine:
         serve_args = list(self.facts.serve_args)
         if self.facts.prepare_serve is not None:
             serve_args = self.facts.prepare_serve(serve_args, self.args)
-        extra = ["--max-model-len", str(self.args.max_model_len), *shlex.split(self.args.extra_serve_args)]
+        extra = [
+            "--max-model-len",
+            str(self.args.max_model_len),
+            *self.scale.serve_args(),
+            *shlex.split(self.args.extra_serve_args),
+        ]
         port = url_port(self.url)
         self.spawned = SpawnedServer(
             serve_command(self.args.model, serve_args, port, extra),
@@ -93,6 +102,7 @@ class Engine:
             env=dict(self.facts.serve_env),
             log_path=Path(tempfile.gettempdir()) / f"vllm-serve-{port}.log",
         )
+        say(f"machine: {self.scale.describe()}")
         say(f"starting: {shlex.join(self.spawned.argv)}")
         say(f"server log: {self.spawned.log_path}")
         self.spawned.start()

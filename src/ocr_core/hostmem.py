@@ -6,6 +6,7 @@ read and the smaller wins.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 GIB = 1024**3
@@ -45,14 +46,39 @@ def available_memory() -> int | None:
     return min(readings) if readings else None
 
 
-def memory_cap(
-    per_page: int = PAGE_IN_FLIGHT_BYTES, available: int | None = None, share: float = MEMORY_SHARE
-) -> tuple[int | None, str]:
-    """Pages in flight that fit in a share of available memory, and a sentence saying why."""
-    available = available_memory() if available is None else available
-    if available is None:
-        return None, "host memory is unknown, so only --max-inflight caps the window"
-    cap = max(1, int(available * share // per_page))
-    return cap, (
-        f"{available / GIB:.1f} GiB available, {share:.0%} of it at {per_page / GIB:.2f} GiB per page in flight"
-    )
+SERVER_BYTES_PER_PIXEL = 30
+
+
+class MemoryGuard:
+    """Re-derives the window's cap while the run goes, from what pages in flight really cost.
+
+    A page in flight costs its request body twice on the client (the JSON string and httpx's buffer) and, when
+    the server runs on this host, its decoded pixels and the processor's float tensors there (about 30 bytes per
+    pixel for Qwen-style processors). The prior of 0.1 GiB per page holds until real pages have been measured.
+    """
+
+    def __init__(self, ceiling: int, local_server: bool, reading: Callable[[], int | None] = available_memory) -> None:
+        self.ceiling = ceiling
+        self.local_server = local_server
+        self.reading = reading
+        self.page_bytes = float(PAGE_IN_FLIGHT_BYTES)
+        self.measured = 0
+
+    def observe(self, body_bytes: int, pixels: int) -> None:
+        cost = 2 * body_bytes + (SERVER_BYTES_PER_PIXEL * pixels if self.local_server else 0)
+        self.measured += 1
+        weight = 1 / min(self.measured, 64)
+        self.page_bytes = cost if self.measured == 1 else (1 - weight) * self.page_bytes + weight * cost
+
+    def cap(self, in_flight: int) -> tuple[int, str]:
+        """Pages in flight now plus what half of the memory still available would hold."""
+        available = self.reading()
+        if available is None:
+            return self.ceiling, "host memory is unknown, so only --max-inflight caps the window"
+        room = int(available * MEMORY_SHARE // max(1.0, self.page_bytes))
+        cap = max(1, min(self.ceiling, in_flight + room))
+        basis = "measured" if self.measured else "assumed"
+        return cap, (
+            f"{available / GIB:.1f} GiB available with {in_flight} page(s) in flight, {self.page_bytes / GIB:.3f} GiB "
+            f"per page ({basis}), {MEMORY_SHARE:.0%} of the rest; --max-inflight {self.ceiling}"
+        )

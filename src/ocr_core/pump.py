@@ -23,6 +23,7 @@ import httpx
 from .answers import judge
 from .chat import Retryable, RowFailed, chat_body, post_chat
 from .facts import ModelFacts
+from .hostmem import MemoryGuard
 from .images import BadImage, PreparedImage, cell_bytes, prepare_image
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
@@ -34,6 +35,7 @@ QUEUE_GAUGES = ("vllm:num_requests_waiting", "vllm:num_requests_running")
 METRICS_INTERVAL_S = 1.0
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 30.0
+CAP_LOG_GAP_S = 30.0
 
 
 @dataclass
@@ -68,6 +70,7 @@ class Pump:
         progress: Progress,
         recover: Recover,
         on_part: Callable[[os.PathLike], None] | None = None,
+        guard: MemoryGuard | None = None,
     ) -> None:
         self.target = target
         self.facts = facts
@@ -78,12 +81,15 @@ class Pump:
         self.progress = progress
         self.recover = recover
         self.on_part = on_part
+        self.guard = guard
+        self.cap_logged = 0.0
         self.waiting: float | None = None
         self.generation = 0
         self.metrics_start: dict[str, float] = {}
 
     async def run(self, rows: Iterator[RowInput]) -> None:
-        limits = httpx.Limits(max_connections=self.window.cap + 8, max_keepalive_connections=self.window.cap + 8)
+        connections = (self.guard.ceiling if self.guard else self.window.cap) + 8
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         timeout = httpx.Timeout(self.settings.request_timeout, connect=30.0, pool=None)
         tasks: set[asyncio.Task] = set()
         with ThreadPoolExecutor(self.settings.prep_threads, thread_name_prefix="prep") as prep:
@@ -155,6 +161,8 @@ class Pump:
         except BadImage as exc:
             result.error = f"bad image: {exc}"
             return result, False
+        if self.guard is not None:
+            self.guard.observe(len(image.data) * 4 // 3, image.width * image.height)
         body = chat_body(
             self.target.model,
             self.facts.build_content(image.content_part(), self.args),
@@ -208,11 +216,24 @@ class Pump:
         return True
 
     async def watch_queue(self, client: httpx.AsyncClient) -> None:
-        """Keeps `waiting` current from /metrics; None while the server does not expose the gauge."""
+        """Keeps `waiting` current from /metrics (None while the server has no such gauge) and the cap current."""
         while True:
             gauges = await fetch_metrics(client, self.target, QUEUE_GAUGES)
             self.waiting = gauges.get("vllm:num_requests_waiting")
+            if self.guard is not None:
+                await self.follow_memory()
             await asyncio.sleep(METRICS_INTERVAL_S)
+
+    async def follow_memory(self) -> None:
+        """Moves the window's cap with host memory; says so when it moves by a tenth or more."""
+        cap, why = self.guard.cap(self.window.in_flight)
+        previous = self.window.cap
+        if cap == previous:
+            return
+        await self.window.set_cap(cap)
+        if abs(cap - previous) >= max(2, previous // 10) and time.monotonic() - self.cap_logged > CAP_LOG_GAP_S:
+            self.cap_logged = time.monotonic()
+            say(f"window cap {previous} -> {cap}: {why}")
 
 
 async def fetch_metrics(client: httpx.AsyncClient, target: Target, names: tuple[str, ...]) -> dict[str, float]:

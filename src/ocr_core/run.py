@@ -28,14 +28,15 @@ from .chat import JobFailed
 from .cli import SATURATE_MAX_INFLIGHT, SERVER_WINDOW, build_parser, job_command, parse_arguments, usage
 from .engine import Engine
 from .facts import ModelFacts
-from .hostmem import memory_cap
+from .hostmem import MemoryGuard
 from .hub import HfHub, HubClient, with_retries
 from .offline import NoGpu, OfflineRunner, open_llm, stdout_to_stderr
 from .output import Destination, PartUploader, is_local_output
 from .progress import ProgressLog, check_manifest, finished_ids, new_run_id, read_results
 from .pump import Pump, PumpSettings, Target
 from .report import Progress, print_summary, say
-from .server import ServerError, parse_metrics
+from .scale import ScalePlan, detect_gpus, plan_scale
+from .server import ServerError, is_local, parse_metrics
 from .source import InputError, Source, load_source
 from .window import Window
 
@@ -136,6 +137,7 @@ def prepare_job(
         args.max_samples,
         args.shuffle,
         args.seed,
+        args.shard,
     )
     columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns))
     clashing = collisions(source, columns)
@@ -158,24 +160,30 @@ def prepare_job(
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     done = finished_ids(read_results(destination.progress_dir), args.retry_errors)
-    todo = sum(row_id not in done for row_id in source.ids)
-    say(f"{len(source.ids)} row(s) selected from {args.input}; {len(source.ids) - todo} already done, {todo} to do")
+    owned = source.owned()
+    todo = 0 if args.finalize else sum(row_id not in done for row_id in owned)
+    shard = f" (shard {args.shard[0]}/{args.shard[1]}: {len(owned)} of them)" if args.shard else ""
+    say(f"{len(source.ids)} row(s) selected from {args.input}{shard}; {len(owned) - todo} already done, {todo} to do")
     return Job(args, facts, script, mode, argv, destination, source, columns, todo, started)
 
 
-def make_window(args: argparse.Namespace, mode: str) -> Window:
+def make_window(args: argparse.Namespace, mode: str, scale: ScalePlan) -> tuple[Window, MemoryGuard | None]:
+    """A fixed window for -server, an adaptive one under a memory guard for -saturate; both grow with engines."""
+    engines = scale.data_parallel
     if mode == "server":
-        size = args.max_inflight or SERVER_WINDOW
+        size = args.max_inflight or SERVER_WINDOW * engines
         say(f"window: {size} page(s) in flight")
-        return Window(size, size)
-    ceiling = args.max_inflight or SATURATE_MAX_INFLIGHT
-    cap, why = memory_cap()
-    final_cap = min(ceiling, cap) if cap else ceiling
-    say(
-        f"window: adaptive, starts at {min(SERVER_WINDOW, final_cap)}, capped at {final_cap} ({why}; "
-        f"--max-inflight {ceiling})"
-    )
-    return Window(SERVER_WINDOW, final_cap, adaptive=True)
+        return Window(size, size), None
+    guard = MemoryGuard(args.max_inflight or SATURATE_MAX_INFLIGHT * engines, local_server=is_local(args.server))
+    cap, why = guard.cap(0)
+    start = min(SERVER_WINDOW * engines, cap)
+    say(f"window: adaptive, starts at {start}, capped at {cap} ({why})")
+    return Window(start, cap, adaptive=True), guard
+
+
+def scale_plan(args: argparse.Namespace) -> ScalePlan:
+    gpus, name = detect_gpus()
+    return plan_scale(gpus, name, os.cpu_count() or 1, args.api_server_count, args.data_parallel_size)
 
 
 async def run_job(job: Job) -> int:
@@ -184,10 +192,11 @@ async def run_job(job: Job) -> int:
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    engine = Engine(args, job.facts, job.script, job.argv)
+    scale = scale_plan(args)
+    engine = Engine(args, job.facts, job.script, job.argv, scale)
     uploader = PartUploader(job.destination, args.upload_every)
-    window = make_window(args, job.mode)
-    progress = Progress(len(job.source.ids), len(job.source.ids) - job.todo)
+    window, guard = make_window(args, job.mode, scale)
+    progress = Progress(len(job.source.owned()), len(job.source.owned()) - job.todo)
     target: Target | None = None
     metrics_before: dict[str, float] = {}
     extra: dict = {}
@@ -199,7 +208,7 @@ async def run_job(job: Job) -> int:
             metrics_before = await read_metrics(target)
             version = await server_version(target)
             say(f"server {target.url} (vLLM {version or 'unknown'}) serves {target.model}")
-            await drive(job, target, engine, uploader, window, progress)
+            await drive(job, target, engine, uploader, window, guard, progress)
             if job.facts.summary_metrics:
                 extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
     except asyncio.CancelledError:
@@ -224,7 +233,7 @@ def run_offline_job(job: Job) -> int:
     """Offline shape: an in-process engine fed batches of --batch-size pages."""
     window = Window(job.args.batch_size, job.args.batch_size)
     say(f"batches of {job.args.batch_size} page(s) through LLM.chat")
-    progress = Progress(len(job.source.ids), len(job.source.ids) - job.todo)
+    progress = Progress(len(job.source.owned()), len(job.source.owned()) - job.todo)
     handlers = catch_stop_signals()
     interrupted = False
     summary = stdout_to_stderr()
@@ -274,12 +283,18 @@ def vllm_version() -> str | None:
 
 
 async def drive(
-    job: Job, target: Target, engine: Engine, uploader: PartUploader, window: Window, progress: Progress
+    job: Job,
+    target: Target,
+    engine: Engine,
+    uploader: PartUploader,
+    window: Window,
+    guard: MemoryGuard | None,
+    progress: Progress,
 ) -> None:
     """Pumps the rows still to do; progress parts reach the Hub in the background and once more at the end."""
     log = ProgressLog(job.destination.progress_dir, new_run_id(), flush_rows=max(16, window.limit))
     pump = Pump(
-        target, job.facts, job.args, sampling_settings(job), window, log, progress, engine.recover, uploader.add
+        target, job.facts, job.args, sampling_settings(job), window, log, progress, engine.recover, uploader.add, guard
     )
     skip = finished_ids(read_results(job.destination.progress_dir), job.args.retry_errors)
     uploader.start()
@@ -340,6 +355,8 @@ def finish(
     interrupted: bool,
     stream: TextIO | None = None,
 ) -> int:
+    if job.source.shard:
+        job.destination.pull_progress()
     results = read_results(job.destination.progress_dir)
     missing = missing_rows(job.source, results)
     selected = set(job.source.ids)
@@ -349,18 +366,24 @@ def finish(
         if error is not None and row_id in selected
     )
     tally = progress.tally
-    published = None
+    published, code = None, 143 if interrupted else 1
     if not missing and not interrupted:
         try:
             published = publish(job, results, target, window, version, errors, tally)
+            say(f"published {len(selected)} row(s) ({errors} with an error) to {published}")
+            code = 0
         except Exception as exc:
             say(
                 f"error: publishing failed ({type(exc).__name__}: {exc}); every result is kept in "
                 f"{job.destination.progress_dir}; rerun the same command to publish"
             )
-            return 1
-        say(f"published {len(selected)} row(s) ({errors} with an error) to {published}")
-    else:
+    elif job.source.shard and not interrupted and not missing_rows(job.source, results, owned_only=True):
+        say(
+            f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
+            "publishes the dataset; or run the same command with --finalize once all shards are done"
+        )
+        code = 0
+    elif not interrupted:
         say(f"{missing} row(s) have no outcome yet; rerun the same command to finish them")
     print_summary(
         stream or sys.stdout,
@@ -371,7 +394,8 @@ def finish(
             "output": published or job.destination.describe(),
             "rows": len(selected),
             "done_this_run": tally.done,
-            "resumed": len(selected) - job.todo,
+            "resumed": len(job.source.owned()) - job.todo,
+            "shard": list(job.args.shard) if job.args.shard else None,
             "errors": errors,
             "errors_this_run": tally.errors,
             "loops_this_run": tally.loops,
@@ -382,13 +406,12 @@ def finish(
             "wall_s": round(time.monotonic() - job.started, 2),
             "window": window.limit,
             "peak_in_flight": window.peak_in_flight,
+            "peak_window": window.peak_limit,
             "interrupted": interrupted,
             **extra,
         },
     )
-    if interrupted:
-        return 143
-    return 0 if not missing else 1
+    return code
 
 
 def publish(job: Job, results, target: Target | None, window: Window, version: str | None, errors: int, tally) -> str:

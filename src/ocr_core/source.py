@@ -7,6 +7,7 @@ way, and image bytes are read a batch at a time only for pages that still need w
 from __future__ import annotations
 
 import random
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,15 +37,41 @@ class Source:
     image_column: str
     selected: list[int]
     ids: list[str]
+    shard: tuple[int, int] | None = None
+
+    def owned(self) -> list[str]:
+        """The selected ids this job processes: all of them, or its shard's."""
+        return [row_id for row_id in self.ids if in_shard(row_id, self.shard)]
 
     def rows(self, skip: set[str]) -> Iterator[RowInput]:
-        """Yields the selected rows still to do, reading image cells a batch at a time."""
-        todo = [(index, row_id) for index, row_id in zip(self.selected, self.ids) if row_id not in skip]
+        """Yields this job's selected rows still to do, reading image cells a batch at a time."""
+        todo = [
+            (index, row_id)
+            for index, row_id in zip(self.selected, self.ids)
+            if row_id not in skip and in_shard(row_id, self.shard)
+        ]
         for start in range(0, len(todo), READ_BATCH):
             batch = todo[start : start + READ_BATCH]
             cells = self.dataset[[index for index, _ in batch]][self.image_column]
             for (index, row_id), cell in zip(batch, cells):
                 yield RowInput(index, row_id, cell)
+
+
+def in_shard(row_id: str, shard: tuple[int, int] | None) -> bool:
+    """A stable hash of the row id picks its shard, so any selection splits the same way on every machine."""
+    return shard is None or zlib.crc32(row_id.encode()) % shard[1] == shard[0]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`I/N` with 0 <= I < N, as given to --shard."""
+    index, _, count = text.partition("/")
+    try:
+        shard = int(index), int(count)
+    except ValueError:
+        raise InputError(f"--shard {text!r} is not I/N (for example --shard 0/4)") from None
+    if not 0 <= shard[0] < shard[1]:
+        raise InputError(f"--shard {text!r}: I must be at least 0 and below N")
+    return shard
 
 
 def open_dataset(name: str, split: str, config: str | None) -> datasets.Dataset:
@@ -74,6 +101,7 @@ def load_source(
     max_samples: int | None = None,
     shuffle: bool = False,
     seed: int = 42,
+    shard: tuple[int, int] | None = None,
 ) -> Source:
     dataset = open_dataset(name, split, config)
     for column in (image_column, id_column):
@@ -87,7 +115,7 @@ def load_source(
         dataset = dataset.cast_column(image_column, datasets.Image(decode=False))
     selected = select_rows(len(dataset), max_samples, shuffle, seed)
     ids = row_ids(dataset, split, selected, id_column)
-    return Source(name, split, dataset, features, image_column, selected, ids)
+    return Source(name, split, dataset, features, image_column, selected, ids, shard)
 
 
 def select_rows(total: int, max_samples: int | None, shuffle: bool, seed: int) -> list[int]:

@@ -9,14 +9,6 @@ holds its image in RAM on both sides).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-
-
-@dataclass
-class WindowStats:
-    limit: int
-    peak_in_flight: int
-    peak_limit: int
 
 
 class Window:
@@ -61,5 +53,9 @@ class Window:
             self.limit = max(1, self.limit - 1)
         self.peak_limit = max(self.peak_limit, self.limit)
 
-    def stats(self) -> WindowStats:
-        return WindowStats(self.limit, self.peak_in_flight, self.peak_limit)
+    async def set_cap(self, cap: int) -> None:
+        """A lower cap stops admissions until pages in flight drain below it; nothing in flight is cancelled."""
+        async with self._changed:
+            self.cap = max(1, cap)
+            self.limit = min(self.limit, self.cap)
+            self._changed.notify_all()
