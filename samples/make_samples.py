@@ -374,9 +374,7 @@ def report(c: Canvas) -> None:
 def newsletter(c: Canvas) -> None:
     c.text((c.margin, c.margin), "THE CREEK LINE", "bold", 3.2, fill=ACCENT)
     y = c.margin + c.line_height(3.2)
-    c.text(
-        (c.margin, y), "Newsletter of the Alder Creek Watershed Trust  ·  Issue 14  ·  Autumn 2023", "serif"
-    )
+    c.text((c.margin, y), "Newsletter of the Alder Creek Watershed Trust  ·  Issue 14  ·  Autumn 2023", "serif")
     y += c.line_height() * 2
     c.rule(y - c.unit, width=4)
     gap = c.unit * 2
@@ -461,9 +459,7 @@ def invoice(c: Canvas) -> None:
         c.text((c.margin, y), label, "bold")
         c.text((c.margin + c.unit * 9, y), value)
         y += c.line_height()
-    y = c.paragraph(
-        "Bill to: Alder Creek Watershed Trust, The Old Mill, Mill Lane, Millbrook", y + c.unit, gap=1.5
-    )
+    y = c.paragraph("Bill to: Alder Creek Watershed Trust, The Old Mill, Mill Lane, Millbrook", y + c.unit, gap=1.5)
     amounts = [float(qty.split()[0]) * price for _, qty, price in INVOICE_ROWS]
     rows = [("Description", "Qty", "Unit price (£)", "Amount (£)")]
     rows += [(d, q, f"{p:,.2f}", f"{a:,.2f}") for (d, q, p), a in zip(INVOICE_ROWS, amounts, strict=True)]
@@ -505,9 +501,7 @@ def field_notes(c: Canvas) -> None:
     depths = (0, 0.05, 0.12, 0.55, 0.85, 0.9, 0.82, 0.6, 0.35, 0.1, 0.0)
     height, step = c.unit * 8, c.inner_width / (len(depths) - 1)
     points = [(c.margin + i * step, y + height * d) for i, d in enumerate(depths)]
-    c.draw.line(
-        (c.margin, y + height * 0.35, c.image.width - c.margin, y + height * 0.35), fill=ACCENT, width=2
-    )
+    c.draw.line((c.margin, y + height * 0.35, c.image.width - c.margin, y + height * 0.35), fill=ACCENT, width=2)
     c.draw.line(points, fill=INK, width=4)
     y = c.paragraph(
         "Figure 3. Cross-section of the channel 12 m below the footbridge, looking downstream; the blue line "
@@ -555,9 +549,7 @@ def glossary(c: Canvas) -> None:
     gap = c.unit * 3
     width = (c.inner_width - gap) // 2
     half = (len(GLOSSARY) + 1) // 2
-    for entries, x in zip(
-        (GLOSSARY[:half], GLOSSARY[half:]), (c.margin, c.margin + width + gap), strict=True
-    ):
+    for entries, x in zip((GLOSSARY[:half], GLOSSARY[half:]), (c.margin, c.margin + width + gap), strict=True):
         column_y = y + c.unit
         for term, definition in entries:
             c.text((x, column_y), term, "bold")
@@ -666,9 +658,7 @@ def write_dataset(pages: list[PageFile], dataset_dir: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--out", type=Path, default=HERE, help="folder for pages/ and dataset/ (default: %(default)s)"
-    )
+    parser.add_argument("--out", type=Path, default=HERE, help="folder for pages/ and dataset/ (default: %(default)s)")
     out = parser.parse_args().out
     pages = write_pages(out / "pages")
     write_dataset(pages, out / "dataset")
