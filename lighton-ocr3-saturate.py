@@ -159,6 +159,7 @@ class ModelFacts:
 
 
 # ---- ocr_core/images.py ----
+URL_PLACEHOLDER = "@@page-image-data-url@@"
 MIME_BY_FORMAT = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
 PASS_THROUGH_MODES = {"RGB", "L"}
 EXIF_ORIENTATION = 0x0112
@@ -182,6 +183,21 @@ class PreparedImage:
 
     def content_part(self) -> dict:
         return {"type": "image_url", "image_url": {"url": self.data_url()}}
+
+    def json_with_image(self, body: dict) -> bytes:
+        """`body` as JSON bytes, its placeholder URL replaced by the image's data URL.
+
+        json.dumps would scan the megabyte of base64 for characters to escape, none of which base64 has; splicing
+        the bytes in instead halves the CPU a page costs the driver.
+        """
+        encoded = json.dumps(body).encode()
+        url = b"data:" + self.mime.encode() + b";base64," + base64.b64encode(self.data)
+        return encoded.replace(URL_PLACEHOLDER.encode(), url, 1)
+
+
+def placeholder_part() -> dict:
+    """The image part of a request body before `PreparedImage.json_with_image` fills it in."""
+    return {"type": "image_url", "image_url": {"url": URL_PLACEHOLDER}}
 
 
 def cell_bytes(cell: object) -> bytes:
@@ -654,25 +670,34 @@ class Window:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
 
-    async def release(self, waiting: float | None, acknowledged: bool = True) -> None:
+    async def release(self, waiting: float | None, running: float | None = None, acknowledged: bool = True) -> None:
         """Frees a slot; an acknowledged page (a result came back) may move the limit."""
         async with self._changed:
             self.in_flight -= 1
             if acknowledged:
                 self.acknowledged += 1
-                self._adapt(waiting)
+                self._adapt(waiting, running)
             self._changed.notify_all()
 
-    def _adapt(self, waiting: float | None) -> None:
-        """Grows by one per returned page while nothing waits (doubling per round trip); shrinks on a long queue.
+    def _adapt(self, waiting: float | None, running: float | None) -> None:
+        """Grows by one per returned page (doubling per round trip) while the engine takes every page it gets.
 
-        `waiting` is None when the server exposes no queue gauge: then only the cap bounds growth.
+        Two signs say more pages would only queue: pages waiting in the engine's scheduler, and pages in flight
+        that the engine has not even seen yet (held up in the API server's image preprocessing, the usual limit
+        on fast GPUs). A short queue holds the limit; a long one shrinks it. `waiting` is None when the server
+        exposes no gauges: then only the cap bounds growth.
         """
         if not self.adaptive:
             return
-        if waiting is None or waiting == 0:
+        if waiting is None:
+            backlog = 0.0
+        else:
+            unseen = self.in_flight - waiting - running if running is not None else 0.0
+            backlog = waiting + max(0.0, unseen)
+        tolerance = max(self.target_waiting, self.limit // 8)
+        if backlog == 0:
             self.limit = min(self.cap, self.limit + 1)
-        elif waiting > max(self.target_waiting, self.limit // 8):
+        elif backlog > 2 * tolerance:
             self.limit = max(1, self.limit - 1)
         self.peak_limit = max(self.peak_limit, self.limit)
 
@@ -686,6 +711,7 @@ class Window:
 
 # ---- ocr_core/chat.py ----
 ERROR_TEXT_LIMIT = 500
+JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 class Retryable(Exception):
@@ -718,9 +744,12 @@ def error_text(response: httpx.Response) -> str:
     return str(message)[:ERROR_TEXT_LIMIT]
 
 
-async def post_chat(client: httpx.AsyncClient, url: str, body: dict, headers: Mapping[str, str] | None = None) -> dict:
+async def post_chat(client: httpx.AsyncClient, url: str, body: bytes, headers: Mapping[str, str] | None = None) -> dict:
+    """Posts a JSON body that is already bytes (see PreparedImage.json_with_image)."""
     try:
-        response = await client.post(f"{url}/v1/chat/completions", json=body, headers=headers)
+        response = await client.post(
+            f"{url}/v1/chat/completions", content=body, headers={**(headers or {}), **JSON_HEADERS}
+        )
     except httpx.TimeoutException as exc:
         raise Retryable(f"request timed out ({type(exc).__name__}); raise --request-timeout for long pages") from exc
     except httpx.TransportError as exc:
@@ -1187,7 +1216,7 @@ class Destination:
         names = [name for name in self.hub.list_files(self.spec) if name.startswith(self.progress_prefix + "/")]
         fetched = 0
         for name in names:
-            if name.endswith(".parquet") and not (self.root / name).exists():
+            if name.endswith((".parquet", MANIFEST)) and not (self.root / name).exists():
                 self.hub.download(self.spec, name, self.root)
                 fetched += 1
         return fetched
@@ -1196,6 +1225,9 @@ class Destination:
         if self.local or self.create_pr or not parts:
             return
         files = {part.relative_to(self.root).as_posix(): part for part in parts}
+        manifest = self.progress_dir / MANIFEST
+        if manifest.exists():
+            files[f"{self.progress_prefix}/{MANIFEST}"] = manifest
         with_retries(
             lambda: self.hub.commit(self.spec, files, [], f"OCR progress: {len(files)} part(s)"),
             "uploading progress",
@@ -1676,8 +1708,11 @@ def requested_sampling(facts: ModelFacts, args: argparse.Namespace) -> dict[str,
 def judge(
     text: str, finish_reason: str | None, facts: ModelFacts, args: argparse.Namespace, resampled: bool, attempts: int
 ) -> Verdict:
-    """A loop is retried once at the card's other temperature; a loop that stays is kept trimmed and flagged."""
-    loop = repeated_tail(text) if finish_reason == "length" else None
+    """A loop is retried once at the card's other temperature; a loop that stays is kept trimmed and flagged.
+
+    With --ignore-eos every page runs to max_tokens on purpose (benchmarks), so nothing there is a loop.
+    """
+    loop = repeated_tail(text) if finish_reason == "length" and not args.ignore_eos else None
     if loop and facts.retry_temperature is not None and not resampled:
         return Verdict(resample=True)
     parsed = facts.parse(text, args)
@@ -1706,6 +1741,13 @@ class Target:
     url: str
     model: str
     headers: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    image: PreparedImage
+    body: dict
+    encoded: bytes
 
 
 @dataclass
@@ -1745,6 +1787,7 @@ class Pump:
         self.guard = guard
         self.cap_logged = 0.0
         self.waiting: float | None = None
+        self.running: float | None = None
         self.generation = 0
         self.metrics_start: dict[str, float] = {}
 
@@ -1804,7 +1847,7 @@ class Pump:
                 result.error, loop, result.finish_reason, result.prompt_tokens, result.completion_tokens
             )
         finally:
-            await self.window.release(self.waiting, acknowledged)
+            await self.window.release(self.waiting, self.running, acknowledged)
             self.progress.show(self.window.in_flight, self.window.limit)
 
     def record_part(self, part: os.PathLike | None) -> None:
@@ -1818,34 +1861,37 @@ class Pump:
         started = time.monotonic()
         result = RowResult(row.index, row.row_id)
         try:
-            image = await asyncio.get_running_loop().run_in_executor(prep, self.prepare, row.cell)
+            request = await asyncio.get_running_loop().run_in_executor(prep, self.build_request, row.cell)
         except BadImage as exc:
             result.error = f"bad image: {exc}"
             return result, False
         if self.guard is not None:
-            self.guard.observe(len(image.data) * 4 // 3, image.width * image.height)
-        body = chat_body(
-            self.target.model,
-            self.facts.build_content(image.content_part(), self.args),
-            self.settings.sampling,
-            self.facts.request_extras,
-        )
-        answered = await self.ask(body, client, result)
+            self.guard.observe(len(request.encoded), request.image.width * request.image.height)
+        answered = await self.ask(request, client, result)
         result.seconds = time.monotonic() - started
         return result, answered
 
-    def prepare(self, cell: object) -> PreparedImage:
-        return prepare_image(cell_bytes(cell), self.facts.max_side, self.facts.max_pixels)
+    def build_request(self, cell: object) -> PageRequest:
+        """Runs in the prep threads: reading, checking and encoding a page is the driver's CPU cost."""
+        image = prepare_image(cell_bytes(cell), self.facts.max_side, self.facts.max_pixels)
+        body = chat_body(
+            self.target.model,
+            self.facts.build_content(placeholder_part(), self.args),
+            self.settings.sampling,
+            self.facts.request_extras,
+        )
+        return PageRequest(image, body, image.json_with_image(body))
 
-    async def ask(self, body: dict, client: httpx.AsyncClient, result: RowResult) -> bool:
+    async def ask(self, request: PageRequest, client: httpx.AsyncClient, result: RowResult) -> bool:
         """Sends until the page has an outcome; fills `result`; True once the server answered it."""
         resampled = False
         transient = 0
+        encoded = request.encoded
         while True:
             result.attempts += 1
             generation = self.generation
             try:
-                response = await post_chat(client, self.target.url, body, self.target.headers)
+                response = await post_chat(client, self.target.url, encoded, self.target.headers)
             except RowFailed as exc:
                 result.error = str(exc)
                 return True
@@ -1860,7 +1906,7 @@ class Pump:
             if self.take_answer(response, result, resampled):
                 return True
             resampled = True
-            body = {**body, "temperature": self.facts.retry_temperature}
+            encoded = request.image.json_with_image({**request.body, "temperature": self.facts.retry_temperature})
 
     def take_answer(self, response: dict, result: RowResult, resampled: bool) -> bool:
         """Parses an answer into `result`; False asks for one resampled attempt of a repetition loop."""
@@ -1881,6 +1927,7 @@ class Pump:
         while True:
             gauges = await fetch_metrics(client, self.target, QUEUE_GAUGES)
             self.waiting = gauges.get("vllm:num_requests_waiting")
+            self.running = gauges.get("vllm:num_requests_running")
             if self.guard is not None:
                 await self.follow_memory()
             await asyncio.sleep(METRICS_INTERVAL_S)
@@ -1913,15 +1960,16 @@ def backoff(attempt: int) -> float:
 
 # ---- ocr_core/engine.py ----
 HEALTH_CHECKS = 3
+HF_HOSTS = (".hf.jobs", ".hf.space", "huggingface.co")
 HEALTH_CHECK_GAP_S = 2.0
 
 
 def api_headers(url: str, hf_token: str | None) -> dict[str, str]:
-    """A bearer key for remote servers only (VLLM_API_KEY, else the HF token for HF Jobs endpoints)."""
-    if is_local(url):
-        key = os.environ.get("VLLM_API_KEY")
-    else:
-        key = os.environ.get("VLLM_API_KEY") or hf_token or os.environ.get("HF_TOKEN")
+    """VLLM_API_KEY when set; else the HF token, but only over https to Hugging Face hosts (HF Jobs endpoints)."""
+    key = os.environ.get("VLLM_API_KEY")
+    parts = urlsplit(url)
+    if key is None and parts.scheme == "https" and (parts.hostname or "").endswith(HF_HOSTS):
+        key = hf_token or os.environ.get("HF_TOKEN")
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
@@ -2160,6 +2208,8 @@ class OfflineRunner:
                 chat_template_kwargs=self.facts.request_extras.get("chat_template_kwargs"),
             )
         except Exception as exc:
+            if "EngineDead" in type(exc).__name__:
+                raise JobFailed(f"the vLLM engine died: {exc}") from exc
             if len(items) == 1:
                 row = items[0][0]
                 self.record(RowResult(row.index, row.row_id, error=f"engine rejected the page: {exc}"[:500]))
@@ -2231,6 +2281,9 @@ def open_llm(facts: ModelFacts, args: argparse.Namespace, job_command: str) -> A
 
 
 # ---- ocr_core/run.py ----
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 class UsageError(ValueError):
     """The command cannot work as written; the message says what to change."""
 
@@ -2381,7 +2434,14 @@ async def run_job(job: Job) -> int:
     args = job.args
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    stopped: list[int] = []
+
+    def stop(signum: int) -> None:
+        stopped.append(signum)
+        task.cancel()
+
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, stop, signum)
     scale = scale_plan(args)
     engine = Engine(args, job.facts, job.script, job.argv, scale)
     uploader = PartUploader(job.destination, args.upload_every)
@@ -2391,7 +2451,7 @@ async def run_job(job: Job) -> int:
     metrics_before: dict[str, float] = {}
     extra: dict = {}
     version = None
-    interrupted = False
+    failure = None
     try:
         if job.todo:
             target = await engine.open()
@@ -2402,13 +2462,16 @@ async def run_job(job: Job) -> int:
             if job.facts.summary_metrics:
                 extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
     except asyncio.CancelledError:
-        interrupted = True
-        say("stopped by SIGTERM; finished rows are kept, rerun the same command to resume")
+        say(f"stopped by {signal.Signals(stopped[0]).name}; finished rows are kept, rerun the same command to resume")
+    except JobFailed as exc:
+        failure = str(exc)
+        say(f"error: {exc}\nFinished rows are kept; rerun the same command to resume.")
     finally:
         progress.close()
-        loop.remove_signal_handler(signal.SIGTERM)
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
         await asyncio.to_thread(engine.close)
-    return finish(job, progress, window, target, extra, version, interrupted)
+    return finish(job, progress, window, target, extra, version, stopped[0] if stopped else None, failure)
 
 
 class Interrupted(BaseException):
@@ -2416,7 +2479,7 @@ class Interrupted(BaseException):
 
 
 def interrupt(signum: int, frame: object) -> None:
-    raise Interrupted(signal.Signals(signum).name)
+    raise Interrupted(signum)
 
 
 def run_offline_job(job: Job) -> int:
@@ -2425,24 +2488,27 @@ def run_offline_job(job: Job) -> int:
     say(f"batches of {job.args.batch_size} page(s) through LLM.chat")
     progress = Progress(len(job.source.owned()), len(job.source.owned()) - job.todo)
     handlers = catch_stop_signals()
-    interrupted = False
+    stopped = failure = None
     summary = stdout_to_stderr()
     try:
         if job.todo:
             drive_offline(job, progress)
     except Interrupted as exc:
-        interrupted = True
-        say(f"stopped by {exc}; finished rows are kept, rerun the same command to resume")
+        stopped = exc.args[0]
+        say(f"stopped by {signal.Signals(stopped).name}; finished rows are kept, rerun the same command to resume")
+    except JobFailed as exc:
+        failure = str(exc)
+        say(f"error: {exc}\nFinished rows are kept; rerun the same command to resume.")
     finally:
         progress.close()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
-    return finish(job, progress, window, None, {}, vllm_version(), interrupted, summary)
+    return finish(job, progress, window, None, {}, vllm_version(), stopped, failure, summary)
 
 
 def catch_stop_signals() -> dict[int, Any]:
     """Routes SIGTERM and Ctrl-C to `Interrupted`; returns the handlers it replaced."""
-    return {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    return {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
 
 
 def drive_offline(job: Job, progress: Progress) -> None:
@@ -2542,9 +2608,12 @@ def finish(
     target: Target | None,
     extra: dict,
     version: str | None,
-    interrupted: bool,
+    stopped: int | None,
+    failure: str | None = None,
     stream: TextIO | None = None,
 ) -> int:
+    """Publishes when every row has an outcome, prints the summary line, and picks the exit code."""
+    interrupted = stopped is not None
     if job.source.shard:
         job.destination.pull_progress()
     results = read_results(job.destination.progress_dir)
@@ -2556,8 +2625,8 @@ def finish(
         if error is not None and row_id in selected
     )
     tally = progress.tally
-    published, code = None, 143 if interrupted else 1
-    if not missing and not interrupted:
+    published, code = None, 128 + stopped if interrupted else 1
+    if not missing and not interrupted and failure is None:
         try:
             published = publish(job, results, target, window, version, errors, tally)
             say(f"published {len(selected)} row(s) ({errors} with an error) to {published}")
@@ -2567,13 +2636,18 @@ def finish(
                 f"error: publishing failed ({type(exc).__name__}: {exc}); every result is kept in "
                 f"{job.destination.progress_dir}; rerun the same command to publish"
             )
-    elif job.source.shard and not interrupted and not missing_rows(job.source, results, owned_only=True):
+    elif (
+        job.source.shard
+        and not interrupted
+        and failure is None
+        and not missing_rows(job.source, results, owned_only=True)
+    ):
         say(
             f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
             "publishes the dataset; or run the same command with --finalize once all shards are done"
         )
         code = 0
-    elif not interrupted:
+    elif not interrupted and failure is None:
         say(f"{missing} row(s) have no outcome yet; rerun the same command to finish them")
     print_summary(
         stream or sys.stdout,
@@ -2598,6 +2672,7 @@ def finish(
             "peak_in_flight": window.peak_in_flight,
             "peak_window": window.peak_limit,
             "interrupted": interrupted,
+            "failure": failure,
             **extra,
         },
     )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from ocr_core.images import BadImage, cell_bytes, prepare_image
+from ocr_core.images import BadImage, cell_bytes, placeholder_part, prepare_image
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pages"
 
@@ -109,3 +110,15 @@ def test_data_url_carries_the_mime_type():
     part = prepare_image(data).content_part()
     assert part["type"] == "image_url"
     assert part["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+def test_spliced_body_equals_plain_json():
+    data = (SAMPLES / "page-02-newsletter.jpg").read_bytes()
+    prepared = prepare_image(data)
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": [placeholder_part(), {"type": "text", "text": "é"}]}],
+    }
+    spliced = json.loads(prepared.json_with_image(body))
+    assert spliced["messages"][0]["content"][0] == prepared.content_part()
+    assert spliced["messages"][0]["content"][1]["text"] == "é"

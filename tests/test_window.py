@@ -69,6 +69,20 @@ def test_adaptive_window_holds_on_short_queue_and_shrinks_on_long():
     assert shrunk == 31
 
 
+def test_pages_held_before_the_engine_stop_growth():
+    """The engine runs 10 of 40 pages and queues none: 30 sit in the API server's preprocessing."""
+
+    async def scenario():
+        window = Window(40, 512, adaptive=True)
+        for _ in range(41):
+            if window.in_flight < window.limit:
+                await window.acquire()
+        await window.release(waiting=0, running=10)
+        return window.limit
+
+    assert run(scenario()) == 39
+
+
 def test_memory_guard_starts_from_the_prior_then_measures():
     guard = MemoryGuard(ceiling=500, local_server=False, reading=lambda: 2 * GIB)
     cap, why = guard.cap(in_flight=0)

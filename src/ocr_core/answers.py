@@ -36,8 +36,11 @@ def requested_sampling(facts: ModelFacts, args: argparse.Namespace) -> dict[str,
 def judge(
     text: str, finish_reason: str | None, facts: ModelFacts, args: argparse.Namespace, resampled: bool, attempts: int
 ) -> Verdict:
-    """A loop is retried once at the card's other temperature; a loop that stays is kept trimmed and flagged."""
-    loop = repeated_tail(text) if finish_reason == "length" else None
+    """A loop is retried once at the card's other temperature; a loop that stays is kept trimmed and flagged.
+
+    With --ignore-eos every page runs to max_tokens on purpose (benchmarks), so nothing there is a loop.
+    """
+    loop = repeated_tail(text) if finish_reason == "length" and not args.ignore_eos else None
     if loop and facts.retry_temperature is not None and not resampled:
         return Verdict(resample=True)
     parsed = facts.parse(text, args)

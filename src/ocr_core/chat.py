@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 ERROR_TEXT_LIMIT = 500
+JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 class Retryable(Exception):
@@ -44,9 +45,12 @@ def error_text(response: httpx.Response) -> str:
     return str(message)[:ERROR_TEXT_LIMIT]
 
 
-async def post_chat(client: httpx.AsyncClient, url: str, body: dict, headers: Mapping[str, str] | None = None) -> dict:
+async def post_chat(client: httpx.AsyncClient, url: str, body: bytes, headers: Mapping[str, str] | None = None) -> dict:
+    """Posts a JSON body that is already bytes (see PreparedImage.json_with_image)."""
     try:
-        response = await client.post(f"{url}/v1/chat/completions", json=body, headers=headers)
+        response = await client.post(
+            f"{url}/v1/chat/completions", content=body, headers={**(headers or {}), **JSON_HEADERS}
+        )
     except httpx.TimeoutException as exc:
         raise Retryable(f"request timed out ({type(exc).__name__}); raise --request-timeout for long pages") from exc
     except httpx.TransportError as exc:

@@ -13,6 +13,7 @@ import shlex
 import shutil
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -34,15 +35,16 @@ from .server import (
 )
 
 HEALTH_CHECKS = 3
+HF_HOSTS = (".hf.jobs", ".hf.space", "huggingface.co")
 HEALTH_CHECK_GAP_S = 2.0
 
 
 def api_headers(url: str, hf_token: str | None) -> dict[str, str]:
-    """A bearer key for remote servers only (VLLM_API_KEY, else the HF token for HF Jobs endpoints)."""
-    if is_local(url):
-        key = os.environ.get("VLLM_API_KEY")
-    else:
-        key = os.environ.get("VLLM_API_KEY") or hf_token or os.environ.get("HF_TOKEN")
+    """VLLM_API_KEY when set; else the HF token, but only over https to Hugging Face hosts (HF Jobs endpoints)."""
+    key = os.environ.get("VLLM_API_KEY")
+    parts = urlsplit(url)
+    if key is None and parts.scheme == "https" and (parts.hostname or "").endswith(HF_HOSTS):
+        key = hf_token or os.environ.get("HF_TOKEN")
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 

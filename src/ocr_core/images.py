@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import math
 import os
 from dataclasses import dataclass
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+URL_PLACEHOLDER = "@@page-image-data-url@@"
 MIME_BY_FORMAT = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
 PASS_THROUGH_MODES = {"RGB", "L"}
 EXIF_ORIENTATION = 0x0112
@@ -38,6 +40,21 @@ class PreparedImage:
 
     def content_part(self) -> dict:
         return {"type": "image_url", "image_url": {"url": self.data_url()}}
+
+    def json_with_image(self, body: dict) -> bytes:
+        """`body` as JSON bytes, its placeholder URL replaced by the image's data URL.
+
+        json.dumps would scan the megabyte of base64 for characters to escape, none of which base64 has; splicing
+        the bytes in instead halves the CPU a page costs the driver.
+        """
+        encoded = json.dumps(body).encode()
+        url = b"data:" + self.mime.encode() + b";base64," + base64.b64encode(self.data)
+        return encoded.replace(URL_PLACEHOLDER.encode(), url, 1)
+
+
+def placeholder_part() -> dict:
+    """The image part of a request body before `PreparedImage.json_with_image` fills it in."""
+    return {"type": "image_url", "image_url": {"url": URL_PLACEHOLDER}}
 
 
 def cell_bytes(cell: object) -> bytes:

@@ -142,6 +142,8 @@ class OfflineRunner:
                 chat_template_kwargs=self.facts.request_extras.get("chat_template_kwargs"),
             )
         except Exception as exc:
+            if "EngineDead" in type(exc).__name__:
+                raise JobFailed(f"the vLLM engine died: {exc}") from exc
             if len(items) == 1:
                 row = items[0][0]
                 self.record(RowResult(row.index, row.row_id, error=f"engine rejected the page: {exc}"[:500]))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .hub import HubClient, with_retries
+from .progress import MANIFEST
 from .report import say
 
 PROGRESS_ROOT = ".ocr-progress"
@@ -73,7 +74,7 @@ class Destination:
         names = [name for name in self.hub.list_files(self.spec) if name.startswith(self.progress_prefix + "/")]
         fetched = 0
         for name in names:
-            if name.endswith(".parquet") and not (self.root / name).exists():
+            if name.endswith((".parquet", MANIFEST)) and not (self.root / name).exists():
                 self.hub.download(self.spec, name, self.root)
                 fetched += 1
         return fetched
@@ -82,6 +83,9 @@ class Destination:
         if self.local or self.create_pr or not parts:
             return
         files = {part.relative_to(self.root).as_posix(): part for part in parts}
+        manifest = self.progress_dir / MANIFEST
+        if manifest.exists():
+            files[f"{self.progress_prefix}/{MANIFEST}"] = manifest
         with_retries(
             lambda: self.hub.commit(self.spec, files, [], f"OCR progress: {len(files)} part(s)"),
             "uploading progress",

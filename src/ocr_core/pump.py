@@ -24,7 +24,7 @@ from .answers import judge
 from .chat import Retryable, RowFailed, chat_body, post_chat
 from .facts import ModelFacts
 from .hostmem import MemoryGuard
-from .images import BadImage, PreparedImage, cell_bytes, prepare_image
+from .images import BadImage, PreparedImage, cell_bytes, placeholder_part, prepare_image
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
 from .server import parse_metrics
@@ -45,6 +45,13 @@ class Target:
     url: str
     model: str
     headers: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    image: PreparedImage
+    body: dict
+    encoded: bytes
 
 
 @dataclass
@@ -84,6 +91,7 @@ class Pump:
         self.guard = guard
         self.cap_logged = 0.0
         self.waiting: float | None = None
+        self.running: float | None = None
         self.generation = 0
         self.metrics_start: dict[str, float] = {}
 
@@ -143,7 +151,7 @@ class Pump:
                 result.error, loop, result.finish_reason, result.prompt_tokens, result.completion_tokens
             )
         finally:
-            await self.window.release(self.waiting, acknowledged)
+            await self.window.release(self.waiting, self.running, acknowledged)
             self.progress.show(self.window.in_flight, self.window.limit)
 
     def record_part(self, part: os.PathLike | None) -> None:
@@ -157,34 +165,37 @@ class Pump:
         started = time.monotonic()
         result = RowResult(row.index, row.row_id)
         try:
-            image = await asyncio.get_running_loop().run_in_executor(prep, self.prepare, row.cell)
+            request = await asyncio.get_running_loop().run_in_executor(prep, self.build_request, row.cell)
         except BadImage as exc:
             result.error = f"bad image: {exc}"
             return result, False
         if self.guard is not None:
-            self.guard.observe(len(image.data) * 4 // 3, image.width * image.height)
-        body = chat_body(
-            self.target.model,
-            self.facts.build_content(image.content_part(), self.args),
-            self.settings.sampling,
-            self.facts.request_extras,
-        )
-        answered = await self.ask(body, client, result)
+            self.guard.observe(len(request.encoded), request.image.width * request.image.height)
+        answered = await self.ask(request, client, result)
         result.seconds = time.monotonic() - started
         return result, answered
 
-    def prepare(self, cell: object) -> PreparedImage:
-        return prepare_image(cell_bytes(cell), self.facts.max_side, self.facts.max_pixels)
+    def build_request(self, cell: object) -> PageRequest:
+        """Runs in the prep threads: reading, checking and encoding a page is the driver's CPU cost."""
+        image = prepare_image(cell_bytes(cell), self.facts.max_side, self.facts.max_pixels)
+        body = chat_body(
+            self.target.model,
+            self.facts.build_content(placeholder_part(), self.args),
+            self.settings.sampling,
+            self.facts.request_extras,
+        )
+        return PageRequest(image, body, image.json_with_image(body))
 
-    async def ask(self, body: dict, client: httpx.AsyncClient, result: RowResult) -> bool:
+    async def ask(self, request: PageRequest, client: httpx.AsyncClient, result: RowResult) -> bool:
         """Sends until the page has an outcome; fills `result`; True once the server answered it."""
         resampled = False
         transient = 0
+        encoded = request.encoded
         while True:
             result.attempts += 1
             generation = self.generation
             try:
-                response = await post_chat(client, self.target.url, body, self.target.headers)
+                response = await post_chat(client, self.target.url, encoded, self.target.headers)
             except RowFailed as exc:
                 result.error = str(exc)
                 return True
@@ -199,7 +210,7 @@ class Pump:
             if self.take_answer(response, result, resampled):
                 return True
             resampled = True
-            body = {**body, "temperature": self.facts.retry_temperature}
+            encoded = request.image.json_with_image({**request.body, "temperature": self.facts.retry_temperature})
 
     def take_answer(self, response: dict, result: RowResult, resampled: bool) -> bool:
         """Parses an answer into `result`; False asks for one resampled attempt of a repetition loop."""
@@ -220,6 +231,7 @@ class Pump:
         while True:
             gauges = await fetch_metrics(client, self.target, QUEUE_GAUGES)
             self.waiting = gauges.get("vllm:num_requests_waiting")
+            self.running = gauges.get("vllm:num_requests_running")
             if self.guard is not None:
                 await self.follow_memory()
             await asyncio.sleep(METRICS_INTERVAL_S)

@@ -1,7 +1,8 @@
 """A recipe's main: resolve input and output, resume, drive the pages, publish, and say what happened.
 
-Exit codes: 0 every selected row has an outcome and the dataset is published; 1 the job failed (the message says
-why; finished rows are kept for the rerun); 2 the command needs changing; 130/143 interrupted (rerun to resume).
+Exit codes: 0 every selected row has an outcome and the dataset is published (or, for a shard, its rows are
+done); 1 the job failed (the message says why; finished rows are kept for the rerun); 2 the command needs changing;
+130 / 143 stopped by Ctrl-C / SIGTERM (rerun to resume). Every run that gets past its checks prints the summary.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from .scale import ScalePlan, detect_gpus, plan_scale
 from .server import ServerError, is_local, parse_metrics
 from .source import InputError, Source, load_source
 from .window import Window
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class UsageError(ValueError):
@@ -191,7 +194,14 @@ async def run_job(job: Job) -> int:
     args = job.args
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    stopped: list[int] = []
+
+    def stop(signum: int) -> None:
+        stopped.append(signum)
+        task.cancel()
+
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, stop, signum)
     scale = scale_plan(args)
     engine = Engine(args, job.facts, job.script, job.argv, scale)
     uploader = PartUploader(job.destination, args.upload_every)
@@ -201,7 +211,7 @@ async def run_job(job: Job) -> int:
     metrics_before: dict[str, float] = {}
     extra: dict = {}
     version = None
-    interrupted = False
+    failure = None
     try:
         if job.todo:
             target = await engine.open()
@@ -212,13 +222,16 @@ async def run_job(job: Job) -> int:
             if job.facts.summary_metrics:
                 extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
     except asyncio.CancelledError:
-        interrupted = True
-        say("stopped by SIGTERM; finished rows are kept, rerun the same command to resume")
+        say(f"stopped by {signal.Signals(stopped[0]).name}; finished rows are kept, rerun the same command to resume")
+    except JobFailed as exc:
+        failure = str(exc)
+        say(f"error: {exc}\nFinished rows are kept; rerun the same command to resume.")
     finally:
         progress.close()
-        loop.remove_signal_handler(signal.SIGTERM)
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
         await asyncio.to_thread(engine.close)
-    return finish(job, progress, window, target, extra, version, interrupted)
+    return finish(job, progress, window, target, extra, version, stopped[0] if stopped else None, failure)
 
 
 class Interrupted(BaseException):
@@ -226,7 +239,7 @@ class Interrupted(BaseException):
 
 
 def interrupt(signum: int, frame: object) -> None:
-    raise Interrupted(signal.Signals(signum).name)
+    raise Interrupted(signum)
 
 
 def run_offline_job(job: Job) -> int:
@@ -235,24 +248,27 @@ def run_offline_job(job: Job) -> int:
     say(f"batches of {job.args.batch_size} page(s) through LLM.chat")
     progress = Progress(len(job.source.owned()), len(job.source.owned()) - job.todo)
     handlers = catch_stop_signals()
-    interrupted = False
+    stopped = failure = None
     summary = stdout_to_stderr()
     try:
         if job.todo:
             drive_offline(job, progress)
     except Interrupted as exc:
-        interrupted = True
-        say(f"stopped by {exc}; finished rows are kept, rerun the same command to resume")
+        stopped = exc.args[0]
+        say(f"stopped by {signal.Signals(stopped).name}; finished rows are kept, rerun the same command to resume")
+    except JobFailed as exc:
+        failure = str(exc)
+        say(f"error: {exc}\nFinished rows are kept; rerun the same command to resume.")
     finally:
         progress.close()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
-    return finish(job, progress, window, None, {}, vllm_version(), interrupted, summary)
+    return finish(job, progress, window, None, {}, vllm_version(), stopped, failure, summary)
 
 
 def catch_stop_signals() -> dict[int, Any]:
     """Routes SIGTERM and Ctrl-C to `Interrupted`; returns the handlers it replaced."""
-    return {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    return {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
 
 
 def drive_offline(job: Job, progress: Progress) -> None:
@@ -352,9 +368,12 @@ def finish(
     target: Target | None,
     extra: dict,
     version: str | None,
-    interrupted: bool,
+    stopped: int | None,
+    failure: str | None = None,
     stream: TextIO | None = None,
 ) -> int:
+    """Publishes when every row has an outcome, prints the summary line, and picks the exit code."""
+    interrupted = stopped is not None
     if job.source.shard:
         job.destination.pull_progress()
     results = read_results(job.destination.progress_dir)
@@ -366,8 +385,8 @@ def finish(
         if error is not None and row_id in selected
     )
     tally = progress.tally
-    published, code = None, 143 if interrupted else 1
-    if not missing and not interrupted:
+    published, code = None, 128 + stopped if interrupted else 1
+    if not missing and not interrupted and failure is None:
         try:
             published = publish(job, results, target, window, version, errors, tally)
             say(f"published {len(selected)} row(s) ({errors} with an error) to {published}")
@@ -377,13 +396,18 @@ def finish(
                 f"error: publishing failed ({type(exc).__name__}: {exc}); every result is kept in "
                 f"{job.destination.progress_dir}; rerun the same command to publish"
             )
-    elif job.source.shard and not interrupted and not missing_rows(job.source, results, owned_only=True):
+    elif (
+        job.source.shard
+        and not interrupted
+        and failure is None
+        and not missing_rows(job.source, results, owned_only=True)
+    ):
         say(
             f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
             "publishes the dataset; or run the same command with --finalize once all shards are done"
         )
         code = 0
-    elif not interrupted:
+    elif not interrupted and failure is None:
         say(f"{missing} row(s) have no outcome yet; rerun the same command to finish them")
     print_summary(
         stream or sys.stdout,
@@ -408,6 +432,7 @@ def finish(
             "peak_in_flight": window.peak_in_flight,
             "peak_window": window.peak_limit,
             "interrupted": interrupted,
+            "failure": failure,
             **extra,
         },
     )

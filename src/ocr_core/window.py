@@ -31,25 +31,34 @@ class Window:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
 
-    async def release(self, waiting: float | None, acknowledged: bool = True) -> None:
+    async def release(self, waiting: float | None, running: float | None = None, acknowledged: bool = True) -> None:
         """Frees a slot; an acknowledged page (a result came back) may move the limit."""
         async with self._changed:
             self.in_flight -= 1
             if acknowledged:
                 self.acknowledged += 1
-                self._adapt(waiting)
+                self._adapt(waiting, running)
             self._changed.notify_all()
 
-    def _adapt(self, waiting: float | None) -> None:
-        """Grows by one per returned page while nothing waits (doubling per round trip); shrinks on a long queue.
+    def _adapt(self, waiting: float | None, running: float | None) -> None:
+        """Grows by one per returned page (doubling per round trip) while the engine takes every page it gets.
 
-        `waiting` is None when the server exposes no queue gauge: then only the cap bounds growth.
+        Two signs say more pages would only queue: pages waiting in the engine's scheduler, and pages in flight
+        that the engine has not even seen yet (held up in the API server's image preprocessing, the usual limit
+        on fast GPUs). A short queue holds the limit; a long one shrinks it. `waiting` is None when the server
+        exposes no gauges: then only the cap bounds growth.
         """
         if not self.adaptive:
             return
-        if waiting is None or waiting == 0:
+        if waiting is None:
+            backlog = 0.0
+        else:
+            unseen = self.in_flight - waiting - running if running is not None else 0.0
+            backlog = waiting + max(0.0, unseen)
+        tolerance = max(self.target_waiting, self.limit // 8)
+        if backlog == 0:
             self.limit = min(self.cap, self.limit + 1)
-        elif waiting > max(self.target_waiting, self.limit // 8):
+        elif backlog > 2 * tolerance:
             self.limit = max(1, self.limit - 1)
         self.peak_limit = max(self.peak_limit, self.limit)
 
