@@ -1,0 +1,236 @@
+"""The docs against the code: models.json against the model modules, every command shown against its parser.
+
+Nothing here starts a server; a drifted fact or a command that no longer parses fails in a second.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from ocr_core.assemble import INFO_COLUMN
+from ocr_core.cli import build_parser, job_command, parse_arguments
+from ocr_core.facts import ModelFacts
+from tools.build_scripts import RECIPES
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ("README.md", "SERVING.md", "serving-unlimited-ocr.md")
+RECIPE_BY_SCRIPT = {recipe.script: recipe for recipe in RECIPES}
+SEPARATORS = {"&&", "||", ";", "|"}
+FENCE = re.compile(r"^\s*(```|~~~)")
+ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def models_json() -> dict:
+    return json.loads((ROOT / "models.json").read_text())
+
+
+def entries() -> dict[str, dict]:
+    return {name: entry for name, entry in models_json().items() if not name.startswith("_")}
+
+
+def model_module(script: str) -> ModuleType:
+    return importlib.import_module(f"ocr_models.{RECIPE_BY_SCRIPT[script].model}")
+
+
+def mode_of(script: str) -> str:
+    """The shape a script's name promises: the convention the docs and the build tool share."""
+    stem = script.removesuffix(".py")
+    return "server" if stem.endswith("-server") else "saturate" if stem.endswith("-saturate") else "offline"
+
+
+# ---- (a) models.json and the scripts agree, both ways ----
+
+
+def test_every_recipe_has_an_entry_and_every_entry_a_script():
+    listed = set(entries())
+    assert set(RECIPE_BY_SCRIPT) - listed == set(), "recipes without a models.json entry"
+    assert listed - set(RECIPE_BY_SCRIPT) == set(), "models.json entries that are not recipes"
+    assert all((ROOT / script).is_file() for script in listed)
+
+
+def test_meta_says_when_and_how():
+    meta = models_json()["_meta"]
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", meta["updated"])
+    assert "<script>" in meta["run_pattern"] and meta["description"]
+
+
+@pytest.mark.parametrize("script", sorted(RECIPE_BY_SCRIPT))
+def test_entry_matches_the_model_module(script):
+    entry, module = entries()[script], model_module(script)
+    facts = ModelFacts.from_namespace(vars(module))
+    mode = RECIPE_BY_SCRIPT[script].mode
+    expected = {
+        "model_id": module.MODEL,
+        "mode": mode,
+        "image": module.IMAGE,
+        "vllm_pin": module.VLLM_PIN if mode == "offline" else None,
+        "flavor": facts.flavor,
+        "job_command": job_command(script, facts),
+        "serve_args": list(module.SERVE_ARGS),
+        "serve_env": dict(facts.serve_env),
+        "prompt": getattr(module, "PROMPT", None),
+        "sampling": dict(module.SAMPLING),
+        "request_extras": json.loads(json.dumps(dict(facts.request_extras))),
+        "max_model_len": module.MAX_MODEL_LEN,
+        "outputs": ["markdown", "ocr_error", *facts.extra_columns, INFO_COLUMN],
+    }
+    assert {key: entry.get(key) for key in expected} == expected
+
+
+@pytest.mark.parametrize("script", sorted(RECIPE_BY_SCRIPT))
+def test_mode_matches_the_name_and_the_script(script):
+    assert entries()[script]["mode"] == mode_of(script) == RECIPE_BY_SCRIPT[script].mode
+    assert f'mode="{mode_of(script)}"' in (ROOT / script).read_text()
+
+
+@pytest.mark.parametrize("script", sorted(RECIPE_BY_SCRIPT))
+def test_twins_point_at_each_other(script):
+    entry = entries()[script]
+    twin = entry["twin"]
+    if twin is None:
+        return
+    assert entries()[twin]["twin"] == script
+    assert entries()[twin]["model_id"] == entry["model_id"]
+    assert {entry["mode"], entries()[twin]["mode"]} & {"offline"}, "a twin pair is one offline and one server script"
+
+
+@pytest.mark.parametrize("script", sorted(RECIPE_BY_SCRIPT))
+def test_measured_figures_say_what_when_where_and_whose(script):
+    for figure in entries()[script]["measured"]:
+        assert isinstance(figure["value"], (int, float)), figure
+        assert re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", figure["date"]), figure
+        assert all(isinstance(figure[key], str) and figure[key] for key in ("metric", "unit", "hardware", "source"))
+
+
+# ---- (b) every command the docs show parses with its script's own parser ----
+
+
+def logical_lines(text: str) -> list[tuple[int, str]]:
+    """Lines inside fenced code blocks, backslash continuations joined, each with its first line number."""
+    lines: list[tuple[int, str]] = []
+    inside, pending, start = False, "", 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if FENCE.match(line):
+            inside, pending = not inside, ""
+            continue
+        if not inside:
+            continue
+        if not pending:
+            start = number
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        lines.append((start, pending + line))
+        pending = ""
+    return lines
+
+
+def segments(tokens: list[str]) -> list[list[str]]:
+    """Splits a shell line at && || ; | and opens `bash -lc '...'` payloads, which may run a script too."""
+    found: list[list[str]] = [[]]
+    for token in tokens:
+        if token in SEPARATORS:
+            found.append([])
+        elif " " in token and re.search(r"\b(uv run|python3?)\b", token):
+            found.extend(segments(shlex.split(token)))
+        else:
+            found[-1].append(token)
+    return [segment for segment in found if segment]
+
+
+def script_call(segment: list[str]) -> tuple[str, list[str]] | None:
+    """(script, arguments) when the segment launches one of our scripts, else None (curl, vllm serve, ...)."""
+    while segment and ENV_ASSIGNMENT.match(segment[0]):
+        segment = segment[1:]
+    launched = (
+        segment[:4] == ["hf", "jobs", "uv", "run"]
+        or segment[:2] == ["uv", "run"]
+        or (segment and Path(segment[0]).name in ("python", "python3"))
+    )
+    if not launched:
+        return None
+    for index, token in enumerate(segment):
+        name = token.rsplit("/", 1)[-1]
+        if name in RECIPE_BY_SCRIPT:
+            return name, segment[index + 1 :]
+    return None
+
+
+def invocations() -> list[tuple[str, str, list[str]]]:
+    """(where, script, arguments) for every invocation of a recipe in the docs' code blocks."""
+    found = []
+    for doc in DOCS:
+        for number, line in logical_lines((ROOT / doc).read_text()):
+            if not any(script in line for script in RECIPE_BY_SCRIPT):
+                continue
+            where = f"{doc}:{number}: {' '.join(line.split())}"
+            try:
+                tokens = shlex.split(line, comments=True)
+            except ValueError as exc:
+                found.append((where, "", [f"<cannot split: {exc}>"]))
+                continue
+            for segment in segments(tokens):
+                call = script_call(segment)
+                if call is not None:
+                    found.append((where, *call))
+    return found
+
+
+INVOCATIONS = invocations()
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_each_doc_shows_at_least_one_command(doc):
+    assert any(where.startswith(f"{doc}:") for where, _, _ in INVOCATIONS)
+
+
+@pytest.mark.parametrize(("where", "script", "arguments"), INVOCATIONS, ids=[where for where, _, _ in INVOCATIONS])
+def test_shown_command_parses(where, script, arguments, capsys):
+    assert script, f"{where}\n{arguments[0]}"
+    module = model_module(script)
+    parser = build_parser(script, ModelFacts.from_namespace(vars(module)), mode_of(script))
+    try:
+        parse_arguments(parser, arguments)
+    except SystemExit:
+        error = capsys.readouterr().err
+    else:
+        return
+    pytest.fail(f"{where}\ndoes not parse with {script}'s parser:\n{error}", pytrace=False)
+
+
+def test_the_launcher_forms_are_recognised():
+    url = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/ovis-ocr2.py"
+    lines = [
+        f"hf jobs uv run --flavor l4x1 -s HF_TOKEN {url} a b --max-samples 2",
+        f"HF_TOKEN=x uv run {url} a b",
+        "python lighton-ocr3.py a b",
+        f"hf jobs run img bash -lc 'pip install -q uv && uv run {url} a b'",
+        "hf jobs run img vllm serve ATH-MaaS/OvisOCR2 --port 8000",
+        "curl -s http://127.0.0.1:8000/v1/models",
+    ]
+    calls = [script_call(segment) for line in lines for segment in segments(shlex.split(line))]
+    assert [call for call in calls if call] == [
+        ("ovis-ocr2.py", ["a", "b", "--max-samples", "2"]),
+        ("ovis-ocr2.py", ["a", "b"]),
+        ("lighton-ocr3.py", ["a", "b"]),
+        ("ovis-ocr2.py", ["a", "b"]),
+    ]
+
+
+# ---- (c) the generated blocks are current ----
+
+
+def test_generated_blocks_are_current():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "docs.py"), "--check"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
