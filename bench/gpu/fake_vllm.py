@@ -1,0 +1,84 @@
+"""A stand-in for `vllm serve`, to check the bench's plumbing on a machine without a GPU (BENCH_FAKE=1).
+
+    python3 bench/gpu/fake_vllm.py serve MODEL [...] --port 8001
+
+Answers /health, /v1/models, /version, /metrics and /v1/chat/completions (max_tokens distinct filler words after
+a short sleep), so recipes and the hand driver run end to end. It measures nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+STATE = {"model": "model", "done": 0, "lock": threading.Lock()}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def reply(self, code: int, body: bytes, kind: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            self.reply(200, b"")
+        elif self.path == "/v1/models":
+            self.reply(200, json.dumps({"data": [{"id": STATE["model"]}]}).encode())
+        elif self.path == "/version":
+            self.reply(200, b'{"version": "fake"}')
+        elif self.path == "/metrics":
+            text = (
+                "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n"
+                f"vllm:request_success_total {STATE['done']}\n"
+            )
+            self.reply(200, text.encode(), "text/plain")
+        else:
+            self.reply(404, b"{}")
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        tokens = int(body.get("max_tokens") or 16)
+        time.sleep(0.2)
+        with STATE["lock"]:
+            STATE["done"] += 1
+        text = " ".join(f"w{i}" for i in range(tokens))
+        answer = {
+            "id": "fake",
+            "object": "chat.completion",
+            "model": STATE["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 3921, "completion_tokens": tokens, "total_tokens": 3921 + tokens},
+        }
+        self.reply(200, json.dumps(answer).encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class Server(ThreadingHTTPServer):
+    request_queue_size = 1024
+    daemon_threads = True
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if not argv or argv[0] != "serve":
+        print("fake vllm: only `serve MODEL ... --port P` is supported", file=sys.stderr)
+        sys.exit(2)
+    STATE["model"] = argv[1]
+    port = int(argv[argv.index("--port") + 1]) if "--port" in argv else 8000
+    time.sleep(2)
+    print(f"fake vllm serving {argv[1]} on {port}", flush=True)
+    Server(("127.0.0.1", port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""The hand-driven reference: every page of a local dataset to a running vLLM server, N requests in flight.
+
+    python3 bench/gpu/hand_driver.py DATASET --server http://127.0.0.1:8000 --model MODEL [--concurrency 256]
+
+One httpx.AsyncClient with explicit connection limits; each page goes as a base64 JPEG data URL in one chat
+completion with `ignore_eos`, a fixed `max_tokens` and temperature 0, so every page costs the same. Prints one
+JSON line: {pages_per_s, output_tokens_per_s, pages, seconds, ...}. It reads the dataset with pyarrow (the files
+`save_to_disk` writes), so it needs only httpx and pyarrow; `datasets` is used when pyarrow finds no files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+# The Nanonets-OCR2 prompt (the text after the image), as the nanonets recipes send it.
+NANONETS_PROMPT = (
+    "Extract the text from the above document as if you were reading it naturally. Return the tables in html "
+    "format. Return the equations in LaTeX representation. If there is an image in the document and image caption "
+    "is not present, add a small description of the image inside the <img></img> tag; otherwise, add the image "
+    "caption inside <img></img>. Watermarks should be wrapped in brackets. Ex: <watermark>OFFICIAL COPY</watermark>. "
+    "Page numbers should be wrapped in brackets. Ex: <page_number>14</page_number> or "
+    "<page_number>9/22</page_number>. Prefer using ☐ and ☑ for check boxes."
+)
+
+
+def read_pages(folder: Path, column: str) -> list[bytes]:
+    files = sorted(folder.glob("*.arrow")) or sorted(folder.glob("**/*.arrow"))
+    if files:
+        import pyarrow as pa
+
+        pages: list[bytes] = []
+        for path in files:
+            with pa.memory_map(str(path)) as source:
+                try:
+                    table = pa.ipc.open_stream(source).read_all()
+                except pa.ArrowInvalid:
+                    table = pa.ipc.open_file(source).read_all()
+            pages.extend(cell["bytes"] for cell in table.column(column).to_pylist())
+        return pages
+    import datasets
+
+    dataset = datasets.load_from_disk(str(folder)).cast_column(column, datasets.Image(decode=False))
+    return [row[column]["bytes"] for row in dataset]
+
+
+async def one(
+    client: httpx.AsyncClient, url: str, body: dict, gate: asyncio.Semaphore, stats: dict
+) -> tuple[float, int, int]:
+    async with gate:
+        stats["in_flight"] += 1
+        stats["peak"] = max(stats["peak"], stats["in_flight"])
+        started = time.monotonic()
+        try:
+            response = await client.post(url, json=body)
+            response.raise_for_status()
+            usage = response.json().get("usage") or {}
+        finally:
+            stats["in_flight"] -= 1
+        return (
+            time.monotonic() - started,
+            int(usage.get("completion_tokens") or 0),
+            int(usage.get("prompt_tokens") or 0),
+        )
+
+
+async def run(args: argparse.Namespace) -> dict:
+    pages = read_pages(Path(args.dataset), args.image_column)
+    if args.pages:
+        pages = pages[: args.pages]
+    bodies = []
+    for data in pages:
+        content = [
+            {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64," + base64.b64encode(data).decode()}}
+        ]
+        if args.prompt:
+            content.append({"type": "text", "text": args.prompt})
+        bodies.append(
+            {
+                "model": args.model,
+                "messages": [{"role": "user", "content": content}],
+                "max_tokens": args.max_tokens,
+                "temperature": args.temperature,
+                "ignore_eos": True,
+            }
+        )
+    limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
+    timeout = httpx.Timeout(args.request_timeout, connect=60.0)
+    gate = asyncio.Semaphore(args.concurrency)
+    stats = {"in_flight": 0, "peak": 0}
+    url = args.server.rstrip("/") + "/v1/chat/completions"
+    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+        started = time.monotonic()
+        results = await asyncio.gather(
+            *(one(client, url, body, gate, stats) for body in bodies), return_exceptions=True
+        )
+        seconds = time.monotonic() - started
+    failures = [r for r in results if isinstance(r, BaseException)]
+    good = [r for r in results if not isinstance(r, BaseException)]
+    output_tokens = sum(r[1] for r in good)
+    latencies = sorted(r[0] for r in good)
+    return {
+        "arm": "hand",
+        "pages": len(good),
+        "failed": len(failures),
+        "first_error": repr(failures[0])[:300] if failures else None,
+        "seconds": round(seconds, 2),
+        "pages_per_s": round(len(good) / seconds, 3) if seconds else 0.0,
+        "output_tokens_per_s": round(output_tokens / seconds, 1) if seconds else 0.0,
+        "output_tokens": output_tokens,
+        "prompt_tokens_mean": round(statistics.fmean(r[2] for r in good), 1) if good else None,
+        "latency_s_median": round(statistics.median(latencies), 2) if latencies else None,
+        "latency_s_max": round(latencies[-1], 2) if latencies else None,
+        "concurrency": args.concurrency,
+        "peak_in_flight": stats["peak"],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dataset", help="dataset folder written by make_pages.py (save_to_disk)")
+    parser.add_argument("--server", default="http://127.0.0.1:8000")
+    parser.add_argument("--model", required=True, help="model name the server serves (its path, as given to serve)")
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--max-tokens", type=int, default=800)
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--prompt", default=NANONETS_PROMPT, help="text after the image ('' for the image alone)")
+    parser.add_argument("--image-column", default="image")
+    parser.add_argument("--pages", type=int, help="send only the first N pages")
+    parser.add_argument("--request-timeout", type=float, default=1800.0)
+    args = parser.parse_args()
+    summary = asyncio.run(run(args))
+    print(json.dumps(summary), flush=True)
+    return 0 if summary["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

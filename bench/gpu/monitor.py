@@ -1,0 +1,302 @@
+"""Runs one bench arm under watch, then folds what it saw into the arm's result.
+
+    python3 bench/gpu/monitor.py run --stats S.json --gpu-log G.csv --timeout 300 -- CMD ...
+    python3 bench/gpu/monitor.py merge --arm NAME --stdout O.txt --stats S.json --gpu-log G.csv > results-NAME.json
+
+`run` starts CMD, samples `nvidia-smi --query-gpu=utilization.gpu,memory.used -l 1` (each line stamped with the
+time it arrived) and, every second, the resident memory of CMD's whole process tree from /proc, including the
+`vllm serve` a recipe starts in its own session. At the timeout it sends SIGTERM to CMD and, after a grace,
+SIGKILL; on every way out it then ends, by pid, any process of the tree that is still alive (a recipe killed
+hard leaves its server behind, which would hold the GPU for the next arm). The peak of the largest single process
+comes from getrusage(RUSAGE_CHILDREN), the figure `/usr/bin/time -v` prints.
+
+`merge` takes the recipe's JSON summary line (the last stdout line that parses as JSON) and adds GPU
+utilisation (mean over the whole arm, over busy samples, and over the inference window: the `inference_s`
+seconds before the last busy sample) and the host-memory peaks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def children_map() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        tree.setdefault(int(fields[1]), []).append(int(entry))
+    return tree
+
+
+def descendants(root: int) -> list[int]:
+    tree = children_map()
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(tree.get(pid, []))
+    return found
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot), or None once it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().decode(errors="replace").rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as handle:
+            return int(handle.read().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def pss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def mem_used_bytes() -> int:
+    info = {}
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                key, value = line.split(":", 1)
+                info[key] = int(value.split()[0]) * 1024
+    except OSError:
+        return 0
+    return info.get("MemTotal", 0) - info.get("MemAvailable", 0)
+
+
+def gpu_sampler(path: Path, stop: threading.Event) -> subprocess.Popen | None:
+    """nvidia-smi once a second; each line is prefixed with the time it arrived."""
+    try:
+        smi = subprocess.Popen(
+            ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits", "-l", "1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+    except OSError:
+        path.write_text("")
+        return None
+
+    def pump() -> None:
+        with open(path, "w") as out:
+            out.write("t,util,mem_mib\n")
+            for line in smi.stdout:
+                parts = [p.strip() for p in line.split(",")]
+                if len(parts) >= 2:
+                    out.write(f"{time.time():.2f},{parts[0]},{parts[1]}\n")
+                    out.flush()
+                if stop.is_set():
+                    break
+
+    threading.Thread(target=pump, daemon=True).start()
+    return smi
+
+
+def end_leftovers(seen: dict[int, str | None], skip: set[int]) -> list[int]:
+    """SIGTERM, then SIGKILL, every process of the arm's tree still alive (same pid and start time)."""
+    alive = [pid for pid, started in seen.items() if pid not in skip and started and start_time(pid) == started]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(start_time(p) == seen[p] for p in alive):
+            time.sleep(0.5)
+        alive = [pid for pid in alive if start_time(pid) == seen[pid]]
+        if not alive:
+            break
+    return alive
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    smi = gpu_sampler(Path(args.gpu_log), stop)
+    baseline_used = mem_used_bytes()
+    started = time.monotonic()
+    wall_started = time.time()
+    child = subprocess.Popen(args.cmd)
+    seen: dict[int, str | None] = {}
+    peak_rss = peak_pss = peak_used = 0
+    timed_out = False
+    term_sent_at = None
+    tick = 0
+    while child.poll() is None:
+        pids = descendants(child.pid)
+        for pid in pids:
+            if pid not in seen:
+                seen[pid] = start_time(pid)
+        peak_rss = max(peak_rss, sum(rss_bytes(p) for p in pids))
+        if tick % 3 == 0:
+            peak_pss = max(peak_pss, sum(pss_bytes(p) for p in pids))
+        peak_used = max(peak_used, mem_used_bytes() - baseline_used)
+        tick += 1
+        elapsed = time.monotonic() - started
+        if args.timeout and elapsed > args.timeout and term_sent_at is None:
+            timed_out = True
+            term_sent_at = time.monotonic()
+            print(f"monitor: timeout after {elapsed:.0f} s, SIGTERM to {child.pid}", file=sys.stderr, flush=True)
+            child.send_signal(signal.SIGTERM)
+        if term_sent_at is not None and time.monotonic() - term_sent_at > args.grace:
+            child.kill()
+        time.sleep(args.interval)
+    rc = child.wait()
+    elapsed = time.monotonic() - started
+    alive_before = [p for p, t in seen.items() if p != os.getpid() and t and start_time(p) == t]
+    left = end_leftovers(seen, {os.getpid()})
+    ended = len(alive_before) - len(left)
+    stop.set()
+    if smi is not None:
+        smi.terminate()
+        try:
+            smi.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            smi.kill()
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    stats = {
+        "rc": rc,
+        "timed_out": timed_out,
+        "elapsed_s": round(elapsed, 2),
+        "started_at": round(wall_started, 2),
+        "ended_at": round(wall_started + elapsed, 2),
+        "host_tree_rss_peak_gib": round(peak_rss / 2**30, 2),
+        "host_tree_pss_peak_gib": round(peak_pss / 2**30, 2),
+        "host_used_peak_gib": round(peak_used / 2**30, 2),
+        "host_max_single_rss_gib": round(usage.ru_maxrss * 1024 / 2**30, 2),
+        "processes_seen": len(seen),
+        "leftovers_ended": ended,
+        "leftovers_still_alive": left,
+    }
+    Path(args.stats).write_text(json.dumps(stats, indent=1) + "\n")
+    return rc if rc >= 0 else 128 - rc
+
+
+def read_gpu(path: Path) -> list[tuple[float, float, float]]:
+    rows = []
+    try:
+        lines = path.read_text().splitlines()[1:]
+    except OSError:
+        return rows
+    for line in lines:
+        try:
+            t, util, mem = line.split(",")
+            rows.append((float(t), float(util), float(mem)))
+        except ValueError:
+            continue
+    return rows
+
+
+def last_json_line(path: Path) -> dict | None:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None
+
+
+def mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 1) if values else None
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    summary = last_json_line(Path(args.stdout))
+    stats = json.loads(Path(args.stats).read_text()) if Path(args.stats).exists() else {}
+    gpu = read_gpu(Path(args.gpu_log))
+    inference_s = None
+    if summary:
+        inference_s = summary.get("inference_s") or summary.get("seconds")
+    busy = [row for row in gpu if row[1] > 0]
+    window: list[tuple[float, float, float]] = []
+    if busy and inference_s:
+        end = busy[-1][0]
+        window = [row for row in gpu if end - float(inference_s) <= row[0] <= end]
+    result = {
+        "arm": args.arm,
+        "ok": bool(summary) and stats.get("rc") == 0 and not stats.get("timed_out"),
+        "summary": summary,
+        "gpu_util_mean_inference": mean([row[1] for row in window]),
+        "gpu_util_mean_busy": mean([row[1] for row in busy]),
+        "gpu_util_mean_all": mean([row[1] for row in gpu]),
+        "gpu_mem_used_peak_gib": round(max(row[2] for row in gpu) / 1024, 2) if gpu else None,
+        "gpu_samples": len(gpu),
+        "startup_and_teardown_s": round(stats["elapsed_s"] - float(inference_s), 1)
+        if inference_s and "elapsed_s" in stats
+        else None,
+        **{key: stats.get(key) for key in stats},
+    }
+    if args.extra:
+        result.update(json.loads(args.extra))
+    print(json.dumps(result))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="verb", required=True)
+    run = sub.add_parser("run")
+    run.add_argument("--stats", required=True)
+    run.add_argument("--gpu-log", required=True)
+    run.add_argument("--timeout", type=float, default=0.0, help="seconds before SIGTERM (0: none)")
+    run.add_argument("--grace", type=float, default=40.0, help="seconds between SIGTERM and SIGKILL")
+    run.add_argument("--interval", type=float, default=1.0)
+    run.add_argument("cmd", nargs=argparse.REMAINDER)
+    merge = sub.add_parser("merge")
+    merge.add_argument("--arm", required=True)
+    merge.add_argument("--stdout", required=True)
+    merge.add_argument("--stats", required=True)
+    merge.add_argument("--gpu-log", required=True)
+    merge.add_argument("--extra", help="a JSON object to add")
+    args = parser.parse_args()
+    if args.verb == "run":
+        if args.cmd and args.cmd[0] == "--":
+            args.cmd = args.cmd[1:]
+        if not args.cmd:
+            parser.error("run needs a command after --")
+        return cmd_run(args)
+    return cmd_merge(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
