@@ -713,6 +713,20 @@ def parse_metrics(text: str, names: Sequence[str] | None = None) -> dict[str, fl
     return totals
 
 
+def kv_capacity(text: str, max_model_len: int) -> int | None:
+    """How many full-length sequences the engines' KV cache holds, from vllm:cache_config_info's labels.
+
+    One engine line per data-parallel rank; None when the server does not publish its cache size.
+    """
+    tokens = 0
+    for line in text.splitlines():
+        if line.startswith("vllm:cache_config_info{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            with contextlib.suppress(KeyError, ValueError):
+                tokens += int(labels["num_gpu_blocks"]) * int(labels["block_size"])
+    return tokens // max_model_len if tokens else None
+
+
 # ---- ocr_core/window.py ----
 class Window:
     """An asyncio gate whose limit can move while pages are in flight."""
@@ -2474,8 +2488,14 @@ def prepare_job(
     return Job(args, facts, script, mode, argv, destination, source, columns, todo, started)
 
 
-def make_window(args: argparse.Namespace, mode: str, scale: ScalePlan) -> tuple[Window, MemoryGuard | None]:
-    """A fixed window for -server, an adaptive one under a memory guard for -saturate; both grow with engines."""
+def make_window(
+    args: argparse.Namespace, mode: str, scale: ScalePlan, capacity: int | None
+) -> tuple[Window, MemoryGuard | None]:
+    """A fixed window for -server; for -saturate an adaptive one under a memory guard.
+
+    The adaptive window opens at what the engine's KV cache can run at once (so the first round trip already
+    fills it), never below the -server window and never above the memory cap; it moves only once results return.
+    """
     engines = scale.data_parallel
     if mode == "server":
         size = args.max_inflight or SERVER_WINDOW * engines
@@ -2483,8 +2503,9 @@ def make_window(args: argparse.Namespace, mode: str, scale: ScalePlan) -> tuple[
         return Window(size, size), None
     guard = MemoryGuard(args.max_inflight or SATURATE_MAX_INFLIGHT * engines, local_server=is_local(args.server))
     cap, why = guard.cap(0)
-    start = min(SERVER_WINDOW * engines, cap)
-    say(f"window: adaptive, starts at {start}, capped at {cap} ({why})")
+    start = min(cap, max(SERVER_WINDOW * engines, capacity or 0))
+    room = f"the KV cache holds {capacity} full-length sequence(s)" if capacity else "KV cache size unknown"
+    say(f"window: adaptive, starts at {start} ({room}), capped at {cap} ({why})")
     return Window(start, cap, adaptive=True), guard
 
 
@@ -2509,7 +2530,7 @@ async def run_job(job: Job) -> int:
     scale = scale_plan(args)
     engine = Engine(args, job.facts, job.script, job.argv, scale)
     uploader = PartUploader(job.destination, args.upload_every)
-    window, guard = make_window(args, job.mode, scale)
+    window, guard = Window(1, 1), None
     progress = Progress(len(job.source.owned()), len(job.source.owned()) - job.todo)
     target: Target | None = None
     metrics_before: dict[str, float] = {}
@@ -2519,6 +2540,9 @@ async def run_job(job: Job) -> int:
     try:
         if job.todo:
             target = await engine.open()
+            window, guard = make_window(
+                args, job.mode, scale, kv_capacity(await metrics_text(target), args.max_model_len)
+            )
             metrics_before = await read_metrics(target)
             version = await server_version(target)
             say(f"server {target.url} (vLLM {version or 'unknown'}) serves {target.model}")
@@ -2629,15 +2653,20 @@ def sampling_settings(job: Job) -> PumpSettings:
     return PumpSettings(requested_sampling(job.facts, job.args), request_timeout=job.args.request_timeout)
 
 
-async def read_metrics(target: Target | None) -> dict[str, float]:
+async def metrics_text(target: Target | None) -> str:
+    """The server's Prometheus page, or nothing when it has none or does not answer."""
     if target is None:
-        return {}
+        return ""
     try:
         async with httpx.AsyncClient(timeout=10.0) as client:
             response = await client.get(f"{target.url}/metrics", headers=target.headers)
     except httpx.HTTPError:
-        return {}
-    return parse_metrics(response.text, None) if response.status_code == 200 else {}
+        return ""
+    return response.text if response.status_code == 200 else ""
+
+
+async def read_metrics(target: Target | None) -> dict[str, float]:
+    return parse_metrics(await metrics_text(target))
 
 
 async def server_version(target: Target) -> str | None:

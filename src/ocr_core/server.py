@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -155,3 +156,17 @@ def parse_metrics(text: str, names: Sequence[str] | None = None) -> dict[str, fl
             except ValueError:
                 continue
     return totals
+
+
+def kv_capacity(text: str, max_model_len: int) -> int | None:
+    """How many full-length sequences the engines' KV cache holds, from vllm:cache_config_info's labels.
+
+    One engine line per data-parallel rank; None when the server does not publish its cache size.
+    """
+    tokens = 0
+    for line in text.splitlines():
+        if line.startswith("vllm:cache_config_info{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            with contextlib.suppress(KeyError, ValueError):
+                tokens += int(labels["num_gpu_blocks"]) * int(labels["block_size"])
+    return tokens // max_model_len if tokens else None
