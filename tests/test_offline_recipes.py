@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import time
-
 import pytest
 
 from tests.test_server_recipes import (
@@ -13,12 +9,11 @@ from tests.test_server_recipes import (
     SAMPLES,
     broken_dataset,
     load_output,
-    recipe_command,
     repeated_dataset,
     run_recipe,
+    stop_after_first_part,
     summary_of,
 )
-from tests.testbed.env import testbed_env as bed_env
 
 CPU_ENGINE = "--extra-serve-args=--enforce-eager --mm-processor-kwargs {}"
 TWINS = [
@@ -69,19 +64,7 @@ def test_offline_run_resumes_after_sigterm(tiny_model, tmp_path):
         str(source), str(out), "--model", str(tiny_model), "--max-model-len", "1024", "--max-tokens", "200",
         "--temperature", "0", "--batch-size", "4", CPU_ENGINE,
     ]  # fmt: skip
-    process = subprocess.Popen(
-        recipe_command("nanonets-ocr2.py", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=bed_env(),
-    )  # fmt: skip
-    progress = out / ".ocr-progress" / "default" / "train"
-    deadline = time.monotonic() + 300
-    while not list(progress.glob("part-*.parquet")) and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.2)
-    assert process.poll() is None, "the run finished before it could be interrupted; make it slower"
-    process.send_signal(signal.SIGTERM)
-    stdout, stderr = process.communicate(timeout=120)
-    assert process.returncode == 143, stderr[-3000:]
-    stopped = summary_of(stdout)
+    stopped = stop_after_first_part("nanonets-ocr2.py", args, out)
     assert stopped["interrupted"] and 0 < stopped["done_this_run"] < 48
 
     rerun = run_recipe("nanonets-ocr2.py", *args)

@@ -154,17 +154,11 @@ def test_output_column_collision_needs_overwrite(vllm_server, tmp_path):
     assert len(history) == 2
 
 
-def test_sigterm_then_rerun_loses_nothing(vllm_server, tmp_path):
-    source = repeated_dataset(tmp_path / "in", copies=4)
-    out = tmp_path / "out"
-    args = [
-        str(source), str(out), "--server", vllm_server.url, "--model", vllm_server.model, "--max-model-len", "1024",
-        "--max-tokens", "300", "--temperature", "0", "--max-inflight", "4",
-    ]  # fmt: skip
+def stop_after_first_part(script: str, args: list[str], out: Path) -> dict:
+    """Runs a recipe, sends SIGTERM once its first progress part is on disk, and returns its summary."""
     process = subprocess.Popen(
-        recipe_command("ovis-ocr2-server.py", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=bed_env(),
-    )  # fmt: skip
+        recipe_command(script, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=bed_env()
+    )
     progress = out / ".ocr-progress" / "default" / "train"
     deadline = time.monotonic() + 300
     while not list(progress.glob("part-*.parquet")) and time.monotonic() < deadline and process.poll() is None:
@@ -172,8 +166,18 @@ def test_sigterm_then_rerun_loses_nothing(vllm_server, tmp_path):
     assert process.poll() is None, "the run finished before it could be interrupted; make it slower"
     process.send_signal(signal.SIGTERM)
     stdout, stderr = process.communicate(timeout=120)
-    assert process.returncode == 143, stderr
-    stopped = summary_of(stdout)
+    assert process.returncode == 143, stderr[-3000:]
+    return summary_of(stdout)
+
+
+def test_sigterm_then_rerun_loses_nothing(vllm_server, tmp_path):
+    source = repeated_dataset(tmp_path / "in", copies=4)
+    out = tmp_path / "out"
+    args = [
+        str(source), str(out), "--server", vllm_server.url, "--model", vllm_server.model, "--max-model-len", "1024",
+        "--max-tokens", "300", "--temperature", "0", "--max-inflight", "4",
+    ]  # fmt: skip
+    stopped = stop_after_first_part("ovis-ocr2-server.py", args, out)
     assert stopped["interrupted"] and 0 < stopped["done_this_run"] < 48
     assert not (out / "data").exists()
 
