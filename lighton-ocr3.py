@@ -1250,12 +1250,13 @@ class Destination:
         )
 
     def existing_card(self) -> str | None:
-        path = self.root / "README.md"
-        if not self.local:
-            if "README.md" not in self.hub.list_files(self.spec):
-                return None
-            path = self.hub.download(self.spec, "README.md", Path(tempfile.mkdtemp()))
-        return path.read_text() if path.exists() else None
+        if self.local:
+            path = self.root / "README.md"
+            return path.read_text() if path.exists() else None
+        if "README.md" not in self.hub.list_files(self.spec):
+            return None
+        with tempfile.TemporaryDirectory() as folder:
+            return self.hub.download(self.spec, "README.md", Path(folder)).read_text()
 
     def existing_data_files(self) -> list[str]:
         prefix = f"{self.data_prefix}/{self.split}-"
