@@ -578,7 +578,6 @@ class SpawnedServer:
     env: Mapping[str, str] = field(default_factory=dict)
     log_path: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "vllm-serve.log")
     process: subprocess.Popen | None = None
-    starts: int = 0
 
     def start(self) -> None:
         if shutil.which("vllm", path=self.env.get("PATH")) is None:
@@ -595,7 +594,6 @@ class SpawnedServer:
                 env={**os.environ, **self.env},
                 start_new_session=True,
             )
-        self.starts += 1
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -677,7 +675,6 @@ class Window:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.peak_limit = self.limit
-        self.acknowledged = 0
         self._changed = asyncio.Condition()
 
     async def acquire(self) -> None:
@@ -691,7 +688,6 @@ class Window:
         async with self._changed:
             self.in_flight -= 1
             if acknowledged:
-                self.acknowledged += 1
                 self._adapt(waiting, running)
             self._changed.notify_all()
 
@@ -1036,7 +1032,6 @@ class ProgressLog:
         self.buffer: list[RowResult] = []
         self.sequence = 0
         self.last_flush = time.monotonic()
-        self.written: list[Path] = []
         folder.mkdir(parents=True, exist_ok=True)
 
     def add(self, result: RowResult) -> Path | None:
@@ -1057,7 +1052,6 @@ class ProgressLog:
         os.replace(temporary, path)
         self.sequence += 1
         self.buffer.clear()
-        self.written.append(path)
         return path
 
 

@@ -65,7 +65,6 @@ class ProgressLog:
         self.buffer: list[RowResult] = []
         self.sequence = 0
         self.last_flush = time.monotonic()
-        self.written: list[Path] = []
         folder.mkdir(parents=True, exist_ok=True)
 
     def add(self, result: RowResult) -> Path | None:
@@ -86,7 +85,6 @@ class ProgressLog:
         os.replace(temporary, path)
         self.sequence += 1
         self.buffer.clear()
-        self.written.append(path)
         return path
 
 

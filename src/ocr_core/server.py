@@ -85,7 +85,6 @@ class SpawnedServer:
     env: Mapping[str, str] = field(default_factory=dict)
     log_path: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "vllm-serve.log")
     process: subprocess.Popen | None = None
-    starts: int = 0
 
     def start(self) -> None:
         if shutil.which("vllm", path=self.env.get("PATH")) is None:
@@ -102,7 +101,6 @@ class SpawnedServer:
                 env={**os.environ, **self.env},
                 start_new_session=True,
             )
-        self.starts += 1
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None

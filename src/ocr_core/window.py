@@ -22,7 +22,6 @@ class Window:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.peak_limit = self.limit
-        self.acknowledged = 0
         self._changed = asyncio.Condition()
 
     async def acquire(self) -> None:
@@ -36,7 +35,6 @@ class Window:
         async with self._changed:
             self.in_flight -= 1
             if acknowledged:
-                self.acknowledged += 1
                 self._adapt(waiting, running)
             self._changed.notify_all()
 
