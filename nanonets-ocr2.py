@@ -1937,7 +1937,7 @@ class Pump:
     async def watch_queue(self, client: httpx.AsyncClient) -> None:
         """Keeps `waiting` current from /metrics (None while the server has no such gauge) and the cap current."""
         while True:
-            gauges = await fetch_metrics(client, self.target, QUEUE_GAUGES)
+            gauges = parse_metrics(await metrics_page(client, self.target), QUEUE_GAUGES)
             self.waiting = gauges.get("vllm:num_requests_waiting")
             self.running = gauges.get("vllm:num_requests_running")
             if self.guard is not None:
@@ -1956,12 +1956,13 @@ class Pump:
             say(f"window cap {previous} -> {cap}: {why}")
 
 
-async def fetch_metrics(client: httpx.AsyncClient, target: Target, names: tuple[str, ...]) -> dict[str, float]:
+async def metrics_page(client: httpx.AsyncClient, target: Target) -> str:
+    """The server's Prometheus page, or nothing when it has none or does not answer."""
     with contextlib.suppress(httpx.HTTPError):
         response = await client.get(f"{target.url}/metrics", headers=target.headers, timeout=10.0)
         if response.status_code == 200:
-            return parse_metrics(response.text, names)
-    return {}
+            return response.text
+    return ""
 
 
 def backoff(attempt: int) -> float:
@@ -2588,15 +2589,10 @@ def sampling_settings(job: Job) -> PumpSettings:
 
 
 async def metrics_text(target: Target | None) -> str:
-    """The server's Prometheus page, or nothing when it has none or does not answer."""
     if target is None:
         return ""
-    try:
-        async with httpx.AsyncClient(timeout=10.0) as client:
-            response = await client.get(f"{target.url}/metrics", headers=target.headers)
-    except httpx.HTTPError:
-        return ""
-    return response.text if response.status_code == 200 else ""
+    async with httpx.AsyncClient() as client:
+        return await metrics_page(client, target)
 
 
 async def read_metrics(target: Target | None) -> dict[str, float]:

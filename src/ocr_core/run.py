@@ -34,7 +34,7 @@ from .hub import HfHub, HubClient, with_retries
 from .offline import NoGpu, OfflineRunner, open_llm, stdout_to_stderr
 from .output import Destination, PartUploader, is_local_output
 from .progress import ProgressLog, check_manifest, finished_ids, new_run_id, read_results
-from .pump import Pump, PumpSettings, Target
+from .pump import Pump, PumpSettings, Target, metrics_page
 from .report import Progress, print_summary, say
 from .scale import ScalePlan, detect_gpus, plan_scale
 from .server import ServerError, is_local, kv_capacity, parse_metrics
@@ -336,15 +336,10 @@ def sampling_settings(job: Job) -> PumpSettings:
 
 
 async def metrics_text(target: Target | None) -> str:
-    """The server's Prometheus page, or nothing when it has none or does not answer."""
     if target is None:
         return ""
-    try:
-        async with httpx.AsyncClient(timeout=10.0) as client:
-            response = await client.get(f"{target.url}/metrics", headers=target.headers)
-    except httpx.HTTPError:
-        return ""
-    return response.text if response.status_code == 200 else ""
+    async with httpx.AsyncClient() as client:
+        return await metrics_page(client, target)
 
 
 async def read_metrics(target: Target | None) -> dict[str, float]:
