@@ -37,29 +37,31 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import fcntl
 import io
 import json
 import math
 import os
-import queue
 import random
 import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import traceback
 import uuid
 import zlib
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TextIO, TypeVar
+from typing import IO, Any, NamedTuple, Protocol, TextIO, TypeVar
 from urllib.parse import urlsplit
 
 import datasets
@@ -155,6 +157,183 @@ def summary_metrics(before: Mapping[str, float], after: Mapping[str, float]) -> 
 
 
 # ==== shared core: src/ocr_core (generated copy; edit it there) ====
+# ---- ocr_core/card.py ----
+JOB_FLAVOR_ENV = ("ACCELERATOR", "JOB_FLAVOR")
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    source: str
+    split: str
+    config: str | None
+    data_prefix: str
+    model: str
+    script: str
+    image: str
+    mode: str
+    command: str
+    output_column: str
+    error_column: str
+    rows: int
+    errors: int
+    pages_per_s: float
+    tokens_per_s: float
+    window: int
+
+
+def split_front_matter(card: str | None) -> tuple[dict, str]:
+    if not card or not card.startswith("---"):
+        return {}, card or ""
+    _, header, body = card.split("---", 2)
+    return (yaml.safe_load(header) or {}), body
+
+
+def merged_configs(existing: list[dict], facts: CardFacts) -> list[dict]:
+    name = facts.config or "default"
+    entry = next((config for config in existing if config.get("config_name") == name), None)
+    if entry is None:
+        entry = {"config_name": name, "data_files": []}
+        existing = [*existing, entry]
+    files = [item for item in entry.get("data_files", []) if item.get("split") != facts.split]
+    entry["data_files"] = [*files, {"split": facts.split, "path": f"{facts.data_prefix}/{facts.split}-*"}]
+    return existing
+
+
+def without_stale_info(meta: dict, name: str) -> dict:
+    """Drops the `dataset_info` of the config being replaced: its features may describe another schema."""
+    info = meta.get("dataset_info")
+    if isinstance(info, dict) and info.get("config_name", "default") == name:
+        meta = {key: value for key, value in meta.items() if key != "dataset_info"}
+    elif isinstance(info, list):
+        kept = [entry for entry in info if not isinstance(entry, dict) or entry.get("config_name", "default") != name]
+        meta = {key: value for key, value in meta.items() if key != "dataset_info"}
+        if kept:
+            meta["dataset_info"] = kept
+    return meta
+
+
+def section_markers(config: str) -> tuple[str, str]:
+    return f"<!-- ocr-vllm:{config} -->", f"<!-- /ocr-vllm:{config} -->"
+
+
+def merged_body(body: str, section: str, config: str) -> str:
+    """The existing prose with this config's section replaced, or appended when it has none yet."""
+    start, end = section_markers(config)
+    marked = f"{start}\n{section.strip()}\n{end}\n"
+    if start in body and end in body:
+        before, _, rest = body.partition(start)
+        return before + marked + rest.partition(end)[2].lstrip("\n")
+    return f"{body.rstrip()}\n\n{marked}" if body.strip() else f"\n{marked}"
+
+
+def job_line() -> str:
+    if not os.environ.get("JOB_ID"):
+        return ""
+    flavor = next((os.environ[name] for name in JOB_FLAVOR_ENV if os.environ.get(name)), "unknown flavor")
+    return f"Produced on [Hugging Face Jobs](https://huggingface.co/docs/huggingface_hub/guides/jobs) ({flavor}).\n\n"
+
+
+def render_card(existing: str | None, facts: CardFacts) -> str:
+    meta, prose = split_front_matter(existing)
+    meta = without_stale_info(meta, facts.config or "default")
+    meta["configs"] = merged_configs(meta.get("configs") or [], facts)
+    tags = set(meta.get("tags") or []) | {"ocr", "document-processing", "vllm", "uv-script", "generated"}
+    meta["tags"] = sorted(tags)
+    config_arg = f', "{facts.config}"' if facts.config else ""
+    body = f"""
+## OCR of {facts.source}: config `{facts.config or "default"}`
+
+{job_line()}Text extracted from the `{facts.split}` split of {facts.source} with \
+[{facts.model}](https://huggingface.co/{facts.model}), served by vLLM (`{facts.image}`, {facts.mode} mode).
+
+| | |
+|---|---|
+| rows | {facts.rows} |
+| rows with an error | {facts.errors} |
+| throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
+| pages in flight (final window) | {facts.window} |
+
+Columns: every input column, `{facts.output_column}` (the model's text), `{facts.error_column}` (empty, or why the row
+has no trustworthy text: unreadable image, rejected request, repetition loop) and `inference_info` (a JSON list
+with one entry per model run over these rows).
+
+```python
+from datasets import load_dataset
+
+ds = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
+failed = ds.filter(lambda row: row["{facts.error_column}"] is not None)
+```
+
+## Reproduce
+
+```bash
+{facts.command}
+```
+
+Rerunning the same command resumes: rows already done are skipped; `--retry-errors` retries the failed ones.
+Made with `{facts.script}`.
+"""
+    return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{merged_body(prose, body, facts.config or 'default')}"
+
+
+# ---- ocr_core/chat.py ----
+ERROR_TEXT_LIMIT = 500
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+class Retryable(Exception):
+    """Worth another attempt after a pause; `engine_dead` asks for a health check first."""
+
+    def __init__(self, reason: str, engine_dead: bool = False) -> None:
+        super().__init__(reason)
+        self.engine_dead = engine_dead
+
+
+class RowFailed(Exception):
+    """This page cannot succeed; the message is its error column."""
+
+
+class JobFailed(Exception):
+    """Nothing can succeed until the command changes; the message says how."""
+
+
+def chat_body(model: str, content: list[dict], sampling: Mapping[str, Any], extras: Mapping[str, Any]) -> dict:
+    return {"model": model, "messages": [{"role": "user", "content": content}], **sampling, **extras}
+
+
+def error_text(response: httpx.Response) -> str:
+    try:
+        payload = response.json()
+    except ValueError:
+        return response.text[:ERROR_TEXT_LIMIT]
+    error = payload.get("error", payload) if isinstance(payload, dict) else payload
+    message = error.get("message", error) if isinstance(error, dict) else error
+    return str(message)[:ERROR_TEXT_LIMIT]
+
+
+async def post_chat(client: httpx.AsyncClient, url: str, body: bytes, headers: Mapping[str, str] | None = None) -> dict:
+    """Posts a JSON body that is already bytes (see PreparedImage.json_with_image)."""
+    try:
+        response = await client.post(
+            f"{url}/v1/chat/completions", content=body, headers={**(headers or {}), **JSON_HEADERS}
+        )
+    except httpx.TimeoutException as exc:
+        raise Retryable(f"request timed out ({type(exc).__name__}); raise --request-timeout for long pages") from exc
+    except httpx.TransportError as exc:
+        raise Retryable(f"connection failed: {type(exc).__name__}: {exc}", engine_dead=True) from exc
+    status = response.status_code
+    if status == 200:
+        return response.json()
+    reason = error_text(response)
+    if status == 429 or status >= 500:
+        raise Retryable(f"server answered {status}: {reason}", engine_dead=status >= 500)
+    if status in (401, 403):
+        raise JobFailed(f"server refused the API key ({status}); set VLLM_API_KEY, or HF_TOKEN for an HF Jobs endpoint")
+    if status == 404:
+        raise JobFailed(f"server answered 404: {reason} (check --model and --server)")
+    raise RowFailed(f"server rejected the page ({status}): {reason}")
+
+
 # ---- ocr_core/facts.py ----
 class Parsed(NamedTuple):
     """What a parse hook makes of the model's raw text: the output column's text and any extra columns."""
@@ -219,6 +398,82 @@ class ModelFacts:
             sampling=dict(ns["SAMPLING"]),
             max_model_len=ns["MAX_MODEL_LEN"],
             **{key: value for key, value in optional.items() if value is not None},
+        )
+
+
+# ---- ocr_core/hostmem.py ----
+GIB = 1024**3
+PAGE_IN_FLIGHT_BYTES = int(0.1 * GIB)
+MEMORY_SHARE = 0.5
+CGROUP_FILES = (
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+)
+
+
+def meminfo_available(path: str = "/proc/meminfo") -> int | None:
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def cgroup_available() -> int | None:
+    for limit_file, usage_file in CGROUP_FILES:
+        try:
+            limit_text = Path(limit_file).read_text().strip()
+            usage = int(Path(usage_file).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if limit_text == "max" or int(limit_text) >= 1 << 60:
+            return None
+        return max(0, int(limit_text) - usage)
+    return None
+
+
+def available_memory() -> int | None:
+    readings = [value for value in (meminfo_available(), cgroup_available()) if value is not None]
+    return min(readings) if readings else None
+
+
+SERVER_BYTES_PER_PIXEL = 30
+
+
+class MemoryGuard:
+    """Re-derives the window's cap while the run goes, from what pages in flight really cost.
+
+    A page in flight costs its request body twice on the client (the JSON string and httpx's buffer) and, when
+    the server runs on this host, its decoded pixels and the processor's float tensors there (about 30 bytes per
+    pixel for Qwen-style processors). The prior of 0.1 GiB per page holds until real pages have been measured.
+    """
+
+    def __init__(self, ceiling: int, local_server: bool, reading: Callable[[], int | None] = available_memory) -> None:
+        self.ceiling = ceiling
+        self.local_server = local_server
+        self.reading = reading
+        self.page_bytes = float(PAGE_IN_FLIGHT_BYTES)
+        self.measured = 0
+
+    def observe(self, body_bytes: int, pixels: int) -> None:
+        cost = 2 * body_bytes + (SERVER_BYTES_PER_PIXEL * pixels if self.local_server else 0)
+        self.measured += 1
+        weight = 1 / min(self.measured, 64)
+        self.page_bytes = cost if self.measured == 1 else (1 - weight) * self.page_bytes + weight * cost
+
+    def cap(self, in_flight: int) -> tuple[int, str]:
+        """Pages in flight now plus what half of the memory still available would hold."""
+        available = self.reading()
+        if available is None:
+            return self.ceiling, "host memory is unknown, so only --max-inflight caps the window"
+        room = int(available * MEMORY_SHARE // max(1.0, self.page_bytes))
+        cap = max(1, min(self.ceiling, in_flight + room))
+        basis = "measured" if self.measured else "assumed"
+        return cap, (
+            f"{available / GIB:.1f} GiB available with {in_flight} page(s) in flight, {self.page_bytes / GIB:.3f} GiB "
+            f"per page ({basis}), {MEMORY_SHARE:.0%} of the rest; --max-inflight {self.ceiling}"
         )
 
 
@@ -381,6 +636,119 @@ def to_rgb_or_gray(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
+# ---- ocr_core/lease.py ----
+LEASE_PREFIX = "lease-"
+WHOLE = "all"
+MIN_LEASE_S = 900.0
+
+
+class LeaseTaken(RuntimeError):
+    """Another run is writing the same slice of this output; the message says which, and what to do."""
+
+
+def lease_key(shard: tuple[int, int] | None) -> str:
+    return WHOLE if shard is None else f"{shard[0]}-of-{shard[1]}"
+
+
+def overlaps(first: str, second: str) -> bool:
+    """Whether two slices can hold the same rows: the whole run overlaps everything; shards of one N do not."""
+    if WHOLE in (first, second) or first == second:
+        return True
+    return first.split("-of-")[1] != second.split("-of-")[1]
+
+
+@dataclass(frozen=True)
+class Lease:
+    run_id: str
+    key: str
+    host: str
+    pid: int
+    started: float
+    expires: float
+
+    @classmethod
+    def new(cls, run_id: str, key: str, ttl_s: float) -> Lease:
+        now = time.time()
+        return cls(run_id, key, socket.gethostname(), os.getpid(), now, now + ttl_s)
+
+    @property
+    def file_name(self) -> str:
+        return f"{LEASE_PREFIX}{self.key}-{self.run_id}.json"
+
+    def renewed(self, ttl_s: float) -> Lease:
+        return replace(self, expires=time.time() + ttl_s)
+
+    def describe(self) -> str:
+        started = datetime.fromtimestamp(self.started, timezone.utc).isoformat(timespec="seconds")
+        expires = datetime.fromtimestamp(self.expires, timezone.utc).isoformat(timespec="seconds")
+        where = f"pid {self.pid} on {self.host}, slice {self.key}"
+        return f"run {self.run_id} ({where}, since {started}, expires {expires})"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Lease:
+        return cls(**json.loads(text))
+
+
+def lease_ttl(upload_every_s: float) -> float:
+    """Three missed renewals before a lease counts as abandoned."""
+    return max(MIN_LEASE_S, 3 * upload_every_s)
+
+
+def conflicts(leases: list[Lease], mine: Lease, now: float) -> list[Lease]:
+    """Live leases of other runs on a slice that overlaps mine, earliest first."""
+    others = [lease for lease in leases if lease.run_id != mine.run_id and lease.expires > now]
+    return sorted((lease for lease in others if overlaps(lease.key, mine.key)), key=lambda lease: lease.started)
+
+
+def yields_to(mine: Lease, other: Lease) -> bool:
+    """Of two runs that started together, the later one (by start time, then run id) steps back."""
+    return (other.started, other.run_id) < (mine.started, mine.run_id)
+
+
+def taken_message(holder: str, where: str) -> str:
+    return (
+        f"another run is writing {where}: {holder}. Running both would do every page twice. Wait for it to end or "
+        "stop it; if it was killed and cannot release its lease, pass --take-over."
+    )
+
+
+class LocalLocks:
+    """The flock locks that keep two runs on this machine off one slice of a progress folder."""
+
+    def __init__(self, folder: Path, key: str) -> None:
+        self.folder = folder
+        self.key = key
+        self.handles: list[IO[str]] = []
+
+    def acquire(self, where: str) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        wanted = [(WHOLE, fcntl.LOCK_EX)] if self.key == WHOLE else [(WHOLE, fcntl.LOCK_SH), (self.key, fcntl.LOCK_EX)]
+        for name, mode in wanted:
+            handle = open(self.folder / f".{LEASE_PREFIX}{name}.lock", "a+")  # noqa: SIM115 (held until release)
+            try:
+                fcntl.flock(handle, mode | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "a run on this machine"
+                handle.close()
+                self.release()
+                raise LeaseTaken(taken_message(holder, where)) from None
+            if mode == fcntl.LOCK_EX:
+                handle.truncate(0)
+                handle.write(f"pid {os.getpid()} on {socket.gethostname()}, slice {self.key}")
+                handle.flush()
+            self.handles.append(handle)
+
+    def release(self) -> None:
+        for handle in self.handles:
+            with contextlib.suppress(OSError):
+                handle.close()
+        self.handles = []
+
+
 # ---- ocr_core/repeats.py ----
 LOOP_MIN_REPEATS = 8
 LOOP_MIN_SPAN = 200
@@ -444,80 +812,833 @@ def trim_repeats(text: str, min_repeats: int = 5, min_span: int = LOOP_MIN_SPAN)
     return text[: repeat.start + len(repeat.unit)].rstrip()
 
 
-# ---- ocr_core/hostmem.py ----
-GIB = 1024**3
-PAGE_IN_FLIGHT_BYTES = int(0.1 * GIB)
-MEMORY_SHARE = 0.5
-CGROUP_FILES = (
-    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
-)
+# ---- ocr_core/answers.py ----
+@dataclass(frozen=True)
+class Verdict:
+    resample: bool
+    text: str | None = None
+    extra: str | None = None
+    error: str | None = None
 
 
-def meminfo_available(path: str = "/proc/meminfo") -> int | None:
-    try:
-        for line in Path(path).read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+def requested_sampling(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
+    """The card's sampling with the command line's temperature and max_tokens on top."""
+    sampling = {**facts.sampling, "temperature": args.temperature}
+    if args.max_tokens is not None:
+        sampling["max_tokens"] = args.max_tokens
+    if args.ignore_eos:
+        sampling["ignore_eos"] = True
+    return sampling
 
 
-def cgroup_available() -> int | None:
-    for limit_file, usage_file in CGROUP_FILES:
+def judge(
+    text: str, finish_reason: str | None, facts: ModelFacts, args: argparse.Namespace, resampled: bool, attempts: int
+) -> Verdict:
+    """A loop is retried once at the card's other temperature; a loop that stays is kept trimmed and flagged.
+
+    With --ignore-eos every page runs to max_tokens on purpose (benchmarks), so nothing there is a loop.
+    """
+    loop = repeated_tail(text) if finish_reason == "length" and not args.ignore_eos else None
+    if loop and facts.retry_temperature is not None and not resampled:
+        return Verdict(resample=True)
+    parsed = facts.parse(text, args)
+    error = None
+    if loop:
+        error = (
+            f"repetition loop: output hit max_tokens repeating {loop.unit[:40]!r} {loop.count} times "
+            f"after {attempts} attempt(s); text holds the trimmed output"
+        )
+    extra = json.dumps(dict(parsed.extra), ensure_ascii=False) if parsed.extra else None
+    return Verdict(False, parsed.text, extra, error)
+
+
+# ---- ocr_core/manifest.py ----
+MANIFEST = "manifest.json"
+
+
+class ManifestMismatch(ValueError):
+    """The results at OUTPUT were made another way; the message names the fields and the ways out."""
+
+
+def model_options(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
+    """The values of the options a model module adds (e.g. --keep-image-tags): they change its parse."""
+    if facts.add_arguments is None:
+        return {}
+    own = argparse.ArgumentParser(add_help=False)
+    facts.add_arguments(own)
+    return {name: getattr(args, name) for name in vars(own.parse_args([]))}
+
+
+def fingerprint(args: argparse.Namespace, facts: ModelFacts, script: str, input_revision: str | None) -> dict[str, Any]:
+    return {
+        "script": script,
+        "input": args.input,
+        "input_config": args.input_config,
+        "input_revision": input_revision,
+        "split": args.split,
+        "image_column": args.image_column,
+        "id_column": args.id_column,
+        "model": args.model,
+        "prompt": facts.build_content(placeholder_part(), args),
+        "sampling": requested_sampling(facts, args),
+        "request_extras": dict(facts.request_extras),
+        "image_limits": {"max_side": facts.max_side, "max_pixels": facts.max_pixels},
+        "parse_options": model_options(facts, args),
+    }
+
+
+def differences(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Fields whose values differ, comparing them as they read back from JSON."""
+    current = json.loads(json.dumps(current))
+    return [key for key in sorted(set(previous) | set(current)) if previous.get(key) != current.get(key)]
+
+
+def mismatch_message(where: str, previous: dict[str, Any], current: dict[str, Any], fields: list[str]) -> str:
+    current = json.loads(json.dumps(current))
+    changes = "\n".join(f"  {field}: {previous.get(field)!r} -> {current.get(field)!r}" for field in fields)
+    return (
+        f"{where} holds results made another way; continuing would mix two jobs' text under one dataset:\n"
+        f"{changes}\n"
+        "Write elsewhere (another --config NAME, or another OUTPUT), or pass --overwrite to delete those results "
+        "(locally and on the Hub) and start over."
+    )
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    path = folder / MANIFEST
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / MANIFEST
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+# ---- ocr_core/report.py ----
+@dataclass
+class Tally:
+    done: int = 0
+    errors: int = 0
+    loops: int = 0
+    truncated: int = 0
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+    finished: float | None = None
+
+    def seconds(self) -> float:
+        return max(1e-9, (self.finished or time.monotonic()) - self.started)
+
+    def pages_per_s(self) -> float:
+        return self.done / self.seconds()
+
+    def tokens_per_s(self) -> float:
+        return self.output_tokens / self.seconds()
+
+
+class Progress:
+    """Counts results and keeps the bar's numbers current: pages/s, output tokens/s, pages in flight, errors."""
+
+    def __init__(self, total: int, already_done: int) -> None:
+        self.tally = Tally()
+        self.total = total
+        self.already_done = already_done
+        self.bar: tqdm | None = None
+
+    def start(self) -> None:
+        """Starts the clock and the bar once pages flow, so start-up and dataset loading count for neither."""
+        self.tally.started = time.monotonic()
+        interactive = sys.stderr.isatty()
+        self.bar = tqdm(
+            total=self.total,
+            initial=self.already_done,
+            unit="page",
+            file=sys.stderr,
+            mininterval=0.5 if interactive else 15.0,
+            dynamic_ncols=True,
+        )
+
+    def record(self, error: str | None, loop: bool, finish_reason: str | None, prompt: int, output: int) -> None:
+        tally = self.tally
+        tally.done += 1
+        tally.errors += error is not None
+        tally.loops += loop
+        tally.truncated += finish_reason == "length"
+        tally.prompt_tokens += prompt
+        tally.output_tokens += output
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def show(self, in_flight: int, window: int) -> None:
+        tally = self.tally
+        if self.bar is None:
+            return
+        self.bar.set_postfix(
+            tok_s=f"{tally.tokens_per_s():.0f}",
+            in_flight=in_flight,
+            window=window,
+            errors=tally.errors,
+            refresh=False,
+        )
+
+    def close(self) -> None:
+        self.tally.finished = time.monotonic()
+        if self.bar is not None:
+            self.bar.close()
+
+
+def say(message: str) -> None:
+    """Logs to stderr without tearing the progress bar; stdout is kept for the final summary."""
+    tqdm.write(message, file=sys.stderr)
+
+
+def print_summary(stream: TextIO, summary: dict) -> None:
+    print(json.dumps(summary, sort_keys=False), file=stream, flush=True)
+
+
+# ---- ocr_core/hub.py ----
+UPLOAD_ATTEMPTS = 5
+UPLOAD_BACKOFF_S = 15.0
+DOWNLOAD_WORKERS = 8
+REFUSALS = {401: "refused the token", 403: "refused access", 404: "has no such repo or file"}
+T = TypeVar("T")
+
+
+class HubRefused(RuntimeError):
+    """The Hub said no (401/403/404): retrying cannot help, the token or the repo id must change."""
+
+
+class HubClient(Protocol):
+    def create_repo(self, repo_id: str, private: bool) -> None: ...
+
+    def list_files(self, repo_id: str) -> list[str]: ...
+
+    def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path: ...
+
+    def download_folder(self, repo_id: str, folder: str, local_dir: Path) -> None: ...
+
+    def input_revision(self, repo_id: str) -> str | None: ...
+
+    def commit(
+        self,
+        repo_id: str,
+        add: Mapping[str, Path],
+        delete: Sequence[str],
+        message: str,
+        create_pr: bool = False,
+    ) -> str: ...
+
+
+class HfHub:
+    """HubClient over `huggingface_hub.HfApi`, dataset repos only."""
+
+    def __init__(self, token: str | None) -> None:
+        from huggingface_hub import HfApi
+
+        self.api = HfApi(token=token)
+
+    def create_repo(self, repo_id: str, private: bool) -> None:
+        self.api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+
+    def list_files(self, repo_id: str) -> list[str]:
+        from huggingface_hub.errors import RepositoryNotFoundError
+
         try:
-            limit_text = Path(limit_file).read_text().strip()
-            usage = int(Path(usage_file).read_text().strip())
-        except (OSError, ValueError):
-            continue
-        if limit_text == "max" or int(limit_text) >= 1 << 60:
-            return None
-        return max(0, int(limit_text) - usage)
-    return None
+            return self.api.list_repo_files(repo_id, repo_type="dataset")
+        except RepositoryNotFoundError:
+            return []
+
+    def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path:
+        return Path(self.api.hf_hub_download(repo_id, path_in_repo, repo_type="dataset", local_dir=str(local_dir)))
+
+    def download_folder(self, repo_id: str, folder: str, local_dir: Path) -> None:
+        """Every file under `folder`, fetched in parallel; files already here and unchanged are not fetched again."""
+        self.api.snapshot_download(
+            repo_id, repo_type="dataset", allow_patterns=[f"{folder}/*"], local_dir=str(local_dir),
+            max_workers=DOWNLOAD_WORKERS,
+        )  # fmt: skip
+
+    def input_revision(self, repo_id: str) -> str | None:
+        """The commit a Hub dataset's main branch points at now, so a run reads one fixed version of it."""
+        return self.api.dataset_info(repo_id).sha
+
+    def commit(
+        self,
+        repo_id: str,
+        add: Mapping[str, Path],
+        delete: Sequence[str],
+        message: str,
+        create_pr: bool = False,
+    ) -> str:
+        from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+        operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in add.items()]
+        operations += [CommitOperationDelete(path_in_repo=name) for name in delete]
+        info = self.api.create_commit(
+            repo_id, operations, commit_message=message, repo_type="dataset", create_pr=create_pr
+        )
+        return info.pr_url or info.commit_url
 
 
-def available_memory() -> int | None:
-    readings = [value for value in (meminfo_available(), cgroup_available()) if value is not None]
-    return min(readings) if readings else None
+def refusal(exc: Exception) -> int | None:
+    """The status of a Hub answer that no retry can change, if `exc` carries one.
+
+    A missing file (EntryNotFoundError, also a 404) is not one: a retry recomputes what to delete.
+    """
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if status not in REFUSALS or type(exc).__name__ == "EntryNotFoundError":
+        return None
+    return status
 
 
-SERVER_BYTES_PER_PIXEL = 30
+def with_retries(action: Callable[[], T], what: str, attempts: int = UPLOAD_ATTEMPTS) -> T:
+    """Retries Hub calls with backoff: a network blip must not cost the results of a long job.
+
+    A refusal (401/403/404) is raised at once as HubRefused: waiting minutes to hear it again helps nobody.
+    """
+    attempt = 1
+    while True:
+        try:
+            return action()
+        except Exception as exc:
+            status = refusal(exc)
+            if status is not None:
+                raise HubRefused(
+                    f"{what}: the Hub {REFUSALS[status]} ({status}: {exc}). Check that HF_TOKEN (or --hf-token) is "
+                    "set to a token with write access to the output repo, and the repo ids"
+                ) from exc
+            if attempt >= attempts:
+                raise
+            delay = UPLOAD_BACKOFF_S * 2 ** (attempt - 1)
+            say(f"{what} failed ({type(exc).__name__}: {exc}); retrying in {delay:.0f} s")
+            time.sleep(delay)
+            attempt += 1
 
 
-class MemoryGuard:
-    """Re-derives the window's cap while the run goes, from what pages in flight really cost.
+# ---- ocr_core/progress.py ----
+RESULT_SCHEMA = pa.schema(
+    [
+        ("row_index", pa.int64()),
+        ("row_id", pa.string()),
+        ("text", pa.string()),
+        ("error", pa.string()),
+        ("finish_reason", pa.string()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("attempts", pa.int64()),
+        ("seconds", pa.float64()),
+        ("extra", pa.string()),
+        ("recorded_at", pa.float64()),
+    ]
+)
+PART_GLOB = "*.parquet"
+SET_ASIDE_SUFFIX = ".unreadable"
+FOLDER_LOCK = ".folder.lock"
 
-    A page in flight costs its request body twice on the client (the JSON string and httpx's buffer) and, when
-    the server runs on this host, its decoded pixels and the processor's float tensors there (about 30 bytes per
-    pixel for Qwen-style processors). The prior of 0.1 GiB per page holds until real pages have been measured.
+
+@dataclass
+class RowResult:
+    row_index: int
+    row_id: str
+    text: str | None = None
+    error: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    attempts: int = 0
+    seconds: float = 0.0
+    extra: str | None = None
+    recorded_at: float = field(default_factory=time.time)
+
+
+def new_run_id() -> str:
+    """Sorts by start time, which makes a folder listing readable; correctness never depends on it."""
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+def write_durably(path: Path, tables: Iterable[pa.Table]) -> None:
+    """Writes the tables, one after another, as one part that is complete on disk before this returns."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "wb") as handle:
+        with pq.ParquetWriter(handle, RESULT_SCHEMA) as writer:
+            for table in tables:
+                writer.write_table(table)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    sync_folder(path.parent)
+
+
+def sync_folder(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+class ProgressLog:
+    """Buffers results and writes a part every `flush_rows` rows or `flush_seconds` seconds.
+
+    `on_part` hears of every part written (the Hub mirror), so both recipe shapes mirror the same way.
     """
 
-    def __init__(self, ceiling: int, local_server: bool, reading: Callable[[], int | None] = available_memory) -> None:
-        self.ceiling = ceiling
-        self.local_server = local_server
-        self.reading = reading
-        self.page_bytes = float(PAGE_IN_FLIGHT_BYTES)
-        self.measured = 0
+    def __init__(
+        self,
+        folder: Path,
+        run_id: str,
+        flush_rows: int = 64,
+        flush_seconds: float = 30.0,
+        on_part: Callable[[Path], None] | None = None,
+    ) -> None:
+        self.folder = folder
+        self.run_id = run_id
+        self.flush_rows = flush_rows
+        self.flush_seconds = flush_seconds
+        self.on_part = on_part
+        self.buffer: list[RowResult] = []
+        self.sequence = 0
+        self.last_flush = time.monotonic()
+        folder.mkdir(parents=True, exist_ok=True)
 
-    def observe(self, body_bytes: int, pixels: int) -> None:
-        cost = 2 * body_bytes + (SERVER_BYTES_PER_PIXEL * pixels if self.local_server else 0)
-        self.measured += 1
-        weight = 1 / min(self.measured, 64)
-        self.page_bytes = cost if self.measured == 1 else (1 - weight) * self.page_bytes + weight * cost
+    def add(self, result: RowResult) -> None:
+        self.buffer.append(result)
+        if len(self.buffer) >= self.flush_rows or time.monotonic() - self.last_flush >= self.flush_seconds:
+            self.flush()
 
-    def cap(self, in_flight: int) -> tuple[int, str]:
-        """Pages in flight now plus what half of the memory still available would hold."""
-        available = self.reading()
-        if available is None:
-            return self.ceiling, "host memory is unknown, so only --max-inflight caps the window"
-        room = int(available * MEMORY_SHARE // max(1.0, self.page_bytes))
-        cap = max(1, min(self.ceiling, in_flight + room))
-        basis = "measured" if self.measured else "assumed"
-        return cap, (
-            f"{available / GIB:.1f} GiB available with {in_flight} page(s) in flight, {self.page_bytes / GIB:.3f} GiB "
-            f"per page ({basis}), {MEMORY_SHARE:.0%} of the rest; --max-inflight {self.ceiling}"
-        )
+    def flush(self) -> None:
+        self.last_flush = time.monotonic()
+        if not self.buffer:
+            return
+        table = pa.Table.from_pylist([asdict(result) for result in self.buffer], schema=RESULT_SCHEMA)
+        path = self.folder / f"part-{self.run_id}-{self.sequence:05d}.parquet"
+        write_durably(path, [table])
+        self.sequence += 1
+        self.buffer.clear()
+        if self.on_part is not None:
+            self.on_part(path)
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, exclusive: bool) -> Iterator[None]:
+    """Readers share the folder; a merge, which removes files, has it alone (runs of several shards share it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / FOLDER_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+
+
+def part_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob(PART_GLOB)) if folder.is_dir() else []
+
+
+def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table | None:
+    """A part's rows (columns a part from an older version lacks are null), or None when it cannot be read.
+
+    An unreadable part is renamed aside, with a warning, so it is neither read again nor mirrored.
+    """
+    wanted = list(columns or RESULT_SCHEMA.names)
+    try:
+        with pq.ParquetFile(path) as parquet:
+            table = parquet.read(columns=[name for name in wanted if name in parquet.schema_arrow.names])
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        aside = path.with_name(path.name + SET_ASIDE_SUFFIX)
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(path, aside)
+        say(f"warning: skipped unreadable progress part {path.name} ({type(exc).__name__}: {exc}); its rows will be "
+            f"redone (set aside as {aside.name})")  # fmt: skip
+        return None
+    for name in wanted:
+        if name not in table.column_names:
+            column = RESULT_SCHEMA.field(name)
+            table = table.append_column(column, pa.nulls(table.num_rows, column.type))
+    return table.select(wanted).cast(pa.schema([RESULT_SCHEMA.field(name) for name in wanted]))
+
+
+def newest_rows(table: pa.Table) -> pa.Table:
+    """One row per row_id: the one recorded last."""
+    if table.num_rows == 0:
+        return table
+    order = pc.sort_indices(table, sort_keys=[("row_id", "ascending"), ("recorded_at", "descending")])
+    table = table.take(order)
+    ids = table["row_id"].combine_chunks()
+    first = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
+    keep = pa.concat_arrays([pa.array([True]), first.fill_null(True)])
+    return table.filter(keep)
+
+
+def read_results(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """Every row's newest result (only `columns`, if given), in no particular order."""
+    wanted = list(dict.fromkeys([*columns, "row_id", "recorded_at"])) if columns else None
+    with folder_lock(folder, exclusive=False):
+        tables = [table for table in (read_part(part, wanted) for part in part_files(folder)) if table is not None]
+    schema = pa.schema([RESULT_SCHEMA.field(name) for name in wanted]) if wanted else RESULT_SCHEMA
+    if not tables:
+        return schema.empty_table()
+    return newest_rows(pa.concat_tables(tables).select(schema.names))
+
+
+def finished_ids(results: pa.Table, retry_errors: bool) -> set[str]:
+    """Rows a rerun skips: all of them, or only the successful ones with --retry-errors."""
+    if retry_errors:
+        results = results.filter(pc.is_null(results["error"]))
+    return set(results["row_id"].to_pylist())
+
+
+# ---- ocr_core/compaction.py ----
+FAN_IN = 16
+TOP_CLASS = 4
+
+
+def size_class(rows: int) -> int:
+    """0 below FAN_IN rows, 1 below FAN_IN**2, ... capped at TOP_CLASS."""
+    return min(TOP_CLASS, int(math.log(max(1, rows), FAN_IN) + 1e-9))
+
+
+def plan_merges(rows_by_name: Mapping[str, int]) -> list[list[str]]:
+    """The groups of files to merge now: every class below the top that holds FAN_IN files or more."""
+    classes: dict[int, list[str]] = {}
+    for name, rows in rows_by_name.items():
+        classes.setdefault(size_class(rows), []).append(name)
+    return [sorted(names) for level, names in sorted(classes.items()) if level < TOP_CLASS and len(names) >= FAN_IN]
+
+
+def row_counts(folder: Path) -> dict[str, int]:
+    """Rows per part from the parquet footers; an unreadable part counts as 0 and is merged (and set aside)."""
+    counts = {}
+    for part in part_files(folder):
+        try:
+            counts[part.name] = pq.ParquetFile(part).metadata.num_rows
+        except (pa.ArrowException, OSError):
+            counts[part.name] = 0
+    return counts
+
+
+def merge(folder: Path, names: list[str]) -> Path:
+    """Writes one file holding the newest record of every row in `names`, then removes `names`."""
+    keys = []
+    for position, name in enumerate(names):
+        table = read_part(folder / name, ["row_id", "recorded_at"])
+        if table is not None:
+            table = table.append_column("_file", pa.array([position] * table.num_rows, pa.int32()))
+            keys.append(table.append_column("_row", pa.array(range(table.num_rows), pa.int64())))
+    kept = newest_rows(pa.concat_tables(keys)) if keys else None
+    path = folder / f"merged-{new_run_id()}.parquet"
+    write_durably(path, kept_rows(folder, names, kept))
+    for name in names:
+        (folder / name).unlink(missing_ok=True)
+    sync_folder(folder)
+    return path
+
+
+def kept_rows(folder: Path, names: list[str], kept: pa.Table | None) -> Iterator[pa.Table]:
+    """Each source's surviving rows, reading one source at a time."""
+    if kept is None:
+        return
+    for position, name in enumerate(names):
+        source = read_part(folder / name) if (folder / name).exists() else None
+        if source is not None:
+            yield source.take(kept.filter(pc.equal(kept["_file"], position))["_row"])
+
+
+def compact(folder: Path) -> tuple[list[Path], list[str]]:
+    """Runs every merge that is due; returns the files written and the names removed."""
+    written: list[Path] = []
+    removed: list[str] = []
+    with folder_lock(folder, exclusive=True):
+        while groups := plan_merges(row_counts(folder)):
+            for names in groups:
+                written.append(merge(folder, names))
+                removed += names
+    return written, removed
+
+
+# ---- ocr_core/output.py ----
+PROGRESS_ROOT = ".ocr-progress"
+HUB_OWN_FILES = ("README.md", ".gitattributes")
+DATA_FILE = re.compile(r"[^/]+-\d{5}-of-\d{5}\.parquet")
+LISTED_FOREIGN = 5
+
+
+def is_local_output(spec: str) -> bool:
+    return spec.startswith((".", "/", "~")) or Path(spec).expanduser().exists()
+
+
+def unsafe_local_output(spec: str, input_spec: str) -> str | None:
+    """Why a local folder must not be OUTPUT (publishing would write over files that are not ours), or None."""
+    target = Path(spec).expanduser().resolve()
+    named = {Path(target.anchor): "the root folder", Path.home().resolve(): "your home folder"}
+    named[Path.cwd().resolve()] = "the current folder"
+    if target in named:
+        return f"OUTPUT {spec!r} is {named[target]}; give the results a folder of their own, e.g. ./scans-ocr"
+    source = Path(input_spec).expanduser()
+    if source.exists():
+        source = source.resolve()
+        if target == source or source in target.parents or target in source.parents:
+            return f"OUTPUT {spec!r} is, holds or lies inside INPUT {input_spec!r}; write the results elsewhere"
+    return None
+
+
+def data_prefix_of(config: str | None) -> str:
+    return config or "data"
+
+
+def owned_configs(names: Iterable[str]) -> set[str]:
+    """Configs whose progress folder holds a manifest: this tool wrote them."""
+    return {
+        parts[1]
+        for parts in (name.split("/") for name in names)
+        if len(parts) == 4 and parts[0] == PROGRESS_ROOT and parts[3] == MANIFEST
+    }
+
+
+def foreign_files(names: Iterable[str], owned: set[str]) -> list[str]:
+    """Files in OUTPUT that no run of ours wrote."""
+    prefixes = {data_prefix_of(None if config == "default" else config) for config in owned}
+    foreign = []
+    for name in names:
+        folder, _, rest = name.partition("/")
+        if name in HUB_OWN_FILES or folder == PROGRESS_ROOT or (folder in prefixes and DATA_FILE.fullmatch(rest)):
+            continue
+        foreign.append(name)
+    return sorted(foreign)
+
+
+def foreign_message(where: str, files: list[str], configs: list[str]) -> str:
+    found = []
+    if files:
+        listed = ", ".join(files[:LISTED_FOREIGN]) + (f" and {len(files) - LISTED_FOREIGN} more" if files[5:] else "")
+        found.append(f"files this tool did not write ({listed})")
+    if configs:
+        found.append(f"configs this tool did not write ({', '.join(configs)})")
+    return (
+        f"OUTPUT {where} holds {' and '.join(found)}; publishing there could replace or hide them. Choose another "
+        "OUTPUT, or pass --overwrite to publish this run's config there anyway."
+    )
+
+
+class Destination:
+    def __init__(
+        self,
+        spec: str,
+        split: str,
+        config: str | None,
+        hub: HubClient | None,
+        private: bool = False,
+        create_pr: bool = False,
+        work_dir: Path | None = None,
+    ) -> None:
+        self.spec = spec
+        self.split = split
+        self.config = config
+        self.hub = hub
+        self.private = private
+        self.create_pr = create_pr
+        self.work_dir = work_dir or Path(tempfile.gettempdir()) / "ocr-work"
+
+    @property
+    def local(self) -> bool:
+        return self.hub is None
+
+    @property
+    def root(self) -> Path:
+        """The local folder that holds (or mirrors) the output."""
+        return Path(self.spec).expanduser() if self.local else self.work_dir / self.spec.replace("/", "__")
+
+    @property
+    def progress_prefix(self) -> str:
+        return f"{PROGRESS_ROOT}/{self.config or 'default'}/{self.split}"
+
+    @property
+    def progress_dir(self) -> Path:
+        return self.root / self.progress_prefix
+
+    @property
+    def data_prefix(self) -> str:
+        return data_prefix_of(self.config)
+
+    def describe(self) -> str:
+        return str(self.root) if self.local else f"https://huggingface.co/datasets/{self.spec}"
+
+    def where(self) -> str:
+        """This run's slice of OUTPUT, for messages."""
+        return f"{self.describe()} (config {self.config or 'default'}, split {self.split})"
+
+    def in_repo(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def listing(self) -> list[str]:
+        """Every file of OUTPUT, as paths inside it."""
+        if self.local:
+            return sorted(self.in_repo(path) for path in self.root.rglob("*") if path.is_file())
+        return with_retries(lambda: self.hub.list_files(self.spec), "listing the output repo")
+
+    def fetch_manifest(self, listing: list[str]) -> dict | None:
+        if not self.local and f"{self.progress_prefix}/{MANIFEST}" in listing:
+            with_retries(
+                lambda: self.hub.download(self.spec, f"{self.progress_prefix}/{MANIFEST}", self.root), "reading"
+            )
+        return read_manifest(self.progress_dir)
+
+    def leases(self, listing: list[str]) -> list[Lease]:
+        """The lease files other runs left on the Hub for this config and split."""
+        names = [name for name in listing if name.startswith(f"{self.progress_prefix}/{LEASE_PREFIX}")]
+        if self.local or not names:
+            return []
+        with tempfile.TemporaryDirectory() as folder:
+            fetch = [lambda name=name: self.hub.download(self.spec, name, Path(folder)) for name in names]
+            return [Lease.from_json(with_retries(action, "reading a lease").read_text()) for action in fetch]
+
+    def pull_progress(self) -> int:
+        """Fetches (in parallel) the parts earlier or other jobs pushed to the Hub; returns how many are new here."""
+        if self.local:
+            return 0
+        before = {path.name for path in part_files(self.progress_dir)}
+        with_retries(lambda: self.hub.download_folder(self.spec, self.progress_prefix, self.root), "fetching progress")
+        return len({path.name for path in part_files(self.progress_dir)} - before)
+
+    def discard_progress(self, listing: list[str]) -> None:
+        """--overwrite after a fingerprint change: this config's earlier results go, here and on the Hub."""
+        if self.progress_dir.is_dir():
+            for path in self.progress_dir.iterdir():
+                if path.is_file() and not path.name.startswith("."):
+                    path.unlink()
+        if not self.local:
+            old = [name for name in listing if name.startswith(self.progress_prefix + "/")]
+            self.push({}, old, "OCR progress: --overwrite removes results made another way")
+
+    def push(self, add: Mapping[str, Path], delete: Iterable[str], message: str) -> None:
+        """One commit to the main branch; deletes are matched against a fresh listing at every attempt."""
+        wanted = list(delete)
+
+        def attempt() -> None:
+            present = set(self.hub.list_files(self.spec)) if wanted else set()
+            gone = [name for name in wanted if name in present]
+            files = {name: path for name, path in add.items() if path.exists()}
+            if files or gone:
+                self.hub.commit(self.spec, files, gone, message)
+
+        with_retries(attempt, "uploading progress")
+
+    def existing_card(self) -> str | None:
+        if self.local:
+            path = self.root / "README.md"
+            return path.read_text() if path.exists() else None
+        if "README.md" not in self.listing():
+            return None
+        with tempfile.TemporaryDirectory() as folder:
+            return with_retries(lambda: self.hub.download(self.spec, "README.md", Path(folder)), "reading").read_text()
+
+    def stale_data_files(self, names: Iterable[str], keep: Iterable[str]) -> list[str]:
+        """This config's data files of this split that a new publish does not write again."""
+        keep = set(keep)
+        prefix = f"{self.data_prefix}/{self.split}-"
+        return sorted(name for name in names if name.startswith(prefix) and name not in keep)
+
+    def publish(self, files: dict[str, Path], card: str, message: str) -> str:
+        """Replaces this split's data files and the card in one step (one commit on the Hub).
+
+        A retry lists the repo again, so a commit that went through before its answer was lost is not undone, and
+        files that another shard already deleted are not deleted twice.
+        """
+        if self.local:
+            for name in self.stale_data_files(self.listing(), files):
+                (self.root / name).unlink()
+            for name, path in files.items():
+                (self.root / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(path), self.root / name)
+            (self.root / "README.md").write_text(card)
+            return str(self.root)
+        with tempfile.TemporaryDirectory() as folder:
+            card_path = Path(folder) / "README.md"
+            card_path.write_text(card)
+            add = {**files, "README.md": card_path}
+
+            def attempt() -> str:
+                stale = self.stale_data_files(self.hub.list_files(self.spec), files)
+                return self.hub.commit(self.spec, add, stale, message, create_pr=self.create_pr)
+
+            return with_retries(attempt, "publishing")
+
+
+# ---- ocr_core/mirror.py ----
+COMPACT_EVERY_S = 60.0
+
+
+class ProgressMirror:
+    def __init__(self, destination: Destination, upload_every_s: float, lease: Lease | None = None) -> None:
+        self.destination = destination
+        self.upload_every_s = upload_every_s
+        self.lease = lease
+        self.added: set[Path] = set()
+        self.removed: set[str] = set()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.loop, name="progress-mirror", daemon=True)
+        self.last_upload = time.monotonic()
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def add(self, part: Path) -> None:
+        """Called from the driver for every part it writes."""
+        with self.lock:
+            self.added.add(part)
+
+    def loop(self) -> None:
+        while not self.stopping.wait(min(COMPACT_EVERY_S, self.upload_every_s)):
+            try:
+                self.compact()
+                if not self.destination.local and time.monotonic() - self.last_upload >= self.upload_every_s:
+                    self.upload(final=False)
+            except Exception as exc:
+                say(f"progress upkeep failed, will retry: {type(exc).__name__}: {exc}")
+
+    def compact(self) -> None:
+        written, removed = compact(self.destination.progress_dir)
+        with self.lock:
+            self.added = {path for path in self.added if path.name not in removed} | set(written)
+            self.removed |= {f"{self.destination.progress_prefix}/{name}" for name in removed}
+
+    def upload(self, final: bool) -> None:
+        """One commit: new files, files merged away, and the lease (renewed, or removed at the end)."""
+        self.last_upload = time.monotonic()
+        with self.lock:
+            added, removed = set(self.added), set(self.removed)
+        files = {self.destination.in_repo(path): path for path in added}
+        if self.lease is not None:
+            lease_name = f"{self.destination.progress_prefix}/{self.lease.file_name}"
+            if final:
+                removed.add(lease_name)
+            else:
+                self.lease = self.lease.renewed(lease_ttl(self.upload_every_s))
+                files[lease_name] = write_lease(self.destination, self.lease)
+        started = time.monotonic()
+        self.destination.push(files, sorted(removed), f"OCR progress: {len(added)} file(s) in, {len(removed)} out")
+        with self.lock:
+            self.added -= added
+            self.removed -= removed
+        if final and added:
+            say(f"uploaded {len(added)} progress file(s) in {time.monotonic() - started:.1f} s")
+
+    def close(self) -> None:
+        """Stops the thread, then merges and uploads what is left; raises if the Hub stays unreachable."""
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join()
+        self.compact()
+        if not self.destination.local:
+            self.upload(final=True)
+        if self.lease is not None:
+            (self.destination.progress_dir / self.lease.file_name).unlink(missing_ok=True)
+
+
+def write_lease(destination: Destination, lease: Lease) -> Path:
+    path = destination.progress_dir / lease.file_name
+    path.write_text(lease.to_json())
+    return path
 
 
 # ---- ocr_core/scale.py ----
@@ -725,204 +1846,6 @@ def kv_capacity(text: str, max_model_len: int) -> int | None:
     return tokens // max_model_len if tokens else None
 
 
-# ---- ocr_core/window.py ----
-class Window:
-    """An asyncio gate whose limit can move while pages are in flight."""
-
-    def __init__(self, limit: int, cap: int, adaptive: bool = False, target_waiting: int = 4) -> None:
-        self.cap = max(1, cap)
-        self.limit = max(1, min(limit, self.cap))
-        self.adaptive = adaptive
-        self.target_waiting = target_waiting
-        self.in_flight = 0
-        self.peak_in_flight = 0
-        self.peak_limit = self.limit
-        self._changed = asyncio.Condition()
-
-    async def acquire(self) -> None:
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.in_flight < self.limit)
-            self.in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-
-    async def release(self, waiting: float | None, running: float | None = None, acknowledged: bool = True) -> None:
-        """Frees a slot; an acknowledged page (a result came back) may move the limit."""
-        async with self._changed:
-            self.in_flight -= 1
-            if acknowledged:
-                self._adapt(waiting, running)
-            self._changed.notify_all()
-
-    def _adapt(self, waiting: float | None, running: float | None) -> None:
-        """Grows by one per returned page (doubling per round trip) while the engine takes every page it gets.
-
-        Two signs say more pages would only queue: pages waiting in the engine's scheduler, and pages in flight
-        that the engine has not even seen yet (held up in the API server's image preprocessing, the usual limit
-        on fast GPUs). A short queue holds the limit; a long one shrinks it. `waiting` is None when the server
-        exposes no gauges: then only the cap bounds growth.
-        """
-        if not self.adaptive:
-            return
-        if waiting is None:
-            backlog = 0.0
-        else:
-            unseen = self.in_flight - waiting - running if running is not None else 0.0
-            backlog = waiting + max(0.0, unseen)
-        tolerance = max(self.target_waiting, self.limit // 8)
-        if backlog == 0:
-            self.limit = min(self.cap, self.limit + 1)
-        elif backlog > 2 * tolerance:
-            self.limit = max(1, self.limit - 1)
-        self.peak_limit = max(self.peak_limit, self.limit)
-
-    async def set_cap(self, cap: int) -> None:
-        """A lower cap stops admissions until pages in flight drain below it; nothing in flight is cancelled."""
-        async with self._changed:
-            self.cap = max(1, cap)
-            self.limit = min(self.limit, self.cap)
-            self._changed.notify_all()
-
-
-# ---- ocr_core/chat.py ----
-ERROR_TEXT_LIMIT = 500
-JSON_HEADERS = {"Content-Type": "application/json"}
-
-
-class Retryable(Exception):
-    """Worth another attempt after a pause; `engine_dead` asks for a health check first."""
-
-    def __init__(self, reason: str, engine_dead: bool = False) -> None:
-        super().__init__(reason)
-        self.engine_dead = engine_dead
-
-
-class RowFailed(Exception):
-    """This page cannot succeed; the message is its error column."""
-
-
-class JobFailed(Exception):
-    """Nothing can succeed until the command changes; the message says how."""
-
-
-def chat_body(model: str, content: list[dict], sampling: Mapping[str, Any], extras: Mapping[str, Any]) -> dict:
-    return {"model": model, "messages": [{"role": "user", "content": content}], **sampling, **extras}
-
-
-def error_text(response: httpx.Response) -> str:
-    try:
-        payload = response.json()
-    except ValueError:
-        return response.text[:ERROR_TEXT_LIMIT]
-    error = payload.get("error", payload) if isinstance(payload, dict) else payload
-    message = error.get("message", error) if isinstance(error, dict) else error
-    return str(message)[:ERROR_TEXT_LIMIT]
-
-
-async def post_chat(client: httpx.AsyncClient, url: str, body: bytes, headers: Mapping[str, str] | None = None) -> dict:
-    """Posts a JSON body that is already bytes (see PreparedImage.json_with_image)."""
-    try:
-        response = await client.post(
-            f"{url}/v1/chat/completions", content=body, headers={**(headers or {}), **JSON_HEADERS}
-        )
-    except httpx.TimeoutException as exc:
-        raise Retryable(f"request timed out ({type(exc).__name__}); raise --request-timeout for long pages") from exc
-    except httpx.TransportError as exc:
-        raise Retryable(f"connection failed: {type(exc).__name__}: {exc}", engine_dead=True) from exc
-    status = response.status_code
-    if status == 200:
-        return response.json()
-    reason = error_text(response)
-    if status == 429 or status >= 500:
-        raise Retryable(f"server answered {status}: {reason}", engine_dead=status >= 500)
-    if status in (401, 403):
-        raise JobFailed(f"server refused the API key ({status}); set VLLM_API_KEY, or HF_TOKEN for an HF Jobs endpoint")
-    if status == 404:
-        raise JobFailed(f"server answered 404: {reason} (check --model and --server)")
-    raise RowFailed(f"server rejected the page ({status}): {reason}")
-
-
-# ---- ocr_core/report.py ----
-@dataclass
-class Tally:
-    done: int = 0
-    errors: int = 0
-    loops: int = 0
-    truncated: int = 0
-    output_tokens: int = 0
-    prompt_tokens: int = 0
-    started: float = field(default_factory=time.monotonic)
-    finished: float | None = None
-
-    def seconds(self) -> float:
-        return max(1e-9, (self.finished or time.monotonic()) - self.started)
-
-    def pages_per_s(self) -> float:
-        return self.done / self.seconds()
-
-    def tokens_per_s(self) -> float:
-        return self.output_tokens / self.seconds()
-
-
-class Progress:
-    """Counts results and keeps the bar's numbers current: pages/s, output tokens/s, pages in flight, errors."""
-
-    def __init__(self, total: int, already_done: int) -> None:
-        self.tally = Tally()
-        self.total = total
-        self.already_done = already_done
-        self.bar: tqdm | None = None
-
-    def start(self) -> None:
-        """Starts the clock and the bar once pages flow, so start-up and dataset loading count for neither."""
-        self.tally.started = time.monotonic()
-        interactive = sys.stderr.isatty()
-        self.bar = tqdm(
-            total=self.total,
-            initial=self.already_done,
-            unit="page",
-            file=sys.stderr,
-            mininterval=0.5 if interactive else 15.0,
-            dynamic_ncols=True,
-        )
-
-    def record(self, error: str | None, loop: bool, finish_reason: str | None, prompt: int, output: int) -> None:
-        tally = self.tally
-        tally.done += 1
-        tally.errors += error is not None
-        tally.loops += loop
-        tally.truncated += finish_reason == "length"
-        tally.prompt_tokens += prompt
-        tally.output_tokens += output
-        if self.bar is not None:
-            self.bar.update(1)
-
-    def show(self, in_flight: int, window: int) -> None:
-        tally = self.tally
-        if self.bar is None:
-            return
-        self.bar.set_postfix(
-            tok_s=f"{tally.tokens_per_s():.0f}",
-            in_flight=in_flight,
-            window=window,
-            errors=tally.errors,
-            refresh=False,
-        )
-
-    def close(self) -> None:
-        self.tally.finished = time.monotonic()
-        if self.bar is not None:
-            self.bar.close()
-
-
-def say(message: str) -> None:
-    """Logs to stderr without tearing the progress bar; stdout is kept for the final summary."""
-    tqdm.write(message, file=sys.stderr)
-
-
-def print_summary(stream: TextIO, summary: dict) -> None:
-    print(json.dumps(summary, sort_keys=False), file=stream, flush=True)
-
-
 # ---- ocr_core/source.py ----
 READ_BATCH = 64
 
@@ -984,7 +1907,7 @@ def parse_shard(text: str) -> tuple[int, int]:
     return shard
 
 
-def open_dataset(name: str, split: str, config: str | None) -> datasets.Dataset:
+def open_dataset(name: str, split: str, config: str | None, revision: str | None = None) -> datasets.Dataset:
     """A local `save_to_disk` folder, a local data folder, or a Hub dataset id."""
     path = Path(name).expanduser()
     if path.is_dir() and ((path / "state.json").exists() or (path / "dataset_dict.json").exists()):
@@ -995,7 +1918,9 @@ def open_dataset(name: str, split: str, config: str | None) -> datasets.Dataset:
             return loaded[split]
         return loaded
     try:
-        return datasets.load_dataset(str(path) if path.exists() else name, name=config, split=split)
+        if path.exists():
+            return datasets.load_dataset(str(path), name=config, split=split)
+        return datasets.load_dataset(name, name=config, split=split, revision=revision)
     except ValueError as exc:
         if "split" in str(exc).lower():
             raise InputError(f"{name}: {exc} (pass --split)") from exc
@@ -1012,8 +1937,9 @@ def load_source(
     shuffle: bool = False,
     seed: int = 42,
     shard: tuple[int, int] | None = None,
+    revision: str | None = None,
 ) -> Source:
-    dataset = open_dataset(name, split, config)
+    dataset = open_dataset(name, split, config, revision)
     for column in (image_column, id_column):
         if column and column not in dataset.column_names:
             raise InputError(
@@ -1044,359 +1970,6 @@ def row_ids(dataset: datasets.Dataset, split: str, selected: list[int], id_colum
     if len(set(ids)) != len(ids):
         raise InputError(f"--id-column {id_column!r} has duplicate values; pick a column that is unique per row")
     return ids
-
-
-# ---- ocr_core/progress.py ----
-RESULT_SCHEMA = pa.schema(
-    [
-        ("row_index", pa.int64()),
-        ("row_id", pa.string()),
-        ("text", pa.string()),
-        ("error", pa.string()),
-        ("finish_reason", pa.string()),
-        ("prompt_tokens", pa.int64()),
-        ("completion_tokens", pa.int64()),
-        ("attempts", pa.int64()),
-        ("seconds", pa.float64()),
-        ("extra", pa.string()),
-    ]
-)
-MANIFEST = "manifest.json"
-
-
-@dataclass
-class RowResult:
-    row_index: int
-    row_id: str
-    text: str | None = None
-    error: str | None = None
-    finish_reason: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    attempts: int = 0
-    seconds: float = 0.0
-    extra: str | None = None
-
-
-def new_run_id() -> str:
-    """Sorts by start time, so the newest part of a row wins when parts are read in name order."""
-    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
-
-
-class ProgressLog:
-    """Buffers results and writes a part every `flush_rows` rows or `flush_seconds` seconds."""
-
-    def __init__(self, folder: Path, run_id: str, flush_rows: int = 64, flush_seconds: float = 30.0) -> None:
-        self.folder = folder
-        self.run_id = run_id
-        self.flush_rows = flush_rows
-        self.flush_seconds = flush_seconds
-        self.buffer: list[RowResult] = []
-        self.sequence = 0
-        self.last_flush = time.monotonic()
-        folder.mkdir(parents=True, exist_ok=True)
-
-    def add(self, result: RowResult) -> Path | None:
-        self.buffer.append(result)
-        due = time.monotonic() - self.last_flush >= self.flush_seconds
-        if len(self.buffer) >= self.flush_rows or due:
-            return self.flush()
-        return None
-
-    def flush(self) -> Path | None:
-        self.last_flush = time.monotonic()
-        if not self.buffer:
-            return None
-        table = pa.Table.from_pylist([asdict(result) for result in self.buffer], schema=RESULT_SCHEMA)
-        path = self.folder / f"part-{self.run_id}-{self.sequence:05d}.parquet"
-        temporary = path.with_suffix(".tmp")
-        pq.write_table(table, temporary)
-        os.replace(temporary, path)
-        self.sequence += 1
-        self.buffer.clear()
-        return path
-
-
-def part_files(folder: Path) -> list[Path]:
-    return sorted(folder.glob("part-*.parquet")) if folder.is_dir() else []
-
-
-def read_results(folder: Path) -> pa.Table:
-    """Every row's newest result, in no particular order."""
-    parts = part_files(folder)
-    if not parts:
-        return RESULT_SCHEMA.empty_table()
-    table = pa.concat_tables([pq.read_table(part, schema=RESULT_SCHEMA) for part in parts])
-    order = pa.array(range(len(table)), pa.int64())
-    table = table.append_column("_order", order)
-    newest = table.group_by("row_id").aggregate([("_order", "max")])
-    keep = pc.is_in(table["_order"], value_set=newest["_order_max"])
-    return table.filter(keep).drop_columns(["_order"])
-
-
-def finished_ids(results: pa.Table, retry_errors: bool) -> set[str]:
-    """Rows a rerun skips: all of them, or only the successful ones with --retry-errors."""
-    if retry_errors:
-        results = results.filter(pc.is_null(results["error"]))
-    return set(results["row_id"].to_pylist())
-
-
-def check_manifest(folder: Path, manifest: dict, overwrite: bool) -> None:
-    """Refuses to mix two different jobs' results in one progress folder."""
-    path = folder / MANIFEST
-    if path.exists():
-        previous = json.loads(path.read_text())
-        clashes = {key: previous.get(key) for key, value in manifest.items() if previous.get(key) != value}
-        if clashes and not overwrite:
-            raise ValueError(
-                f"{folder} holds results of another job ({clashes}); pass --overwrite to start over, or choose "
-                "another --config / --output-column"
-            )
-        if clashes:
-            for part in part_files(folder):
-                part.unlink()
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-
-
-# ---- ocr_core/hub.py ----
-UPLOAD_ATTEMPTS = 5
-UPLOAD_BACKOFF_S = 15.0
-T = TypeVar("T")
-
-
-class HubClient(Protocol):
-    def create_repo(self, repo_id: str, private: bool) -> None: ...
-
-    def list_files(self, repo_id: str) -> list[str]: ...
-
-    def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path: ...
-
-    def commit(
-        self,
-        repo_id: str,
-        add: Mapping[str, Path],
-        delete: Sequence[str],
-        message: str,
-        create_pr: bool = False,
-    ) -> str: ...
-
-
-class HfHub:
-    """HubClient over `huggingface_hub.HfApi`, dataset repos only."""
-
-    def __init__(self, token: str | None) -> None:
-        from huggingface_hub import HfApi
-
-        self.api = HfApi(token=token)
-
-    def create_repo(self, repo_id: str, private: bool) -> None:
-        self.api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-
-    def list_files(self, repo_id: str) -> list[str]:
-        from huggingface_hub.errors import RepositoryNotFoundError
-
-        try:
-            return self.api.list_repo_files(repo_id, repo_type="dataset")
-        except RepositoryNotFoundError:
-            return []
-
-    def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path:
-        return Path(self.api.hf_hub_download(repo_id, path_in_repo, repo_type="dataset", local_dir=str(local_dir)))
-
-    def commit(
-        self,
-        repo_id: str,
-        add: Mapping[str, Path],
-        delete: Sequence[str],
-        message: str,
-        create_pr: bool = False,
-    ) -> str:
-        from huggingface_hub import CommitOperationAdd, CommitOperationDelete
-
-        operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in add.items()]
-        operations += [CommitOperationDelete(path_in_repo=name) for name in delete]
-        info = self.api.create_commit(
-            repo_id, operations, commit_message=message, repo_type="dataset", create_pr=create_pr
-        )
-        return info.pr_url or info.commit_url
-
-
-def with_retries(action: Callable[[], T], what: str, attempts: int = UPLOAD_ATTEMPTS) -> T:
-    """Retries Hub calls with backoff: a network blip must not cost the results of a long job."""
-    for attempt in range(1, attempts):
-        try:
-            return action()
-        except Exception as exc:
-            delay = UPLOAD_BACKOFF_S * 2 ** (attempt - 1)
-            say(f"{what} failed ({type(exc).__name__}: {exc}); retrying in {delay:.0f} s")
-            time.sleep(delay)
-    return action()
-
-
-# ---- ocr_core/output.py ----
-PROGRESS_ROOT = ".ocr-progress"
-UPLOAD_EVERY_S = 300.0
-
-
-def is_local_output(spec: str) -> bool:
-    return spec.startswith((".", "/", "~")) or Path(spec).expanduser().exists()
-
-
-@dataclass
-class Destination:
-    spec: str
-    split: str
-    config: str | None
-    hub: HubClient | None
-    private: bool = False
-    create_pr: bool = False
-    work_root: Path | None = None
-
-    @property
-    def local(self) -> bool:
-        return self.hub is None
-
-    @property
-    def root(self) -> Path:
-        """The local folder that holds (or mirrors) the output."""
-        if self.local:
-            return Path(self.spec).expanduser()
-        base = self.work_root or Path(os.environ.get("OCR_WORK_DIR", Path(tempfile.gettempdir()) / "ocr-work"))
-        return base / self.spec.replace("/", "__")
-
-    @property
-    def progress_prefix(self) -> str:
-        return f"{PROGRESS_ROOT}/{self.config or 'default'}/{self.split}"
-
-    @property
-    def progress_dir(self) -> Path:
-        return self.root / self.progress_prefix
-
-    @property
-    def data_prefix(self) -> str:
-        return self.config or "data"
-
-    def describe(self) -> str:
-        return str(self.root) if self.local else f"https://huggingface.co/datasets/{self.spec}"
-
-    def pull_progress(self) -> int:
-        """Fetches parts an earlier job pushed to the Hub; returns how many were new here."""
-        if self.local:
-            return 0
-        self.progress_dir.mkdir(parents=True, exist_ok=True)
-        names = [name for name in self.hub.list_files(self.spec) if name.startswith(self.progress_prefix + "/")]
-        fetched = 0
-        for name in names:
-            if name.endswith((".parquet", MANIFEST)) and not (self.root / name).exists():
-                self.hub.download(self.spec, name, self.root)
-                fetched += 1
-        return fetched
-
-    def push_parts(self, parts: list[Path]) -> None:
-        if self.local or self.create_pr or not parts:
-            return
-        files = {part.relative_to(self.root).as_posix(): part for part in parts}
-        manifest = self.progress_dir / MANIFEST
-        if manifest.exists():
-            files[f"{self.progress_prefix}/{MANIFEST}"] = manifest
-        with_retries(
-            lambda: self.hub.commit(self.spec, files, [], f"OCR progress: {len(files)} part(s)"),
-            "uploading progress",
-        )
-
-    def existing_card(self) -> str | None:
-        if self.local:
-            path = self.root / "README.md"
-            return path.read_text() if path.exists() else None
-        if "README.md" not in self.hub.list_files(self.spec):
-            return None
-        with tempfile.TemporaryDirectory() as folder:
-            return self.hub.download(self.spec, "README.md", Path(folder)).read_text()
-
-    def existing_data_files(self) -> list[str]:
-        prefix = f"{self.data_prefix}/{self.split}-"
-        if self.local:
-            folder = self.root / self.data_prefix
-            names = [f"{self.data_prefix}/{p.name}" for p in folder.glob(f"{self.split}-*.parquet")]
-            return sorted(names)
-        return sorted(name for name in self.hub.list_files(self.spec) if name.startswith(prefix))
-
-    def publish(self, files: dict[str, Path], card: str, message: str) -> str:
-        """Replaces this split's data files and the card in one step (one commit on the Hub)."""
-        stale = [name for name in self.existing_data_files() if name not in files]
-        if self.local:
-            for name in stale:
-                (self.root / name).unlink()
-            for name, path in files.items():
-                (self.root / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(str(path), self.root / name)
-            (self.root / "README.md").write_text(card)
-            return str(self.root)
-        with tempfile.TemporaryDirectory() as folder:
-            card_path = Path(folder) / "README.md"
-            card_path.write_text(card)
-            add = {**files, "README.md": card_path}
-            return with_retries(
-                lambda: self.hub.commit(self.spec, add, stale, message, create_pr=self.create_pr),
-                "publishing",
-            )
-
-
-class PartUploader:
-    """Mirrors new progress parts to the Hub from a background thread, a commit every `every_s` seconds.
-
-    Uploads never block the driver; a failed upload keeps its parts queued for the next try and the final flush.
-    """
-
-    def __init__(self, destination: Destination, every_s: float = UPLOAD_EVERY_S) -> None:
-        self.destination = destination
-        self.every_s = every_s
-        self.incoming: queue.Queue[Path] = queue.Queue()
-        self.pending: list[Path] = []
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.loop, name="uploader", daemon=True)
-        self.active = not destination.local and not destination.create_pr
-
-    def start(self) -> None:
-        if self.active:
-            self.thread.start()
-
-    def add(self, part: os.PathLike) -> None:
-        if self.active:
-            self.incoming.put(Path(part))
-
-    def loop(self) -> None:
-        while not self.stopping.wait(self.every_s):
-            self.upload_pending()
-
-    def upload_pending(self) -> None:
-        while not self.incoming.empty():
-            self.pending.append(self.incoming.get())
-        if not self.pending:
-            return
-        batch = list(self.pending)
-        try:
-            self.destination.push_parts(batch)
-        except Exception as exc:
-            say(f"progress upload failed, will retry: {type(exc).__name__}: {exc}")
-            return
-        self.pending = [part for part in self.pending if part not in batch]
-
-    def close(self) -> None:
-        """Stops the thread and uploads whatever is left, with retries; raises if the Hub stays unreachable."""
-        if not self.active:
-            return
-        self.stopping.set()
-        if self.thread.is_alive():
-            self.thread.join()
-        while not self.incoming.empty():
-            self.pending.append(self.incoming.get())
-        started = time.monotonic()
-        self.destination.push_parts(self.pending)
-        if self.pending:
-            say(f"uploaded {len(self.pending)} progress part(s) in {time.monotonic() - started:.1f} s")
-        self.pending = []
 
 
 # ---- ocr_core/assemble.py ----
@@ -1498,97 +2071,6 @@ def info_values(previous: list[str | None] | None, entry: dict[str, Any], count:
     return values
 
 
-# ---- ocr_core/card.py ----
-JOB_FLAVOR_ENV = ("ACCELERATOR", "JOB_FLAVOR")
-
-
-@dataclass(frozen=True)
-class CardFacts:
-    source: str
-    split: str
-    config: str | None
-    data_prefix: str
-    model: str
-    script: str
-    image: str
-    mode: str
-    command: str
-    output_column: str
-    error_column: str
-    rows: int
-    errors: int
-    pages_per_s: float
-    tokens_per_s: float
-    window: int
-
-
-def split_front_matter(card: str | None) -> tuple[dict, str]:
-    if not card or not card.startswith("---"):
-        return {}, card or ""
-    _, header, body = card.split("---", 2)
-    return (yaml.safe_load(header) or {}), body
-
-
-def merged_configs(existing: list[dict], facts: CardFacts) -> list[dict]:
-    name = facts.config or "default"
-    entry = next((config for config in existing if config.get("config_name") == name), None)
-    if entry is None:
-        entry = {"config_name": name, "data_files": []}
-        existing = [*existing, entry]
-    files = [item for item in entry.get("data_files", []) if item.get("split") != facts.split]
-    entry["data_files"] = [*files, {"split": facts.split, "path": f"{facts.data_prefix}/{facts.split}-*"}]
-    return existing
-
-
-def job_line() -> str:
-    if not os.environ.get("JOB_ID"):
-        return ""
-    flavor = next((os.environ[name] for name in JOB_FLAVOR_ENV if os.environ.get(name)), "unknown flavor")
-    return f"Produced on [Hugging Face Jobs](https://huggingface.co/docs/huggingface_hub/guides/jobs) ({flavor}).\n\n"
-
-
-def render_card(existing: str | None, facts: CardFacts) -> str:
-    meta, _ = split_front_matter(existing)
-    meta["configs"] = merged_configs(meta.get("configs") or [], facts)
-    tags = set(meta.get("tags") or []) | {"ocr", "document-processing", "vllm", "uv-script", "generated"}
-    meta["tags"] = sorted(tags)
-    config_arg = f', "{facts.config}"' if facts.config else ""
-    body = f"""
-# OCR of {facts.source}
-
-{job_line()}Text extracted from the `{facts.split}` split of {facts.source} with \
-[{facts.model}](https://huggingface.co/{facts.model}), served by vLLM (`{facts.image}`, {facts.mode} mode).
-
-| | |
-|---|---|
-| rows | {facts.rows} |
-| rows with an error | {facts.errors} |
-| throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
-| pages in flight (final window) | {facts.window} |
-
-Columns: every input column, `{facts.output_column}` (the model's text), `{facts.error_column}` (empty, or why the row
-has no trustworthy text: unreadable image, rejected request, repetition loop) and `inference_info` (a JSON list
-with one entry per model run over these rows).
-
-```python
-from datasets import load_dataset
-
-ds = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
-failed = ds.filter(lambda row: row["{facts.error_column}"] is not None)
-```
-
-## Reproduce
-
-```bash
-{facts.command}
-```
-
-Rerunning the same command resumes: rows already done are skipped; `--retry-errors` retries the failed ones.
-Made with `{facts.script}`.
-"""
-    return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{body}"
-
-
 # ---- ocr_core/cli.py ----
 SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
 DEFAULT_SERVER = "http://127.0.0.1:8000"
@@ -1665,6 +2147,10 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--image-column", default="image", help="column holding the page images (default: image)")
     group.add_argument("--split", default="train", help="split to process (default: train)")
     group.add_argument("--input-config", help="config (subset) of the input dataset")
+    group.add_argument(
+        "--input-revision",
+        help="commit of a Hub input to read (default: the one the job first ran on, else the newest)",
+    )
     group.add_argument("--id-column", help="column with a unique row id (default: split and row index)")
     group.add_argument("--max-samples", type=int, help="process at most this many rows")
     group.add_argument("--shuffle", action="store_true", help="shuffle rows before --max-samples")
@@ -1681,7 +2167,17 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--config", help="write the results as this config (subset) of the output dataset")
     group.add_argument("--create-pr", action="store_true", help="publish to the Hub as a pull request")
     group.add_argument("--private", action="store_true", help="create the output repo as private")
-    group.add_argument("--overwrite", action="store_true", help="replace existing output columns or progress")
+    group.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace existing output columns, results made with other settings (here and on the Hub), or a "
+        "foreign dataset at OUTPUT",
+    )
+    group.add_argument(
+        "--take-over",
+        action="store_true",
+        help="start although another run's lease on this output has not expired (after that run was killed)",
+    )
     group.add_argument("--retry-errors", action="store_true", help="on a rerun, retry rows that failed before")
     group.add_argument("--finalize", action="store_true", help="only publish what all shards have written")
     group.add_argument("--hf-token", help="Hub token (default: the HF_TOKEN environment variable or your login)")
@@ -1759,44 +2255,430 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
     return args
 
 
-# ---- ocr_core/answers.py ----
-@dataclass(frozen=True)
-class Verdict:
-    resample: bool
-    text: str | None = None
-    extra: str | None = None
-    error: str | None = None
+# ---- ocr_core/job.py ----
+WORK_DIR_ENV = "OCR_WORK_DIR"
 
 
-def requested_sampling(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
-    """The card's sampling with the command line's temperature and max_tokens on top."""
-    sampling = {**facts.sampling, "temperature": args.temperature}
-    if args.max_tokens is not None:
-        sampling["max_tokens"] = args.max_tokens
-    if args.ignore_eos:
-        sampling["ignore_eos"] = True
-    return sampling
+class UsageError(ValueError):
+    """The command cannot work as written; the message says what to change."""
 
 
-def judge(
-    text: str, finish_reason: str | None, facts: ModelFacts, args: argparse.Namespace, resampled: bool, attempts: int
-) -> Verdict:
-    """A loop is retried once at the card's other temperature; a loop that stays is kept trimmed and flagged.
+@dataclass
+class Job:
+    args: argparse.Namespace
+    facts: ModelFacts
+    script: str
+    mode: str
+    argv: list[str]
+    destination: Destination
+    source: Source
+    columns: Columns
+    skip: set[str]
+    locks: LocalLocks
+    lease: Lease | None
+    run_id: str
+    started: float = field(default_factory=time.monotonic)
 
-    With --ignore-eos every page runs to max_tokens on purpose (benchmarks), so nothing there is a loop.
-    """
-    loop = repeated_tail(text) if finish_reason == "length" and not args.ignore_eos else None
-    if loop and facts.retry_temperature is not None and not resampled:
-        return Verdict(resample=True)
-    parsed = facts.parse(text, args)
-    error = None
-    if loop:
-        error = (
-            f"repetition loop: output hit max_tokens repeating {loop.unit[:40]!r} {loop.count} times "
-            f"after {attempts} attempt(s); text holds the trimmed output"
+    @property
+    def todo(self) -> int:
+        return sum(row_id not in self.skip for row_id in self.source.owned())
+
+
+def hub_token(args: argparse.Namespace) -> str | None:
+    return args.hf_token or os.environ.get("HF_TOKEN")
+
+
+def open_destination(args: argparse.Namespace, hub: HubClient | None) -> Destination:
+    """The output, refused before anything is written when it is a folder that must not be written over."""
+    if is_local_output(args.output):
+        reason = unsafe_local_output(args.output, args.input)
+        if reason:
+            raise UsageError(reason)
+        return Destination(args.output, args.split, args.config, None)
+    if args.output.count("/") != 1:
+        raise UsageError(
+            f"OUTPUT {args.output!r} is neither a local folder (start it with ./ or /) nor a Hub id (namespace/name)"
         )
-    extra = json.dumps(dict(parsed.extra), ensure_ascii=False) if parsed.extra else None
-    return Verdict(False, parsed.text, extra, error)
+    client = hub or HfHub(hub_token(args))
+    with_retries(lambda: client.create_repo(args.output, args.private), "creating the output repo")
+    work_dir = Path(os.environ[WORK_DIR_ENV]) if os.environ.get(WORK_DIR_ENV) else None
+    return Destination(args.output, args.split, args.config, client, args.private, args.create_pr, work_dir)
+
+
+def input_revision(args: argparse.Namespace, previous: dict | None, hub: HubClient | None) -> str | None:
+    """The commit of a Hub input this run reads: the one asked for, else the one the job began on, else the newest."""
+    if Path(args.input).expanduser().exists():
+        return None
+    if args.input_revision:
+        return args.input_revision
+    if previous and previous.get("input") == args.input and previous.get("input_revision"):
+        return previous["input_revision"]
+    client = hub or HfHub(hub_token(args))
+    return with_retries(lambda: client.input_revision(args.input), "reading the input's revision")
+
+
+def claim_lease(destination: Destination, listing: list[str], run_id: str, args: argparse.Namespace) -> Lease | None:
+    """Refuses to start beside a live run of an overlapping slice on another machine (a Hub output only)."""
+    if destination.local:
+        return None
+    lease = Lease.new(run_id, lease_key(args.shard), lease_ttl(args.upload_every))
+    if not args.take_over:
+        taken = conflicts(destination.leases(listing), lease, time.time())
+        if taken:
+            raise LeaseTaken(taken_message(taken[0].describe(), destination.where()))
+    return lease
+
+
+def confirm_lease(destination: Destination, lease: Lease | None, take_over: bool) -> None:
+    """After writing our lease: of two runs that started at once, the later one steps back."""
+    if lease is None or take_over:
+        return
+    live = conflicts(destination.leases(destination.listing()), lease, time.time())
+    rival = next((other for other in live if yields_to(lease, other)), None)
+    if rival is not None:
+        destination.push({}, [f"{destination.progress_prefix}/{lease.file_name}"], "OCR progress: lease given up")
+        raise LeaseTaken(taken_message(rival.describe(), destination.where()))
+
+
+def check_ownership(destination: Destination, listing: list[str], overwrite: bool) -> None:
+    """Refuses an OUTPUT that holds files or configs no run of ours wrote, unless --overwrite."""
+    if overwrite:
+        return
+    owned = owned_configs(listing)
+    meta, _ = split_front_matter(destination.existing_card()) if "README.md" in listing else ({}, "")
+    configs = [entry.get("config_name") for entry in meta.get("configs") or [] if isinstance(entry, dict)]
+    foreign_configs = sorted(str(name) for name in configs if name not in owned)
+    files = foreign_files(listing, owned)
+    if files or foreign_configs:
+        raise UsageError(foreign_message(destination.describe(), files, foreign_configs))
+
+
+def prepare_job(
+    args: argparse.Namespace, facts: ModelFacts, script: str, mode: str, argv: list[str], hub: HubClient | None
+) -> Job:
+    started = time.monotonic()
+    run_id = new_run_id()
+    destination = open_destination(args, hub)
+    check_ownership(destination, destination.listing(), args.overwrite)
+    locks = LocalLocks(destination.progress_dir, lease_key(args.shard))
+    locks.acquire(destination.where())
+    try:
+        return settle(args, facts, script, mode, argv, hub, destination, locks, run_id, started)
+    except BaseException:
+        locks.release()
+        raise
+
+
+def settle(
+    args: argparse.Namespace,
+    facts: ModelFacts,
+    script: str,
+    mode: str,
+    argv: list[str],
+    hub: HubClient | None,
+    destination: Destination,
+    locks: LocalLocks,
+    run_id: str,
+    started: float,
+) -> Job:
+    listing = destination.listing()
+    lease = claim_lease(destination, listing, run_id, args)
+    previous = destination.fetch_manifest(listing)
+    revision = input_revision(args, previous, hub)
+    source = load_source(
+        args.input, args.split, args.image_column, args.input_config, args.id_column, args.max_samples,
+        args.shuffle, args.seed, args.shard, revision,
+    )  # fmt: skip
+    columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns))
+    clashing = collisions(source, columns)
+    if clashing and not args.overwrite:
+        raise UsageError(
+            f"{args.input} already has column(s) {clashing}; pass --overwrite to replace them, "
+            "or --output-column / --error-column to write elsewhere"
+        )
+    manifest = fingerprint(args, facts, script, revision)
+    changed = differences(previous, manifest) if previous else []
+    if changed and not args.overwrite:
+        raise UsageError(mismatch_message(destination.where(), previous, manifest, changed))
+    if changed:
+        say(f"--overwrite: removing the results made another way ({', '.join(changed)} differ)")
+        destination.discard_progress(listing)
+    start_progress(destination, manifest, lease, args.take_over)
+    fetched = destination.pull_progress()
+    if fetched:
+        say(f"fetched {fetched} progress file(s) from {destination.describe()}")
+    skip = finished_ids(read_results(destination.progress_dir, ["error"]), args.retry_errors)
+    job = Job(args, facts, script, mode, argv, destination, source, columns, skip, locks, lease, run_id, started)
+    owned = source.owned()
+    shard = f" (shard {args.shard[0]}/{args.shard[1]}: {len(owned)} of them)" if args.shard else ""
+    todo = 0 if args.finalize else job.todo
+    say(f"{len(source.ids)} row(s) selected from {args.input}{shard}; {len(owned) - todo} already done, {todo} to do")
+    return job
+
+
+def start_progress(destination: Destination, manifest: dict, lease: Lease | None, take_over: bool) -> None:
+    """Writes the manifest (and, on the Hub, the lease) before the first result, in one commit."""
+    path = write_manifest(destination.progress_dir, manifest)
+    if destination.local:
+        return
+    files = {destination.in_repo(path): path}
+    if lease is not None:
+        files[f"{destination.progress_prefix}/{lease.file_name}"] = write_lease(destination, lease)
+    destination.push(files, [], "OCR progress: manifest and lease")
+    if destination.create_pr:
+        say(
+            "--create-pr: the dataset opens as a pull request at the end; progress goes to the main branch "
+            f"({destination.progress_prefix}/), where a rerun finds it"
+        )
+    confirm_lease(destination, lease, take_over)
+
+
+# ---- ocr_core/offline.py ----
+SERVER_ONLY_FLAGS = {
+    "--default-chat-template-kwargs": 1,
+    "--served-model-name": 1,
+    "--host": 1,
+    "--port": 1,
+    "--api-server-count": 1,
+    "--trust-request-chat-template": 0,
+}
+
+
+class NoGpu(RuntimeError):
+    """The offline recipe cannot run here; the message names the command that can."""
+
+
+def engine_flags(serve_args: Sequence[str]) -> list[str]:
+    """SERVE_ARGS without the flags that only the HTTP server understands."""
+    kept: list[str] = []
+    skip = 0
+    for arg in serve_args:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in SERVER_ONLY_FLAGS:
+            skip = 0 if "=" in arg else SERVER_ONLY_FLAGS[name]
+            continue
+        kept.append(arg)
+    return kept
+
+
+def engine_kwargs(serve_args: Sequence[str]) -> dict[str, Any]:
+    """`LLM(...)` keyword arguments meaning exactly what the serve flags mean, via vLLM's own parser."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        from vllm.utils import FlexibleArgumentParser
+
+    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+    defaults = vars(parser.parse_args([]))
+    given = vars(parser.parse_args(engine_flags(serve_args)))
+    return {key: value for key, value in given.items() if value != defaults.get(key)}
+
+
+def check_gpu(job_command: str) -> None:
+    """Offline recipes need a GPU, except on vLLM's CPU build (which the tests use)."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu() or current_platform.is_cuda_alike():
+        return
+    raise NoGpu(
+        "no GPU found, and this recipe runs the vLLM engine in-process. Run it on HF Jobs:\n"
+        f"  {job_command}\nor use the -server twin against an endpoint that is already running (--server URL)."
+    )
+
+
+class OfflineRunner:
+    def __init__(
+        self, llm: Any, facts: ModelFacts, args: argparse.Namespace, log: ProgressLog, progress: Progress
+    ) -> None:
+        from vllm import SamplingParams
+
+        self.llm = llm
+        self.facts = facts
+        self.args = args
+        self.log = log
+        self.progress = progress
+        self.sampling = offline_sampling(llm, facts, args)
+        self.resampling = (
+            SamplingParams(**{**self.sampling, "temperature": facts.retry_temperature})
+            if facts.retry_temperature is not None
+            else None
+        )
+        self.params = SamplingParams(**self.sampling)
+
+    def run(self, rows: Iterator[RowInput], batch_size: int) -> None:
+        """Prepares the next batch's images in threads while the engine works on the current one."""
+        try:
+            with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="prep") as prep:
+                upcoming = self.submit(rows, batch_size, prep)
+                while upcoming:
+                    current, upcoming = upcoming, self.submit(rows, batch_size, prep)
+                    self.process([(row, future.result()) for row, future in current])
+        finally:
+            self.log.flush()
+
+    def submit(self, rows: Iterator[RowInput], size: int, prep: ThreadPoolExecutor) -> list[tuple[RowInput, Future]]:
+        return [(row, prep.submit(self.prepare, row)) for _, row in zip(range(size), rows)]
+
+    def prepare(self, row: RowInput) -> PreparedImage | BadImage:
+        try:
+            return prepare_image(cell_bytes(row.cell), self.facts.max_side, self.facts.max_pixels, verify=True)
+        except BadImage as exc:
+            return exc
+
+    def process(self, batch: list[tuple[RowInput, PreparedImage | BadImage]]) -> None:
+        good: list[tuple[RowInput, PreparedImage]] = []
+        for row, image in batch:
+            if isinstance(image, BadImage):
+                self.record(RowResult(row.index, row.row_id, error=f"bad image: {image}"))
+            else:
+                good.append((row, image))
+        if good:
+            self.generate(good, self.params, resampled=False)
+
+    def generate(self, items: list[tuple[RowInput, PreparedImage]], params: Any, resampled: bool) -> None:
+        """One `LLM.chat` call; a failing batch is split in halves down to the page that fails alone."""
+        started = time.monotonic()
+        try:
+            outputs = self.llm.chat(
+                [self.messages(image) for _, image in items],
+                params,
+                use_tqdm=False,
+                chat_template_kwargs=self.facts.request_extras.get("chat_template_kwargs"),
+            )
+        except Exception as exc:
+            if "EngineDead" in type(exc).__name__:
+                raise JobFailed(f"the vLLM engine died: {exc}") from exc
+            if len(items) == 1:
+                row = items[0][0]
+                self.record(RowResult(row.index, row.row_id, error=f"engine rejected the page: {exc}"[:500]))
+                return
+            middle = len(items) // 2
+            self.generate(items[:middle], params, resampled)
+            self.generate(items[middle:], params, resampled)
+            return
+        seconds = (time.monotonic() - started) / len(items)
+        loops = []
+        for (row, image), output in zip(items, outputs):
+            completion = output.outputs[0]
+            verdict = judge(completion.text, completion.finish_reason, self.facts, self.args, resampled, 1 + resampled)
+            if verdict.resample and self.resampling is not None:
+                loops.append((row, image))
+                continue
+            result = RowResult(row.index, row.row_id, verdict.text, verdict.error, completion.finish_reason)
+            result.prompt_tokens = len(output.prompt_token_ids or [])
+            result.completion_tokens = len(completion.token_ids)
+            result.attempts, result.seconds, result.extra = 1 + resampled, seconds, verdict.extra
+            self.record(result)
+        if loops:
+            self.generate(loops, self.resampling, resampled=True)
+
+    def messages(self, image: PreparedImage) -> list[dict]:
+        return [{"role": "user", "content": self.facts.build_content(image.content_part(), self.args)}]
+
+    def record(self, result: RowResult) -> None:
+        self.log.add(result)
+        loop = result.error is not None and result.error.startswith("repetition loop")
+        self.progress.record(result.error, loop, result.finish_reason, result.prompt_tokens, result.completion_tokens)
+        if result.error is not None and self.args.verbose:
+            say(f"{result.row_id}: {result.error}")
+
+
+def offline_sampling(llm: Any, facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
+    """The server's sampling rule: the model's generation_config defaults, then the recipe's, then the CLI's."""
+    return {**llm.llm_engine.model_config.get_diff_sampling_param(), **requested_sampling(facts, args)}
+
+
+def stdout_to_stderr() -> TextIO:
+    """Points file descriptor 1 at stderr for the rest of the process and returns a stream on the real stdout.
+
+    vLLM's engine processes inherit fd 1 and log to it until (and while) they shut down at exit; stdout must carry
+    only the final summary line, which goes through the returned stream.
+    """
+    sys.stdout.flush()
+    summary = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    return summary
+
+
+def open_llm(facts: ModelFacts, args: argparse.Namespace, job_command: str) -> Any:
+    """Builds the engine from SERVE_ARGS; the FlashInfer sampler needs nvcc, which the vLLM images lack."""
+    os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+    check_gpu(job_command)
+    from vllm import LLM
+
+    kwargs = engine_kwargs([*facts.serve_args, *shlex.split(args.extra_serve_args)])
+    kwargs["max_model_len"] = args.max_model_len
+    say(f"building the engine: LLM(model={args.model!r}, {', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+    try:
+        return LLM(model=args.model, **kwargs)
+    except Exception as exc:
+        raise JobFailed(
+            f"the vLLM engine could not be built: {type(exc).__name__}: {exc}. Flags passed with "
+            "--extra-serve-args replace the recipe's flags of the same name."
+        ) from exc
+
+
+# ---- ocr_core/window.py ----
+class Window:
+    """An asyncio gate whose limit can move while pages are in flight."""
+
+    def __init__(self, limit: int, cap: int, adaptive: bool = False, target_waiting: int = 4) -> None:
+        self.cap = max(1, cap)
+        self.limit = max(1, min(limit, self.cap))
+        self.adaptive = adaptive
+        self.target_waiting = target_waiting
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.peak_limit = self.limit
+        self._changed = asyncio.Condition()
+
+    async def acquire(self) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.in_flight < self.limit)
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    async def release(self, waiting: float | None, running: float | None = None, acknowledged: bool = True) -> None:
+        """Frees a slot; an acknowledged page (a result came back) may move the limit."""
+        async with self._changed:
+            self.in_flight -= 1
+            if acknowledged:
+                self._adapt(waiting, running)
+            self._changed.notify_all()
+
+    def _adapt(self, waiting: float | None, running: float | None) -> None:
+        """Grows by one per returned page (doubling per round trip) while the engine takes every page it gets.
+
+        Two signs say more pages would only queue: pages waiting in the engine's scheduler, and pages in flight
+        that the engine has not even seen yet (held up in the API server's image preprocessing, the usual limit
+        on fast GPUs). A short queue holds the limit; a long one shrinks it. `waiting` is None when the server
+        exposes no gauges: then only the cap bounds growth.
+        """
+        if not self.adaptive:
+            return
+        if waiting is None:
+            backlog = 0.0
+        else:
+            unseen = self.in_flight - waiting - running if running is not None else 0.0
+            backlog = waiting + max(0.0, unseen)
+        tolerance = max(self.target_waiting, self.limit // 8)
+        if backlog == 0:
+            self.limit = min(self.cap, self.limit + 1)
+        elif backlog > 2 * tolerance:
+            self.limit = max(1, self.limit - 1)
+        self.peak_limit = max(self.peak_limit, self.limit)
+
+    async def set_cap(self, cap: int) -> None:
+        """A lower cap stops admissions until pages in flight drain below it; nothing in flight is cancelled."""
+        async with self._changed:
+            self.cap = max(1, cap)
+            self.limit = min(self.limit, self.cap)
+            self._changed.notify_all()
 
 
 # ---- ocr_core/pump.py ----
@@ -1845,7 +2727,6 @@ class Pump:
         log: ProgressLog,
         progress: Progress,
         recover: Recover,
-        on_part: Callable[[os.PathLike], None] | None = None,
         guard: MemoryGuard | None = None,
     ) -> None:
         self.target = target
@@ -1856,7 +2737,6 @@ class Pump:
         self.log = log
         self.progress = progress
         self.recover = recover
-        self.on_part = on_part
         self.guard = guard
         self.cap_logged = 0.0
         self.waiting: float | None = None
@@ -1879,7 +2759,7 @@ class Pump:
                     for task in tasks:
                         task.cancel()
                     await asyncio.gather(watcher, *tasks, return_exceptions=True)
-                    self.record_part(self.log.flush())
+                    self.log.flush()
 
     async def feed(
         self,
@@ -1912,7 +2792,7 @@ class Pump:
         acknowledged = False
         try:
             result, acknowledged = await self.complete(row, client, prep)
-            self.record_part(self.log.add(result))
+            self.log.add(result)
             if result.error is not None and self.args.verbose:
                 say(f"{row.row_id}: {result.error}")
             loop = result.error is not None and result.error.startswith("repetition loop")
@@ -1922,10 +2802,6 @@ class Pump:
         finally:
             await self.window.release(self.waiting, self.running, acknowledged)
             self.progress.show(self.window.in_flight, self.window.limit)
-
-    def record_part(self, part: os.PathLike | None) -> None:
-        if part is not None and self.on_part is not None:
-            self.on_part(part)
 
     async def complete(
         self, row: RowInput, client: httpx.AsyncClient, prep: ThreadPoolExecutor
@@ -2164,216 +3040,63 @@ class Engine:
             self.spawned.stop()
 
 
-# ---- ocr_core/offline.py ----
-SERVER_ONLY_FLAGS = {
-    "--default-chat-template-kwargs": 1,
-    "--served-model-name": 1,
-    "--host": 1,
-    "--port": 1,
-    "--api-server-count": 1,
-    "--trust-request-chat-template": 0,
-}
-
-
-class NoGpu(RuntimeError):
-    """The offline recipe cannot run here; the message names the command that can."""
-
-
-def engine_flags(serve_args: Sequence[str]) -> list[str]:
-    """SERVE_ARGS without the flags that only the HTTP server understands."""
-    kept: list[str] = []
-    skip = 0
-    for arg in serve_args:
-        if skip:
-            skip -= 1
-            continue
-        name = arg.split("=", 1)[0]
-        if name in SERVER_ONLY_FLAGS:
-            skip = 0 if "=" in arg else SERVER_ONLY_FLAGS[name]
-            continue
-        kept.append(arg)
-    return kept
-
-
-def engine_kwargs(serve_args: Sequence[str]) -> dict[str, Any]:
-    """`LLM(...)` keyword arguments meaning exactly what the serve flags mean, via vLLM's own parser."""
-    from vllm.engine.arg_utils import EngineArgs
-
-    try:
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
-    except ImportError:
-        from vllm.utils import FlexibleArgumentParser
-
-    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
-    defaults = vars(parser.parse_args([]))
-    given = vars(parser.parse_args(engine_flags(serve_args)))
-    return {key: value for key, value in given.items() if value != defaults.get(key)}
-
-
-def check_gpu(job_command: str) -> None:
-    """Offline recipes need a GPU, except on vLLM's CPU build (which the tests use)."""
-    from vllm.platforms import current_platform
-
-    if current_platform.is_cpu() or current_platform.is_cuda_alike():
-        return
-    raise NoGpu(
-        "no GPU found, and this recipe runs the vLLM engine in-process. Run it on HF Jobs:\n"
-        f"  {job_command}\nor use the -server twin against an endpoint that is already running (--server URL)."
-    )
-
-
-class OfflineRunner:
-    def __init__(
-        self, llm: Any, facts: ModelFacts, args: argparse.Namespace, log: ProgressLog, progress: Progress
-    ) -> None:
-        from vllm import SamplingParams
-
-        self.llm = llm
-        self.facts = facts
-        self.args = args
-        self.log = log
-        self.progress = progress
-        self.sampling = offline_sampling(llm, facts, args)
-        self.resampling = (
-            SamplingParams(**{**self.sampling, "temperature": facts.retry_temperature})
-            if facts.retry_temperature is not None
-            else None
-        )
-        self.params = SamplingParams(**self.sampling)
-
-    def run(self, rows: Iterator[RowInput], batch_size: int) -> None:
-        """Prepares the next batch's images in threads while the engine works on the current one."""
-        try:
-            with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="prep") as prep:
-                upcoming = self.submit(rows, batch_size, prep)
-                while upcoming:
-                    current, upcoming = upcoming, self.submit(rows, batch_size, prep)
-                    self.process([(row, future.result()) for row, future in current])
-        finally:
-            self.log.flush()
-
-    def submit(self, rows: Iterator[RowInput], size: int, prep: ThreadPoolExecutor) -> list[tuple[RowInput, Future]]:
-        return [(row, prep.submit(self.prepare, row)) for _, row in zip(range(size), rows)]
-
-    def prepare(self, row: RowInput) -> PreparedImage | BadImage:
-        try:
-            return prepare_image(cell_bytes(row.cell), self.facts.max_side, self.facts.max_pixels, verify=True)
-        except BadImage as exc:
-            return exc
-
-    def process(self, batch: list[tuple[RowInput, PreparedImage | BadImage]]) -> None:
-        good: list[tuple[RowInput, PreparedImage]] = []
-        for row, image in batch:
-            if isinstance(image, BadImage):
-                self.record(RowResult(row.index, row.row_id, error=f"bad image: {image}"))
-            else:
-                good.append((row, image))
-        if good:
-            self.generate(good, self.params, resampled=False)
-
-    def generate(self, items: list[tuple[RowInput, PreparedImage]], params: Any, resampled: bool) -> None:
-        """One `LLM.chat` call; a failing batch is split in halves down to the page that fails alone."""
-        started = time.monotonic()
-        try:
-            outputs = self.llm.chat(
-                [self.messages(image) for _, image in items],
-                params,
-                use_tqdm=False,
-                chat_template_kwargs=self.facts.request_extras.get("chat_template_kwargs"),
-            )
-        except Exception as exc:
-            if "EngineDead" in type(exc).__name__:
-                raise JobFailed(f"the vLLM engine died: {exc}") from exc
-            if len(items) == 1:
-                row = items[0][0]
-                self.record(RowResult(row.index, row.row_id, error=f"engine rejected the page: {exc}"[:500]))
-                return
-            middle = len(items) // 2
-            self.generate(items[:middle], params, resampled)
-            self.generate(items[middle:], params, resampled)
-            return
-        seconds = (time.monotonic() - started) / len(items)
-        loops = []
-        for (row, image), output in zip(items, outputs):
-            completion = output.outputs[0]
-            verdict = judge(completion.text, completion.finish_reason, self.facts, self.args, resampled, 1 + resampled)
-            if verdict.resample and self.resampling is not None:
-                loops.append((row, image))
-                continue
-            result = RowResult(row.index, row.row_id, verdict.text, verdict.error, completion.finish_reason)
-            result.prompt_tokens = len(output.prompt_token_ids or [])
-            result.completion_tokens = len(completion.token_ids)
-            result.attempts, result.seconds, result.extra = 1 + resampled, seconds, verdict.extra
-            self.record(result)
-        if loops:
-            self.generate(loops, self.resampling, resampled=True)
-
-    def messages(self, image: PreparedImage) -> list[dict]:
-        return [{"role": "user", "content": self.facts.build_content(image.content_part(), self.args)}]
-
-    def record(self, result: RowResult) -> None:
-        self.log.add(result)
-        loop = result.error is not None and result.error.startswith("repetition loop")
-        self.progress.record(result.error, loop, result.finish_reason, result.prompt_tokens, result.completion_tokens)
-        if result.error is not None and self.args.verbose:
-            say(f"{result.row_id}: {result.error}")
-
-
-def offline_sampling(llm: Any, facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
-    """The server's sampling rule: the model's generation_config defaults, then the recipe's, then the CLI's."""
-    return {**llm.llm_engine.model_config.get_diff_sampling_param(), **requested_sampling(facts, args)}
-
-
-def stdout_to_stderr() -> TextIO:
-    """Points file descriptor 1 at stderr for the rest of the process and returns a stream on the real stdout.
-
-    vLLM's engine processes inherit fd 1 and log to it until (and while) they shut down at exit; stdout must carry
-    only the final summary line, which goes through the returned stream.
-    """
-    sys.stdout.flush()
-    summary = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    return summary
-
-
-def open_llm(facts: ModelFacts, args: argparse.Namespace, job_command: str) -> Any:
-    """Builds the engine from SERVE_ARGS; the FlashInfer sampler needs nvcc, which the vLLM images lack."""
-    os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
-    check_gpu(job_command)
-    from vllm import LLM
-
-    kwargs = engine_kwargs([*facts.serve_args, *shlex.split(args.extra_serve_args)])
-    kwargs["max_model_len"] = args.max_model_len
-    say(f"building the engine: LLM(model={args.model!r}, {', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
-    try:
-        return LLM(model=args.model, **kwargs)
-    except Exception as exc:
-        raise JobFailed(
-            f"the vLLM engine could not be built: {type(exc).__name__}: {exc}. Flags passed with "
-            "--extra-serve-args replace the recipe's flags of the same name."
-        ) from exc
-
-
 # ---- ocr_core/run.py ----
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+KEPT = "finished rows are kept; rerun the same command to resume"
+COMMAND_ERRORS = (UsageError, InputError, ServerError, NoGpu, HubRefused)
 
 
-class UsageError(ValueError):
-    """The command cannot work as written; the message says what to change."""
+class Interrupted(BaseException):
+    """A stop signal in synchronous code; a BaseException, so no `except Exception` on the way swallows it."""
+
+
+class StopSignals:
+    """Turns SIGTERM, SIGINT and SIGHUP into one orderly stop; a later signal only says the stop is under way."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        for signum in STOP_SIGNALS:
+            self.previous.setdefault(signum, signal.getsignal(signum))
+            signal.signal(signum, self.on_signal)
+
+    def install_async(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:
+        for signum in STOP_SIGNALS:
+            loop.add_signal_handler(signum, self.on_async_signal, signum, task)
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        if self.first(signum):
+            raise Interrupted(signum)
+
+    def on_async_signal(self, signum: int, task: asyncio.Task) -> None:
+        if self.first(signum):
+            task.cancel()
+
+    def first(self, signum: int) -> bool:
+        if self.signum is not None:
+            say(f"{signal.Signals(signum).name} again: already stopping, saving finished rows first")
+            return False
+        self.signum = signum
+        say(f"stopped by {signal.Signals(signum).name}; {KEPT}")
+        return True
+
+    def restore(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
 
 
 @dataclass
-class Job:
-    args: argparse.Namespace
-    facts: ModelFacts
-    script: str
-    mode: str
-    argv: list[str]
-    destination: Destination
-    source: Source
-    columns: Columns
-    todo: int
-    started: float
+class Drive:
+    """What driving the pages left behind, whichever way it ended."""
+
+    tally: Tally = field(default_factory=Tally)
+    window: Window = field(default_factory=lambda: Window(1, 1))
+    model_name: str | None = None
+    version: str | None = None
+    extra: dict = field(default_factory=dict)
+    failure: str | None = None
 
 
 def main(
@@ -2392,18 +3115,78 @@ def main(
     args = parse_arguments(build_parser(script, facts, mode), argv)
     if args.verbose:
         say(versions())
+    summary: dict[str, Any] = {"script": script, "model": args.model, "mode": mode, "output": args.output}
+    streams: list[TextIO] = [sys.stdout]
+    stop = StopSignals()
+    stop.install()
     try:
-        job = prepare_job(args, facts, script, mode, argv, hub)
-        return run_offline_job(job) if mode == "offline" else asyncio.run(run_job(job))
-    except (UsageError, InputError, ServerError, NoGpu) as exc:
+        code = run(args, facts, script, mode, argv, hub, stop, summary, streams)
+    except BaseException as exc:
+        code = failure_code(exc, stop, summary, args.verbose)
+    finally:
+        stop.restore()
+    summary["exit_code"] = code
+    print_summary(streams[-1], summary)
+    return code
+
+
+def run(
+    args: argparse.Namespace,
+    facts: ModelFacts,
+    script: str,
+    mode: str,
+    argv: list[str],
+    hub: HubClient | None,
+    stop: StopSignals,
+    summary: dict[str, Any],
+    streams: list[TextIO],
+) -> int:
+    job = prepare_job(args, facts, script, mode, argv, hub)
+    try:
+        if mode == "offline":
+            streams.append(stdout_to_stderr())
+            drive = run_offline_job(job, stop)
+        else:
+            drive = asyncio.run(run_job(job, stop))
+            stop.install()
+        code, facts_of_run = finish(job, drive, stop.signum)
+        summary.update(facts_of_run)
+        return code
+    finally:
+        release(job)
+
+
+def failure_code(exc: BaseException, stop: StopSignals, summary: dict[str, Any], verbose: bool) -> int:
+    """The exit code and the summary's `failure` for a run that ended by an exception."""
+    if isinstance(exc, Interrupted | KeyboardInterrupt):
+        summary["failure"] = "interrupted"
+        return 128 + (stop.signum or signal.SIGINT)
+    if isinstance(exc, COMMAND_ERRORS):
+        summary["failure"] = str(exc)
         say(f"error: {exc}")
         return 2
-    except JobFailed as exc:
-        say(f"error: {exc}\nFinished rows are kept; rerun the same command to resume.")
+    if isinstance(exc, JobFailed | LeaseTaken):
+        summary["failure"] = str(exc)
+        say(f"error: {exc}\n{KEPT.capitalize()}.")
         return 1
-    except KeyboardInterrupt:
-        say("interrupted; finished rows are kept, rerun the same command to resume")
-        return 130
+    if not isinstance(exc, Exception):
+        raise exc
+    summary["failure"] = f"internal error: {type(exc).__name__}: {exc}"
+    detail = traceback.format_exc() if verbose else "Rerun with --verbose for the traceback."
+    say(f"error: {type(exc).__name__}: {exc}\n{KEPT.capitalize()}. {detail}")
+    return 1
+
+
+def release(job: Job) -> None:
+    """Gives this run's slice of OUTPUT back: the Hub lease file and the local locks."""
+    try:
+        if job.lease is not None:
+            lease = f"{job.destination.progress_prefix}/{job.lease.file_name}"
+            job.destination.push({}, [lease], "OCR progress: lease released")
+    except Exception as exc:
+        say(f"warning: could not remove this run's lease from the Hub ({type(exc).__name__}: {exc}); it expires")
+    finally:
+        job.locks.release()
 
 
 def versions() -> str:
@@ -2417,71 +3200,6 @@ def versions() -> str:
         except PackageNotFoundError:
             found.append(f"{package} missing")
     return "versions: " + ", ".join(found)
-
-
-def hub_token(args: argparse.Namespace) -> str | None:
-    return args.hf_token or os.environ.get("HF_TOKEN")
-
-
-def open_destination(args: argparse.Namespace, hub: HubClient | None) -> Destination:
-    if is_local_output(args.output):
-        return Destination(args.output, args.split, args.config, None)
-    if args.output.count("/") != 1:
-        raise UsageError(
-            f"OUTPUT {args.output!r} is neither a local folder (start it with ./ or /) nor a Hub id (namespace/name)"
-        )
-    client = hub or HfHub(hub_token(args))
-    with_retries(lambda: client.create_repo(args.output, args.private), "creating the output repo")
-    return Destination(args.output, args.split, args.config, client, args.private, args.create_pr)
-
-
-def prepare_job(
-    args: argparse.Namespace,
-    facts: ModelFacts,
-    script: str,
-    mode: str,
-    argv: list[str],
-    hub: HubClient | None,
-) -> Job:
-    started = time.monotonic()
-    destination = open_destination(args, hub)
-    source = load_source(
-        args.input,
-        args.split,
-        args.image_column,
-        args.input_config,
-        args.id_column,
-        args.max_samples,
-        args.shuffle,
-        args.seed,
-        args.shard,
-    )
-    columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns))
-    clashing = collisions(source, columns)
-    if clashing and not args.overwrite:
-        raise UsageError(
-            f"{args.input} already has column(s) {clashing}; pass --overwrite to replace them, "
-            "or --output-column / --error-column to write elsewhere"
-        )
-    fetched = destination.pull_progress()
-    if fetched:
-        say(f"fetched {fetched} progress part(s) from {destination.describe()}")
-    manifest = {
-        "input": args.input,
-        "split": args.split,
-        "model": args.model,
-        "output_column": args.output_column,
-    }
-    try:
-        check_manifest(destination.progress_dir, manifest, args.overwrite)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    done = finished_ids(read_results(destination.progress_dir), args.retry_errors)
-    owned = source.owned()
-    todo = 0 if args.finalize else sum(row_id not in done for row_id in owned)
-    shard = f" (shard {args.shard[0]}/{args.shard[1]}: {len(owned)} of them)" if args.shard else ""
-    say(f"{len(source.ids)} row(s) selected from {args.input}{shard}; {len(owned) - todo} already done, {todo} to do")
-    return Job(args, facts, script, mode, argv, destination, source, columns, todo, started)
 
 
 def make_window(
@@ -2510,105 +3228,117 @@ def scale_plan(args: argparse.Namespace) -> ScalePlan:
     return plan_scale(gpus, name, os.cpu_count() or 1, args.api_server_count, args.data_parallel_size)
 
 
-async def run_job(job: Job) -> int:
-    """Drives the remaining rows, then publishes if every selected row has an outcome."""
+async def run_job(job: Job, stop: StopSignals) -> Drive:
+    """Server shape: finds or starts the server, then keeps the window full until every row has an outcome."""
     args = job.args
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    stopped: list[int] = []
-
-    def stop(signum: int) -> None:
-        stopped.append(signum)
-        task.cancel()
-
-    for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, stop, signum)
-    scale = scale_plan(args)
-    engine = Engine(args, job.facts, job.script, job.argv, scale)
-    uploader = PartUploader(job.destination, args.upload_every)
-    window, guard = Window(1, 1), None
-    progress = Progress(len(job.source.owned()), len(job.source.owned()) - job.todo)
-    target: Target | None = None
-    metrics_before: dict[str, float] = {}
-    extra: dict = {}
-    version = None
-    failure = None
+    stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
+    engine = Engine(args, job.facts, job.script, job.argv, scale_plan(args))
+    owned = len(job.source.owned())
+    progress = Progress(owned, owned - job.todo)
+    drive = Drive()
     try:
         if job.todo:
             target = await engine.open()
-            window, guard = make_window(
-                args, job.mode, scale, kv_capacity(await metrics_text(target), args.max_model_len)
+            drive.model_name = target.model
+            drive.window, guard = make_window(
+                args, job.mode, engine.scale, kv_capacity(await metrics_text(target), args.max_model_len)
             )
             metrics_before = await read_metrics(target)
-            version = await server_version(target)
-            say(f"server {target.url} (vLLM {version or 'unknown'}) serves {target.model}")
-            await drive(job, target, engine, uploader, window, guard, progress)
+            drive.version = await server_version(target)
+            say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
+            await pump_pages(job, target, engine, drive.window, guard, progress)
             if job.facts.summary_metrics:
-                extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
+                drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
     except asyncio.CancelledError:
-        say(f"stopped by {signal.Signals(stopped[0]).name}; finished rows are kept, rerun the same command to resume")
+        if stop.signum is None:
+            drive.failure = "the run was cancelled from inside; please report this with the log"
     except JobFailed as exc:
-        failure = str(exc)
-        say(f"error: {exc}\nFinished rows are kept; rerun the same command to resume.")
+        drive.failure = str(exc)
+        say(f"error: {exc}\n{KEPT.capitalize()}.")
     finally:
         progress.close()
-        for signum in STOP_SIGNALS:
-            loop.remove_signal_handler(signum)
-        await asyncio.to_thread(engine.close)
-    return finish(job, progress, window, target, extra, version, stopped[0] if stopped else None, failure)
+        await finish_in_thread(engine.close)
+    drive.tally = progress.tally
+    return drive
 
 
-class Interrupted(BaseException):
-    """SIGTERM or Ctrl-C in an offline run; a BaseException, so no `except Exception` on the way swallows it."""
+async def finish_in_thread(action: Callable[[], None]) -> None:
+    """Runs clean-up in a thread to its end, even if this task is cancelled meanwhile."""
+    done = asyncio.ensure_future(asyncio.to_thread(action))
+    while not done.done():
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            continue
+    done.result()
 
 
-def interrupt(signum: int, frame: object) -> None:
-    raise Interrupted(signum)
+def start_mirror(job: Job) -> ProgressMirror:
+    mirror = ProgressMirror(job.destination, job.args.upload_every, job.lease)
+    mirror.start()
+    return mirror
 
 
-def run_offline_job(job: Job) -> int:
-    """Offline shape: an in-process engine fed batches of --batch-size pages."""
-    window = Window(job.args.batch_size, job.args.batch_size)
-    say(f"batches of {job.args.batch_size} page(s) through LLM.chat")
-    progress = Progress(len(job.source.owned()), len(job.source.owned()) - job.todo)
-    handlers = catch_stop_signals()
-    stopped = failure = None
-    summary = stdout_to_stderr()
+def close_mirror(job: Job, mirror: ProgressMirror) -> None:
     try:
-        if job.todo:
-            drive_offline(job, progress)
-    except Interrupted as exc:
-        stopped = exc.args[0]
-        say(f"stopped by {signal.Signals(stopped).name}; finished rows are kept, rerun the same command to resume")
-    except JobFailed as exc:
-        failure = str(exc)
-        say(f"error: {exc}\nFinished rows are kept; rerun the same command to resume.")
-    finally:
-        progress.close()
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-    return finish(job, progress, window, None, {}, vllm_version(), stopped, failure, summary)
+        mirror.close()
+    except Exception as exc:
+        raise JobFailed(
+            f"progress could not reach {job.destination.describe()} ({type(exc).__name__}: {exc}); every result is "
+            f"kept in {job.destination.progress_dir}; rerun the same command on this machine to upload it"
+        ) from exc
 
 
-def catch_stop_signals() -> dict[int, Any]:
-    """Routes SIGTERM and Ctrl-C to `Interrupted`; returns the handlers it replaced."""
-    return {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
-
-
-def drive_offline(job: Job, progress: Progress) -> None:
-    """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
-    llm = open_llm(job.facts, job.args, job_command(job.script, job.facts, job.argv))
-    catch_stop_signals()
-    log = ProgressLog(job.destination.progress_dir, new_run_id(), flush_rows=max(16, job.args.batch_size))
-    runner = OfflineRunner(llm, job.facts, job.args, log, progress)
-    skip = finished_ids(read_results(job.destination.progress_dir), job.args.retry_errors)
-    uploader = PartUploader(job.destination, job.args.upload_every)
-    uploader.start()
+async def pump_pages(
+    job: Job, target: Target, engine: Engine, window: Window, guard: MemoryGuard | None, progress: Progress
+) -> None:
+    """Pumps the rows still to do; their results reach the Hub in the background and once more at the end."""
+    mirror = start_mirror(job)
+    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit), on_part=mirror.add)
+    settings = PumpSettings(requested_sampling(job.facts, job.args), request_timeout=job.args.request_timeout)
+    pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard)
     progress.start()
     try:
-        runner.run(job.source.rows(skip), job.args.batch_size)
+        await pump.run(job.source.rows(job.skip))
     finally:
-        uploader.close()
+        await finish_in_thread(lambda: close_mirror(job, mirror))
+
+
+def run_offline_job(job: Job, stop: StopSignals) -> Drive:
+    """Offline shape: an in-process engine fed batches of --batch-size pages."""
+    drive = Drive(window=Window(job.args.batch_size, job.args.batch_size))
+    say(f"batches of {job.args.batch_size} page(s) through LLM.chat")
+    owned = len(job.source.owned())
+    progress = Progress(owned, owned - job.todo)
+    try:
+        if job.todo:
+            drive_offline(job, progress, stop)
+    except Interrupted:
+        pass
+    except JobFailed as exc:
+        drive.failure = str(exc)
+        say(f"error: {exc}\n{KEPT.capitalize()}.")
+    finally:
+        progress.close()
+    drive.tally = progress.tally
+    drive.version = vllm_version()
+    return drive
+
+
+def drive_offline(job: Job, progress: Progress, stop: StopSignals) -> None:
+    """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
+    llm = open_llm(job.facts, job.args, job_command(job.script, job.facts, job.argv))
+    stop.install()
+    mirror = start_mirror(job)
+    log = ProgressLog(
+        job.destination.progress_dir, job.run_id, flush_rows=max(16, job.args.batch_size), on_part=mirror.add
+    )
+    runner = OfflineRunner(llm, job.facts, job.args, log, progress)
+    progress.start()
+    try:
+        runner.run(job.source.rows(job.skip), job.args.batch_size)
+    finally:
+        close_mirror(job, mirror)
 
 
 def vllm_version() -> str | None:
@@ -2620,33 +3350,6 @@ def vllm_version() -> str | None:
         except PackageNotFoundError:
             continue
     return None
-
-
-async def drive(
-    job: Job,
-    target: Target,
-    engine: Engine,
-    uploader: PartUploader,
-    window: Window,
-    guard: MemoryGuard | None,
-    progress: Progress,
-) -> None:
-    """Pumps the rows still to do; progress parts reach the Hub in the background and once more at the end."""
-    log = ProgressLog(job.destination.progress_dir, new_run_id(), flush_rows=max(16, window.limit))
-    pump = Pump(
-        target, job.facts, job.args, sampling_settings(job), window, log, progress, engine.recover, uploader.add, guard
-    )
-    skip = finished_ids(read_results(job.destination.progress_dir), job.args.retry_errors)
-    uploader.start()
-    progress.start()
-    try:
-        await pump.run(job.source.rows(skip))
-    finally:
-        await asyncio.to_thread(uploader.close)
-
-
-def sampling_settings(job: Job) -> PumpSettings:
-    return PumpSettings(requested_sampling(job.facts, job.args), request_timeout=job.args.request_timeout)
 
 
 async def metrics_text(target: Target | None) -> str:
@@ -2669,15 +3372,16 @@ async def server_version(target: Target) -> str | None:
         return None
 
 
-def inference_info(job: Job, target: Target | None, window: Window, version: str | None) -> dict[str, Any]:
+def inference_info(job: Job, drive: Drive) -> dict[str, Any]:
+    window = drive.window
     return {
         "model_id": job.args.model,
-        "model_name": target.model if target else job.args.model,
+        "model_name": drive.model_name or job.args.model,
         "column_name": job.args.output_column,
         "error_column": job.args.error_column,
         "sampling": requested_sampling(job.facts, job.args),
         "image": job.facts.image,
-        "vllm_version": version,
+        "vllm_version": drive.version,
         "mode": job.mode,
         "window": {"final": window.limit, "peak_in_flight": window.peak_in_flight, "cap": window.cap},
         "script": job.script,
@@ -2685,22 +3389,11 @@ def inference_info(job: Job, target: Target | None, window: Window, version: str
     }
 
 
-def finish(
-    job: Job,
-    progress: Progress,
-    window: Window,
-    target: Target | None,
-    extra: dict,
-    version: str | None,
-    stopped: int | None,
-    failure: str | None = None,
-    stream: TextIO | None = None,
-) -> int:
-    """Publishes when every row has an outcome, prints the summary line, and picks the exit code."""
-    interrupted = stopped is not None
+def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, Any]]:
+    """Publishes when every row has an outcome; returns the exit code and the summary's facts of the run."""
     if job.source.shard:
         job.destination.pull_progress()
-    results = read_results(job.destination.progress_dir)
+    results = read_results(job.destination.progress_dir, ["error"])
     missing = missing_rows(job.source, results)
     selected = set(job.source.ids)
     errors = sum(
@@ -2708,63 +3401,58 @@ def finish(
         for row_id, error in zip(results["row_id"].to_pylist(), results["error"].to_pylist())
         if error is not None and row_id in selected
     )
-    tally = progress.tally
-    published, code = None, 128 + stopped if interrupted else 1
-    if not missing and not interrupted and failure is None:
-        try:
-            published = publish(job, results, target, window, version, errors, tally)
-            say(f"published {len(selected)} row(s) ({errors} with an error) to {published}")
-            code = 0
-        except Exception as exc:
-            say(
-                f"error: publishing failed ({type(exc).__name__}: {exc}); every result is kept in "
-                f"{job.destination.progress_dir}; rerun the same command to publish"
-            )
-    elif (
-        job.source.shard
-        and not interrupted
-        and failure is None
-        and not missing_rows(job.source, results, owned_only=True)
-    ):
+    published, code = None, 128 + stopped if stopped else 1
+    if not missing and stopped is None and drive.failure is None:
+        published, code = publish_or_say(job, drive, errors)
+    elif job.source.shard and stopped is None and drive.failure is None and not missing_rows(job.source, results, True):
         say(
             f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
             "publishes the dataset; or run the same command with --finalize once all shards are done"
         )
         code = 0
-    elif not interrupted and failure is None:
+    elif stopped is None and drive.failure is None:
         say(f"{missing} row(s) have no outcome yet; rerun the same command to finish them")
-    print_summary(
-        stream or sys.stdout,
-        {
-            "script": job.script,
-            "model": job.args.model,
-            "mode": job.mode,
-            "output": published or job.destination.describe(),
-            "rows": len(selected),
-            "done_this_run": tally.done,
-            "resumed": len(job.source.owned()) - job.todo,
-            "shard": list(job.args.shard) if job.args.shard else None,
-            "errors": errors,
-            "errors_this_run": tally.errors,
-            "loops_this_run": tally.loops,
-            "missing": missing,
-            "pages_per_s": round(tally.pages_per_s(), 3),
-            "output_tokens_per_s": round(tally.tokens_per_s(), 1),
-            "inference_s": round(tally.seconds(), 2),
-            "wall_s": round(time.monotonic() - job.started, 2),
-            "window": window.limit,
-            "peak_in_flight": window.peak_in_flight,
-            "peak_window": window.peak_limit,
-            "interrupted": interrupted,
-            "failure": failure,
-            **extra,
-        },
-    )
-    return code
+    tally, window = drive.tally, drive.window
+    return code, {
+        "output": published or job.destination.describe(),
+        "rows": len(selected),
+        "done_this_run": tally.done,
+        "resumed": len(job.source.owned()) - job.todo,
+        "shard": list(job.args.shard) if job.args.shard else None,
+        "errors": errors,
+        "errors_this_run": tally.errors,
+        "loops_this_run": tally.loops,
+        "missing": missing,
+        "pages_per_s": round(tally.pages_per_s(), 3),
+        "output_tokens_per_s": round(tally.tokens_per_s(), 1),
+        "inference_s": round(tally.seconds(), 2),
+        "wall_s": round(time.monotonic() - job.started, 2),
+        "window": window.limit,
+        "peak_in_flight": window.peak_in_flight,
+        "peak_window": window.peak_limit,
+        "interrupted": stopped is not None,
+        "failure": drive.failure,
+        **drive.extra,
+    }
 
 
-def publish(job: Job, results, target: Target | None, window: Window, version: str | None, errors: int, tally) -> str:
-    info = inference_info(job, target, window, version)
+def publish_or_say(job: Job, drive: Drive, errors: int) -> tuple[str | None, int]:
+    try:
+        published = publish(job, drive, errors)
+    except HubRefused:
+        raise
+    except Exception as exc:
+        say(
+            f"error: publishing failed ({type(exc).__name__}: {exc}); every result is kept in "
+            f"{job.destination.progress_dir}; rerun the same command to publish"
+        )
+        return None, 1
+    say(f"published {len(job.source.ids)} row(s) ({errors} with an error) to {published}")
+    return published, 0
+
+
+def publish(job: Job, drive: Drive, errors: int) -> str:
+    tally = drive.tally
     card = render_card(
         job.destination.existing_card(),
         CardFacts(
@@ -2783,11 +3471,14 @@ def publish(job: Job, results, target: Target | None, window: Window, version: s
             errors=errors,
             pages_per_s=tally.pages_per_s(),
             tokens_per_s=tally.tokens_per_s(),
-            window=window.limit,
+            window=drive.window.limit,
         ),
     )
+    results = read_results(job.destination.progress_dir)
     with tempfile.TemporaryDirectory() as folder:
-        files = assemble(job.source, results, job.columns, info, Path(folder), job.destination.data_prefix)
+        files = assemble(
+            job.source, results, job.columns, inference_info(job, drive), Path(folder), job.destination.data_prefix
+        )
         return job.destination.publish(files, card, f"OCR with {job.args.model}: {len(job.source.ids)} rows")
 
 

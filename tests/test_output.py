@@ -10,7 +10,7 @@ import pytest
 
 from ocr_core.assemble import Columns, assemble, missing_rows
 from ocr_core.card import CardFacts, render_card, split_front_matter
-from ocr_core.progress import ProgressLog, RowResult, check_manifest, finished_ids, read_results
+from ocr_core.progress import ProgressLog, RowResult, finished_ids, read_results
 from ocr_core.source import InputError, load_source
 
 SAMPLE_DATASET = Path(__file__).resolve().parent.parent / "samples" / "dataset"
@@ -37,15 +37,6 @@ def test_error_rows_are_skipped_unless_retried(tmp_path):
     results = read_results(tmp_path)
     assert finished_ids(results, retry_errors=False) == {"train-0", "train-1"}
     assert finished_ids(results, retry_errors=True) == {"train-0"}
-
-
-def test_manifest_refuses_another_job(tmp_path):
-    check_manifest(tmp_path, {"model": "a"}, overwrite=False)
-    check_manifest(tmp_path, {"model": "a"}, overwrite=False)
-    with pytest.raises(ValueError, match="another job"):
-        check_manifest(tmp_path, {"model": "b"}, overwrite=False)
-    check_manifest(tmp_path, {"model": "b"}, overwrite=True)
-    assert json.loads((tmp_path / "manifest.json").read_text()) == {"model": "b"}
 
 
 def test_source_selection_is_stable(tmp_path):

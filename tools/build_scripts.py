@@ -20,10 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "src" / "ocr_core"
 MODELS = ROOT / "src" / "ocr_models"
 PACKAGES = ("ocr_core", "ocr_models")
-CORE_ORDER = (
-    "facts", "images", "repeats", "hostmem", "scale", "server", "window", "chat", "report", "source", "progress", "hub",
-    "output", "assemble", "card", "cli", "answers", "pump", "engine", "offline", "run",
-)  # fmt: skip
 DRIVER_DEPENDENCIES = ("datasets>=4.0", "huggingface-hub>=0.34", "httpx>=0.27", "pillow>=10.1", "tqdm>=4.66")
 
 
@@ -43,6 +39,25 @@ RECIPES = (
     Recipe("nanonets-ocr2-server.py", "nanonets_ocr2", "server"),
     Recipe("hpd-parsing-saturate.py", "hpd_parsing", "saturate"),
 )
+
+
+def core_order() -> list[str]:
+    """The core's modules, each after the ones it imports from (alphabetical where free), so inlined code runs."""
+    needs = {path.stem: set(core_imports(path)) for path in CORE.glob("*.py") if path.stem != "__init__"}
+    order: list[str] = []
+    while needs:
+        ready = sorted(name for name, wanted in needs.items() if wanted <= set(order))
+        if not ready:
+            raise SystemExit(f"import cycle among {sorted(needs)}")
+        order.append(ready[0])
+        del needs[ready[0]]
+    return order
+
+
+def core_imports(path: Path) -> list[str]:
+    """The sibling modules a core module imports (`from .x import ...`)."""
+    tree = ast.parse(path.read_text())
+    return [node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module]
 
 
 @dataclass
@@ -202,7 +217,7 @@ def docstring(recipe: Recipe, model: Split, facts: dict) -> str:
 def render(recipe: Recipe) -> str:
     model_path = MODELS / f"{recipe.model}.py"
     model = split_module(model_path)
-    core = {name: split_module(CORE / f"{name}.py") for name in CORE_ORDER}
+    core = {name: split_module(CORE / f"{name}.py") for name in core_order()}
     check_no_clashes({f"ocr_models/{recipe.model}.py": model, **{f"ocr_core/{k}.py": v for k, v in core.items()}})
     facts = literal_facts(model_path)
     imports = import_block([*model.imports, *(node for part in core.values() for node in part.imports)])

@@ -1,7 +1,9 @@
 """The dataset card: where the text came from and how to make it again.
 
-Several runs can share one repo as configs (one model per config), so the card's `configs` list is merged, not
-replaced, and the prose describes the run that wrote it.
+Several runs can share one repo as configs (one model per config), and the repo may have a card of its own, so a
+publish merges rather than replaces: other configs and their metadata stay, the metadata `datasets` would check
+this config's files against (`dataset_info` features of an earlier schema) goes, and the prose keeps everything
+outside this config's own marked section.
 """
 
 from __future__ import annotations
@@ -52,6 +54,33 @@ def merged_configs(existing: list[dict], facts: CardFacts) -> list[dict]:
     return existing
 
 
+def without_stale_info(meta: dict, name: str) -> dict:
+    """Drops the `dataset_info` of the config being replaced: its features may describe another schema."""
+    info = meta.get("dataset_info")
+    if isinstance(info, dict) and info.get("config_name", "default") == name:
+        meta = {key: value for key, value in meta.items() if key != "dataset_info"}
+    elif isinstance(info, list):
+        kept = [entry for entry in info if not isinstance(entry, dict) or entry.get("config_name", "default") != name]
+        meta = {key: value for key, value in meta.items() if key != "dataset_info"}
+        if kept:
+            meta["dataset_info"] = kept
+    return meta
+
+
+def section_markers(config: str) -> tuple[str, str]:
+    return f"<!-- ocr-vllm:{config} -->", f"<!-- /ocr-vllm:{config} -->"
+
+
+def merged_body(body: str, section: str, config: str) -> str:
+    """The existing prose with this config's section replaced, or appended when it has none yet."""
+    start, end = section_markers(config)
+    marked = f"{start}\n{section.strip()}\n{end}\n"
+    if start in body and end in body:
+        before, _, rest = body.partition(start)
+        return before + marked + rest.partition(end)[2].lstrip("\n")
+    return f"{body.rstrip()}\n\n{marked}" if body.strip() else f"\n{marked}"
+
+
 def job_line() -> str:
     if not os.environ.get("JOB_ID"):
         return ""
@@ -60,13 +89,14 @@ def job_line() -> str:
 
 
 def render_card(existing: str | None, facts: CardFacts) -> str:
-    meta, _ = split_front_matter(existing)
+    meta, prose = split_front_matter(existing)
+    meta = without_stale_info(meta, facts.config or "default")
     meta["configs"] = merged_configs(meta.get("configs") or [], facts)
     tags = set(meta.get("tags") or []) | {"ocr", "document-processing", "vllm", "uv-script", "generated"}
     meta["tags"] = sorted(tags)
     config_arg = f', "{facts.config}"' if facts.config else ""
     body = f"""
-# OCR of {facts.source}
+## OCR of {facts.source}: config `{facts.config or "default"}`
 
 {job_line()}Text extracted from the `{facts.split}` split of {facts.source} with \
 [{facts.model}](https://huggingface.co/{facts.model}), served by vLLM (`{facts.image}`, {facts.mode} mode).
@@ -98,4 +128,4 @@ failed = ds.filter(lambda row: row["{facts.error_column}"] is not None)
 Rerunning the same command resumes: rows already done are skipped; `--retry-errors` retries the failed ones.
 Made with `{facts.script}`.
 """
-    return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{body}"
+    return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{merged_body(prose, body, facts.config or 'default')}"

@@ -88,6 +88,10 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--image-column", default="image", help="column holding the page images (default: image)")
     group.add_argument("--split", default="train", help="split to process (default: train)")
     group.add_argument("--input-config", help="config (subset) of the input dataset")
+    group.add_argument(
+        "--input-revision",
+        help="commit of a Hub input to read (default: the one the job first ran on, else the newest)",
+    )
     group.add_argument("--id-column", help="column with a unique row id (default: split and row index)")
     group.add_argument("--max-samples", type=int, help="process at most this many rows")
     group.add_argument("--shuffle", action="store_true", help="shuffle rows before --max-samples")
@@ -104,7 +108,17 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--config", help="write the results as this config (subset) of the output dataset")
     group.add_argument("--create-pr", action="store_true", help="publish to the Hub as a pull request")
     group.add_argument("--private", action="store_true", help="create the output repo as private")
-    group.add_argument("--overwrite", action="store_true", help="replace existing output columns or progress")
+    group.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace existing output columns, results made with other settings (here and on the Hub), or a "
+        "foreign dataset at OUTPUT",
+    )
+    group.add_argument(
+        "--take-over",
+        action="store_true",
+        help="start although another run's lease on this output has not expired (after that run was killed)",
+    )
     group.add_argument("--retry-errors", action="store_true", help="on a rerun, retry rows that failed before")
     group.add_argument("--finalize", action="store_true", help="only publish what all shards have written")
     group.add_argument("--hf-token", help="Hub token (default: the HF_TOKEN environment variable or your login)")

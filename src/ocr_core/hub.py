@@ -1,6 +1,6 @@
 """The thin layer between a run and the Hugging Face Hub.
 
-Everything the core needs from the Hub is these five calls, so tests hand `run` a double that keeps a repo in a
+Everything the core needs from the Hub is these few calls, so tests hand `run` a double that keeps a repo in a
 folder, and the real network path stays a few lines of `huggingface_hub`.
 """
 
@@ -15,7 +15,13 @@ from .report import say
 
 UPLOAD_ATTEMPTS = 5
 UPLOAD_BACKOFF_S = 15.0
+DOWNLOAD_WORKERS = 8
+REFUSALS = {401: "refused the token", 403: "refused access", 404: "has no such repo or file"}
 T = TypeVar("T")
+
+
+class HubRefused(RuntimeError):
+    """The Hub said no (401/403/404): retrying cannot help, the token or the repo id must change."""
 
 
 class HubClient(Protocol):
@@ -24,6 +30,10 @@ class HubClient(Protocol):
     def list_files(self, repo_id: str) -> list[str]: ...
 
     def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path: ...
+
+    def download_folder(self, repo_id: str, folder: str, local_dir: Path) -> None: ...
+
+    def input_revision(self, repo_id: str) -> str | None: ...
 
     def commit(
         self,
@@ -57,6 +67,17 @@ class HfHub:
     def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path:
         return Path(self.api.hf_hub_download(repo_id, path_in_repo, repo_type="dataset", local_dir=str(local_dir)))
 
+    def download_folder(self, repo_id: str, folder: str, local_dir: Path) -> None:
+        """Every file under `folder`, fetched in parallel; files already here and unchanged are not fetched again."""
+        self.api.snapshot_download(
+            repo_id, repo_type="dataset", allow_patterns=[f"{folder}/*"], local_dir=str(local_dir),
+            max_workers=DOWNLOAD_WORKERS,
+        )  # fmt: skip
+
+    def input_revision(self, repo_id: str) -> str | None:
+        """The commit a Hub dataset's main branch points at now, so a run reads one fixed version of it."""
+        return self.api.dataset_info(repo_id).sha
+
     def commit(
         self,
         repo_id: str,
@@ -75,13 +96,36 @@ class HfHub:
         return info.pr_url or info.commit_url
 
 
+def refusal(exc: Exception) -> int | None:
+    """The status of a Hub answer that no retry can change, if `exc` carries one.
+
+    A missing file (EntryNotFoundError, also a 404) is not one: a retry recomputes what to delete.
+    """
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if status not in REFUSALS or type(exc).__name__ == "EntryNotFoundError":
+        return None
+    return status
+
+
 def with_retries(action: Callable[[], T], what: str, attempts: int = UPLOAD_ATTEMPTS) -> T:
-    """Retries Hub calls with backoff: a network blip must not cost the results of a long job."""
-    for attempt in range(1, attempts):
+    """Retries Hub calls with backoff: a network blip must not cost the results of a long job.
+
+    A refusal (401/403/404) is raised at once as HubRefused: waiting minutes to hear it again helps nobody.
+    """
+    attempt = 1
+    while True:
         try:
             return action()
         except Exception as exc:
+            status = refusal(exc)
+            if status is not None:
+                raise HubRefused(
+                    f"{what}: the Hub {REFUSALS[status]} ({status}: {exc}). Check that HF_TOKEN (or --hf-token) is "
+                    "set to a token with write access to the output repo, and the repo ids"
+                ) from exc
+            if attempt >= attempts:
+                raise
             delay = UPLOAD_BACKOFF_S * 2 ** (attempt - 1)
             say(f"{what} failed ({type(exc).__name__}: {exc}); retrying in {delay:.0f} s")
             time.sleep(delay)
-    return action()
+            attempt += 1

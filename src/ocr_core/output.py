@@ -1,43 +1,109 @@
-"""Where results go: a local folder or a Hub dataset repo, with progress parts mirrored as the run goes.
+"""Where results go: a local folder or a Hub dataset repo, with progress mirrored as the run goes.
 
 Both kinds keep the same layout, so resuming, publishing and reading back are one code path:
-  .ocr-progress/<config>/<split>/part-*.parquet   results as they come (kept for resume and --retry-errors)
-  <data dir>/<split>-00000-of-0000N.parquet       the final dataset, in input order
-  README.md                                       the dataset card
+  .ocr-progress/<config>/<split>/manifest.json      what the results depend on (manifest.py)
+  .ocr-progress/<config>/<split>/*.parquet          results as they come, merged as they pile up (compaction.py)
+  .ocr-progress/<config>/<split>/lease-*.json       which run writes them now (lease.py)
+  <data dir>/<split>-00000-of-0000N.parquet         the final dataset, in input order
+  README.md                                         the dataset card
+Nothing else in OUTPUT is ours, and a config's data files are ours only when its progress folder has a manifest:
+anything else makes OUTPUT foreign, and publishing there needs --overwrite.
 """
 
 from __future__ import annotations
 
-import os
-import queue
+import re
 import shutil
 import tempfile
-import threading
-import time
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from .hub import HubClient, with_retries
-from .progress import MANIFEST
-from .report import say
+from .lease import LEASE_PREFIX, Lease
+from .manifest import MANIFEST, read_manifest
+from .progress import part_files
 
 PROGRESS_ROOT = ".ocr-progress"
-UPLOAD_EVERY_S = 300.0
+HUB_OWN_FILES = ("README.md", ".gitattributes")
+DATA_FILE = re.compile(r"[^/]+-\d{5}-of-\d{5}\.parquet")
+LISTED_FOREIGN = 5
 
 
 def is_local_output(spec: str) -> bool:
     return spec.startswith((".", "/", "~")) or Path(spec).expanduser().exists()
 
 
-@dataclass
+def unsafe_local_output(spec: str, input_spec: str) -> str | None:
+    """Why a local folder must not be OUTPUT (publishing would write over files that are not ours), or None."""
+    target = Path(spec).expanduser().resolve()
+    named = {Path(target.anchor): "the root folder", Path.home().resolve(): "your home folder"}
+    named[Path.cwd().resolve()] = "the current folder"
+    if target in named:
+        return f"OUTPUT {spec!r} is {named[target]}; give the results a folder of their own, e.g. ./scans-ocr"
+    source = Path(input_spec).expanduser()
+    if source.exists():
+        source = source.resolve()
+        if target == source or source in target.parents or target in source.parents:
+            return f"OUTPUT {spec!r} is, holds or lies inside INPUT {input_spec!r}; write the results elsewhere"
+    return None
+
+
+def data_prefix_of(config: str | None) -> str:
+    return config or "data"
+
+
+def owned_configs(names: Iterable[str]) -> set[str]:
+    """Configs whose progress folder holds a manifest: this tool wrote them."""
+    return {
+        parts[1]
+        for parts in (name.split("/") for name in names)
+        if len(parts) == 4 and parts[0] == PROGRESS_ROOT and parts[3] == MANIFEST
+    }
+
+
+def foreign_files(names: Iterable[str], owned: set[str]) -> list[str]:
+    """Files in OUTPUT that no run of ours wrote."""
+    prefixes = {data_prefix_of(None if config == "default" else config) for config in owned}
+    foreign = []
+    for name in names:
+        folder, _, rest = name.partition("/")
+        if name in HUB_OWN_FILES or folder == PROGRESS_ROOT or (folder in prefixes and DATA_FILE.fullmatch(rest)):
+            continue
+        foreign.append(name)
+    return sorted(foreign)
+
+
+def foreign_message(where: str, files: list[str], configs: list[str]) -> str:
+    found = []
+    if files:
+        listed = ", ".join(files[:LISTED_FOREIGN]) + (f" and {len(files) - LISTED_FOREIGN} more" if files[5:] else "")
+        found.append(f"files this tool did not write ({listed})")
+    if configs:
+        found.append(f"configs this tool did not write ({', '.join(configs)})")
+    return (
+        f"OUTPUT {where} holds {' and '.join(found)}; publishing there could replace or hide them. Choose another "
+        "OUTPUT, or pass --overwrite to publish this run's config there anyway."
+    )
+
+
 class Destination:
-    spec: str
-    split: str
-    config: str | None
-    hub: HubClient | None
-    private: bool = False
-    create_pr: bool = False
-    work_root: Path | None = None
+    def __init__(
+        self,
+        spec: str,
+        split: str,
+        config: str | None,
+        hub: HubClient | None,
+        private: bool = False,
+        create_pr: bool = False,
+        work_dir: Path | None = None,
+    ) -> None:
+        self.spec = spec
+        self.split = split
+        self.config = config
+        self.hub = hub
+        self.private = private
+        self.create_pr = create_pr
+        self.work_dir = work_dir or Path(tempfile.gettempdir()) / "ocr-work"
 
     @property
     def local(self) -> bool:
@@ -46,10 +112,7 @@ class Destination:
     @property
     def root(self) -> Path:
         """The local folder that holds (or mirrors) the output."""
-        if self.local:
-            return Path(self.spec).expanduser()
-        base = self.work_root or Path(os.environ.get("OCR_WORK_DIR", Path(tempfile.gettempdir()) / "ocr-work"))
-        return base / self.spec.replace("/", "__")
+        return Path(self.spec).expanduser() if self.local else self.work_dir / self.spec.replace("/", "__")
 
     @property
     def progress_prefix(self) -> str:
@@ -61,58 +124,94 @@ class Destination:
 
     @property
     def data_prefix(self) -> str:
-        return self.config or "data"
+        return data_prefix_of(self.config)
 
     def describe(self) -> str:
         return str(self.root) if self.local else f"https://huggingface.co/datasets/{self.spec}"
 
+    def where(self) -> str:
+        """This run's slice of OUTPUT, for messages."""
+        return f"{self.describe()} (config {self.config or 'default'}, split {self.split})"
+
+    def in_repo(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def listing(self) -> list[str]:
+        """Every file of OUTPUT, as paths inside it."""
+        if self.local:
+            return sorted(self.in_repo(path) for path in self.root.rglob("*") if path.is_file())
+        return with_retries(lambda: self.hub.list_files(self.spec), "listing the output repo")
+
+    def fetch_manifest(self, listing: list[str]) -> dict | None:
+        if not self.local and f"{self.progress_prefix}/{MANIFEST}" in listing:
+            with_retries(
+                lambda: self.hub.download(self.spec, f"{self.progress_prefix}/{MANIFEST}", self.root), "reading"
+            )
+        return read_manifest(self.progress_dir)
+
+    def leases(self, listing: list[str]) -> list[Lease]:
+        """The lease files other runs left on the Hub for this config and split."""
+        names = [name for name in listing if name.startswith(f"{self.progress_prefix}/{LEASE_PREFIX}")]
+        if self.local or not names:
+            return []
+        with tempfile.TemporaryDirectory() as folder:
+            fetch = [lambda name=name: self.hub.download(self.spec, name, Path(folder)) for name in names]
+            return [Lease.from_json(with_retries(action, "reading a lease").read_text()) for action in fetch]
+
     def pull_progress(self) -> int:
-        """Fetches parts an earlier job pushed to the Hub; returns how many were new here."""
+        """Fetches (in parallel) the parts earlier or other jobs pushed to the Hub; returns how many are new here."""
         if self.local:
             return 0
-        self.progress_dir.mkdir(parents=True, exist_ok=True)
-        names = [name for name in self.hub.list_files(self.spec) if name.startswith(self.progress_prefix + "/")]
-        fetched = 0
-        for name in names:
-            if name.endswith((".parquet", MANIFEST)) and not (self.root / name).exists():
-                self.hub.download(self.spec, name, self.root)
-                fetched += 1
-        return fetched
+        before = {path.name for path in part_files(self.progress_dir)}
+        with_retries(lambda: self.hub.download_folder(self.spec, self.progress_prefix, self.root), "fetching progress")
+        return len({path.name for path in part_files(self.progress_dir)} - before)
 
-    def push_parts(self, parts: list[Path]) -> None:
-        if self.local or self.create_pr or not parts:
-            return
-        files = {part.relative_to(self.root).as_posix(): part for part in parts}
-        manifest = self.progress_dir / MANIFEST
-        if manifest.exists():
-            files[f"{self.progress_prefix}/{MANIFEST}"] = manifest
-        with_retries(
-            lambda: self.hub.commit(self.spec, files, [], f"OCR progress: {len(files)} part(s)"),
-            "uploading progress",
-        )
+    def discard_progress(self, listing: list[str]) -> None:
+        """--overwrite after a fingerprint change: this config's earlier results go, here and on the Hub."""
+        if self.progress_dir.is_dir():
+            for path in self.progress_dir.iterdir():
+                if path.is_file() and not path.name.startswith("."):
+                    path.unlink()
+        if not self.local:
+            old = [name for name in listing if name.startswith(self.progress_prefix + "/")]
+            self.push({}, old, "OCR progress: --overwrite removes results made another way")
+
+    def push(self, add: Mapping[str, Path], delete: Iterable[str], message: str) -> None:
+        """One commit to the main branch; deletes are matched against a fresh listing at every attempt."""
+        wanted = list(delete)
+
+        def attempt() -> None:
+            present = set(self.hub.list_files(self.spec)) if wanted else set()
+            gone = [name for name in wanted if name in present]
+            files = {name: path for name, path in add.items() if path.exists()}
+            if files or gone:
+                self.hub.commit(self.spec, files, gone, message)
+
+        with_retries(attempt, "uploading progress")
 
     def existing_card(self) -> str | None:
         if self.local:
             path = self.root / "README.md"
             return path.read_text() if path.exists() else None
-        if "README.md" not in self.hub.list_files(self.spec):
+        if "README.md" not in self.listing():
             return None
         with tempfile.TemporaryDirectory() as folder:
-            return self.hub.download(self.spec, "README.md", Path(folder)).read_text()
+            return with_retries(lambda: self.hub.download(self.spec, "README.md", Path(folder)), "reading").read_text()
 
-    def existing_data_files(self) -> list[str]:
+    def stale_data_files(self, names: Iterable[str], keep: Iterable[str]) -> list[str]:
+        """This config's data files of this split that a new publish does not write again."""
+        keep = set(keep)
         prefix = f"{self.data_prefix}/{self.split}-"
-        if self.local:
-            folder = self.root / self.data_prefix
-            names = [f"{self.data_prefix}/{p.name}" for p in folder.glob(f"{self.split}-*.parquet")]
-            return sorted(names)
-        return sorted(name for name in self.hub.list_files(self.spec) if name.startswith(prefix))
+        return sorted(name for name in names if name.startswith(prefix) and name not in keep)
 
     def publish(self, files: dict[str, Path], card: str, message: str) -> str:
-        """Replaces this split's data files and the card in one step (one commit on the Hub)."""
-        stale = [name for name in self.existing_data_files() if name not in files]
+        """Replaces this split's data files and the card in one step (one commit on the Hub).
+
+        A retry lists the repo again, so a commit that went through before its answer was lost is not undone, and
+        files that another shard already deleted are not deleted twice.
+        """
         if self.local:
-            for name in stale:
+            for name in self.stale_data_files(self.listing(), files):
                 (self.root / name).unlink()
             for name, path in files.items():
                 (self.root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -123,63 +222,9 @@ class Destination:
             card_path = Path(folder) / "README.md"
             card_path.write_text(card)
             add = {**files, "README.md": card_path}
-            return with_retries(
-                lambda: self.hub.commit(self.spec, add, stale, message, create_pr=self.create_pr),
-                "publishing",
-            )
 
+            def attempt() -> str:
+                stale = self.stale_data_files(self.hub.list_files(self.spec), files)
+                return self.hub.commit(self.spec, add, stale, message, create_pr=self.create_pr)
 
-class PartUploader:
-    """Mirrors new progress parts to the Hub from a background thread, a commit every `every_s` seconds.
-
-    Uploads never block the driver; a failed upload keeps its parts queued for the next try and the final flush.
-    """
-
-    def __init__(self, destination: Destination, every_s: float = UPLOAD_EVERY_S) -> None:
-        self.destination = destination
-        self.every_s = every_s
-        self.incoming: queue.Queue[Path] = queue.Queue()
-        self.pending: list[Path] = []
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.loop, name="uploader", daemon=True)
-        self.active = not destination.local and not destination.create_pr
-
-    def start(self) -> None:
-        if self.active:
-            self.thread.start()
-
-    def add(self, part: os.PathLike) -> None:
-        if self.active:
-            self.incoming.put(Path(part))
-
-    def loop(self) -> None:
-        while not self.stopping.wait(self.every_s):
-            self.upload_pending()
-
-    def upload_pending(self) -> None:
-        while not self.incoming.empty():
-            self.pending.append(self.incoming.get())
-        if not self.pending:
-            return
-        batch = list(self.pending)
-        try:
-            self.destination.push_parts(batch)
-        except Exception as exc:
-            say(f"progress upload failed, will retry: {type(exc).__name__}: {exc}")
-            return
-        self.pending = [part for part in self.pending if part not in batch]
-
-    def close(self) -> None:
-        """Stops the thread and uploads whatever is left, with retries; raises if the Hub stays unreachable."""
-        if not self.active:
-            return
-        self.stopping.set()
-        if self.thread.is_alive():
-            self.thread.join()
-        while not self.incoming.empty():
-            self.pending.append(self.incoming.get())
-        started = time.monotonic()
-        self.destination.push_parts(self.pending)
-        if self.pending:
-            say(f"uploaded {len(self.pending)} progress part(s) in {time.monotonic() - started:.1f} s")
-        self.pending = []
+            return with_retries(attempt, "publishing")

@@ -1,22 +1,29 @@
 """Results as they come, in small parquet parts, so that no finished page is lost and a rerun resumes.
 
-Each flush writes a new immutable part (part-<run>-<seq>.parquet); a row that appears in several parts (a retried
-error) is taken from the newest. Parts are only ever added, which makes them safe to mirror to a Hub repo.
+Each flush writes a new immutable part, made durable before anything else counts on it: written to a temporary
+name, fsynced, renamed, and the folder fsynced. A row can appear in several files (a retried error, a merge that
+raced another job's): every row carries the time it was recorded and the newest record wins, whatever the file
+names, so files may be merged, mirrored and fetched in any order. A part that cannot be read (a crash between the
+rename and the data reaching the disk) is set aside with a warning; its rows count as not done and are redone.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import fcntl
 import os
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from .report import say
 
 RESULT_SCHEMA = pa.schema(
     [
@@ -30,9 +37,12 @@ RESULT_SCHEMA = pa.schema(
         ("attempts", pa.int64()),
         ("seconds", pa.float64()),
         ("extra", pa.string()),
+        ("recorded_at", pa.float64()),
     ]
 )
-MANIFEST = "manifest.json"
+PART_GLOB = "*.parquet"
+SET_ASIDE_SUFFIX = ".unreadable"
+FOLDER_LOCK = ".folder.lock"
 
 
 @dataclass
@@ -47,62 +57,134 @@ class RowResult:
     attempts: int = 0
     seconds: float = 0.0
     extra: str | None = None
+    recorded_at: float = field(default_factory=time.time)
 
 
 def new_run_id() -> str:
-    """Sorts by start time, so the newest part of a row wins when parts are read in name order."""
+    """Sorts by start time, which makes a folder listing readable; correctness never depends on it."""
     return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
 
 
-class ProgressLog:
-    """Buffers results and writes a part every `flush_rows` rows or `flush_seconds` seconds."""
+def write_durably(path: Path, tables: Iterable[pa.Table]) -> None:
+    """Writes the tables, one after another, as one part that is complete on disk before this returns."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "wb") as handle:
+        with pq.ParquetWriter(handle, RESULT_SCHEMA) as writer:
+            for table in tables:
+                writer.write_table(table)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    sync_folder(path.parent)
 
-    def __init__(self, folder: Path, run_id: str, flush_rows: int = 64, flush_seconds: float = 30.0) -> None:
+
+def sync_folder(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+class ProgressLog:
+    """Buffers results and writes a part every `flush_rows` rows or `flush_seconds` seconds.
+
+    `on_part` hears of every part written (the Hub mirror), so both recipe shapes mirror the same way.
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        run_id: str,
+        flush_rows: int = 64,
+        flush_seconds: float = 30.0,
+        on_part: Callable[[Path], None] | None = None,
+    ) -> None:
         self.folder = folder
         self.run_id = run_id
         self.flush_rows = flush_rows
         self.flush_seconds = flush_seconds
+        self.on_part = on_part
         self.buffer: list[RowResult] = []
         self.sequence = 0
         self.last_flush = time.monotonic()
         folder.mkdir(parents=True, exist_ok=True)
 
-    def add(self, result: RowResult) -> Path | None:
+    def add(self, result: RowResult) -> None:
         self.buffer.append(result)
-        due = time.monotonic() - self.last_flush >= self.flush_seconds
-        if len(self.buffer) >= self.flush_rows or due:
-            return self.flush()
-        return None
+        if len(self.buffer) >= self.flush_rows or time.monotonic() - self.last_flush >= self.flush_seconds:
+            self.flush()
 
-    def flush(self) -> Path | None:
+    def flush(self) -> None:
         self.last_flush = time.monotonic()
         if not self.buffer:
-            return None
+            return
         table = pa.Table.from_pylist([asdict(result) for result in self.buffer], schema=RESULT_SCHEMA)
         path = self.folder / f"part-{self.run_id}-{self.sequence:05d}.parquet"
-        temporary = path.with_suffix(".tmp")
-        pq.write_table(table, temporary)
-        os.replace(temporary, path)
+        write_durably(path, [table])
         self.sequence += 1
         self.buffer.clear()
-        return path
+        if self.on_part is not None:
+            self.on_part(path)
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, exclusive: bool) -> Iterator[None]:
+    """Readers share the folder; a merge, which removes files, has it alone (runs of several shards share it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / FOLDER_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
 
 
 def part_files(folder: Path) -> list[Path]:
-    return sorted(folder.glob("part-*.parquet")) if folder.is_dir() else []
+    return sorted(folder.glob(PART_GLOB)) if folder.is_dir() else []
 
 
-def read_results(folder: Path) -> pa.Table:
-    """Every row's newest result, in no particular order."""
-    parts = part_files(folder)
-    if not parts:
-        return RESULT_SCHEMA.empty_table()
-    table = pa.concat_tables([pq.read_table(part, schema=RESULT_SCHEMA) for part in parts])
-    order = pa.array(range(len(table)), pa.int64())
-    table = table.append_column("_order", order)
-    newest = table.group_by("row_id").aggregate([("_order", "max")])
-    keep = pc.is_in(table["_order"], value_set=newest["_order_max"])
-    return table.filter(keep).drop_columns(["_order"])
+def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table | None:
+    """A part's rows (columns a part from an older version lacks are null), or None when it cannot be read.
+
+    An unreadable part is renamed aside, with a warning, so it is neither read again nor mirrored.
+    """
+    wanted = list(columns or RESULT_SCHEMA.names)
+    try:
+        with pq.ParquetFile(path) as parquet:
+            table = parquet.read(columns=[name for name in wanted if name in parquet.schema_arrow.names])
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        aside = path.with_name(path.name + SET_ASIDE_SUFFIX)
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(path, aside)
+        say(f"warning: skipped unreadable progress part {path.name} ({type(exc).__name__}: {exc}); its rows will be "
+            f"redone (set aside as {aside.name})")  # fmt: skip
+        return None
+    for name in wanted:
+        if name not in table.column_names:
+            column = RESULT_SCHEMA.field(name)
+            table = table.append_column(column, pa.nulls(table.num_rows, column.type))
+    return table.select(wanted).cast(pa.schema([RESULT_SCHEMA.field(name) for name in wanted]))
+
+
+def newest_rows(table: pa.Table) -> pa.Table:
+    """One row per row_id: the one recorded last."""
+    if table.num_rows == 0:
+        return table
+    order = pc.sort_indices(table, sort_keys=[("row_id", "ascending"), ("recorded_at", "descending")])
+    table = table.take(order)
+    ids = table["row_id"].combine_chunks()
+    first = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
+    keep = pa.concat_arrays([pa.array([True]), first.fill_null(True)])
+    return table.filter(keep)
+
+
+def read_results(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """Every row's newest result (only `columns`, if given), in no particular order."""
+    wanted = list(dict.fromkeys([*columns, "row_id", "recorded_at"])) if columns else None
+    with folder_lock(folder, exclusive=False):
+        tables = [table for table in (read_part(part, wanted) for part in part_files(folder)) if table is not None]
+    schema = pa.schema([RESULT_SCHEMA.field(name) for name in wanted]) if wanted else RESULT_SCHEMA
+    if not tables:
+        return schema.empty_table()
+    return newest_rows(pa.concat_tables(tables).select(schema.names))
 
 
 def finished_ids(results: pa.Table, retry_errors: bool) -> set[str]:
@@ -110,21 +192,3 @@ def finished_ids(results: pa.Table, retry_errors: bool) -> set[str]:
     if retry_errors:
         results = results.filter(pc.is_null(results["error"]))
     return set(results["row_id"].to_pylist())
-
-
-def check_manifest(folder: Path, manifest: dict, overwrite: bool) -> None:
-    """Refuses to mix two different jobs' results in one progress folder."""
-    path = folder / MANIFEST
-    if path.exists():
-        previous = json.loads(path.read_text())
-        clashes = {key: previous.get(key) for key, value in manifest.items() if previous.get(key) != value}
-        if clashes and not overwrite:
-            raise ValueError(
-                f"{folder} holds results of another job ({clashes}); pass --overwrite to start over, or choose "
-                "another --config / --output-column"
-            )
-        if clashes:
-            for part in part_files(folder):
-                part.unlink()
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(manifest, indent=2, sort_keys=True))

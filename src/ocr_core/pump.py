@@ -76,7 +76,6 @@ class Pump:
         log: ProgressLog,
         progress: Progress,
         recover: Recover,
-        on_part: Callable[[os.PathLike], None] | None = None,
         guard: MemoryGuard | None = None,
     ) -> None:
         self.target = target
@@ -87,7 +86,6 @@ class Pump:
         self.log = log
         self.progress = progress
         self.recover = recover
-        self.on_part = on_part
         self.guard = guard
         self.cap_logged = 0.0
         self.waiting: float | None = None
@@ -110,7 +108,7 @@ class Pump:
                     for task in tasks:
                         task.cancel()
                     await asyncio.gather(watcher, *tasks, return_exceptions=True)
-                    self.record_part(self.log.flush())
+                    self.log.flush()
 
     async def feed(
         self,
@@ -143,7 +141,7 @@ class Pump:
         acknowledged = False
         try:
             result, acknowledged = await self.complete(row, client, prep)
-            self.record_part(self.log.add(result))
+            self.log.add(result)
             if result.error is not None and self.args.verbose:
                 say(f"{row.row_id}: {result.error}")
             loop = result.error is not None and result.error.startswith("repetition loop")
@@ -153,10 +151,6 @@ class Pump:
         finally:
             await self.window.release(self.waiting, self.running, acknowledged)
             self.progress.show(self.window.in_flight, self.window.limit)
-
-    def record_part(self, part: os.PathLike | None) -> None:
-        if part is not None and self.on_part is not None:
-            self.on_part(part)
 
     async def complete(
         self, row: RowInput, client: httpx.AsyncClient, prep: ThreadPoolExecutor

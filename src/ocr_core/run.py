@@ -1,8 +1,9 @@
-"""A recipe's main: resolve input and output, resume, drive the pages, publish, and say what happened.
+"""A recipe's main: prepare the job, drive its pages in the recipe's shape, publish, and say what happened.
 
-Exit codes: 0 every selected row has an outcome and the dataset is published (or, for a shard, its rows are
-done); 1 the job failed (the message says why; finished rows are kept for the rerun); 2 the command needs changing;
-130 / 143 stopped by Ctrl-C / SIGTERM (rerun to resume). Every run that gets past its checks prints the summary.
+Exit codes: 0 every selected row has an outcome and the dataset is published (or, for a shard, its rows are done);
+1 the job failed (the message says why; finished rows are kept for the rerun); 2 the command needs changing;
+129 / 130 / 143 stopped by SIGHUP / Ctrl-C / SIGTERM (rerun to resume). Every way out after the command line is
+parsed prints the one JSON summary line on stdout, with `exit_code` and, when the run failed, `failure`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
@@ -23,43 +25,82 @@ from typing import Any, TextIO
 import httpx
 
 from .answers import requested_sampling
-from .assemble import Columns, assemble, collisions, missing_rows
+from .assemble import assemble, missing_rows
 from .card import CardFacts, render_card
 from .chat import JobFailed
 from .cli import SATURATE_MAX_INFLIGHT, SERVER_WINDOW, build_parser, job_command, parse_arguments, usage
 from .engine import Engine
 from .facts import ModelFacts
 from .hostmem import MemoryGuard
-from .hub import HfHub, HubClient, with_retries
+from .hub import HubClient, HubRefused
+from .job import Job, UsageError, prepare_job
+from .lease import LeaseTaken
+from .mirror import ProgressMirror
 from .offline import NoGpu, OfflineRunner, open_llm, stdout_to_stderr
-from .output import Destination, PartUploader, is_local_output
-from .progress import ProgressLog, check_manifest, finished_ids, new_run_id, read_results
+from .progress import ProgressLog, read_results
 from .pump import Pump, PumpSettings, Target, metrics_page
-from .report import Progress, print_summary, say
+from .report import Progress, Tally, print_summary, say
 from .scale import ScalePlan, detect_gpus, plan_scale
 from .server import ServerError, is_local, kv_capacity, parse_metrics
-from .source import InputError, Source, load_source
+from .source import InputError
 from .window import Window
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+KEPT = "finished rows are kept; rerun the same command to resume"
+COMMAND_ERRORS = (UsageError, InputError, ServerError, NoGpu, HubRefused)
 
 
-class UsageError(ValueError):
-    """The command cannot work as written; the message says what to change."""
+class Interrupted(BaseException):
+    """A stop signal in synchronous code; a BaseException, so no `except Exception` on the way swallows it."""
+
+
+class StopSignals:
+    """Turns SIGTERM, SIGINT and SIGHUP into one orderly stop; a later signal only says the stop is under way."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        for signum in STOP_SIGNALS:
+            self.previous.setdefault(signum, signal.getsignal(signum))
+            signal.signal(signum, self.on_signal)
+
+    def install_async(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:
+        for signum in STOP_SIGNALS:
+            loop.add_signal_handler(signum, self.on_async_signal, signum, task)
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        if self.first(signum):
+            raise Interrupted(signum)
+
+    def on_async_signal(self, signum: int, task: asyncio.Task) -> None:
+        if self.first(signum):
+            task.cancel()
+
+    def first(self, signum: int) -> bool:
+        if self.signum is not None:
+            say(f"{signal.Signals(signum).name} again: already stopping, saving finished rows first")
+            return False
+        self.signum = signum
+        say(f"stopped by {signal.Signals(signum).name}; {KEPT}")
+        return True
+
+    def restore(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
 
 
 @dataclass
-class Job:
-    args: argparse.Namespace
-    facts: ModelFacts
-    script: str
-    mode: str
-    argv: list[str]
-    destination: Destination
-    source: Source
-    columns: Columns
-    todo: int
-    started: float
+class Drive:
+    """What driving the pages left behind, whichever way it ended."""
+
+    tally: Tally = field(default_factory=Tally)
+    window: Window = field(default_factory=lambda: Window(1, 1))
+    model_name: str | None = None
+    version: str | None = None
+    extra: dict = field(default_factory=dict)
+    failure: str | None = None
 
 
 def main(
@@ -78,18 +119,78 @@ def main(
     args = parse_arguments(build_parser(script, facts, mode), argv)
     if args.verbose:
         say(versions())
+    summary: dict[str, Any] = {"script": script, "model": args.model, "mode": mode, "output": args.output}
+    streams: list[TextIO] = [sys.stdout]
+    stop = StopSignals()
+    stop.install()
     try:
-        job = prepare_job(args, facts, script, mode, argv, hub)
-        return run_offline_job(job) if mode == "offline" else asyncio.run(run_job(job))
-    except (UsageError, InputError, ServerError, NoGpu) as exc:
+        code = run(args, facts, script, mode, argv, hub, stop, summary, streams)
+    except BaseException as exc:
+        code = failure_code(exc, stop, summary, args.verbose)
+    finally:
+        stop.restore()
+    summary["exit_code"] = code
+    print_summary(streams[-1], summary)
+    return code
+
+
+def run(
+    args: argparse.Namespace,
+    facts: ModelFacts,
+    script: str,
+    mode: str,
+    argv: list[str],
+    hub: HubClient | None,
+    stop: StopSignals,
+    summary: dict[str, Any],
+    streams: list[TextIO],
+) -> int:
+    job = prepare_job(args, facts, script, mode, argv, hub)
+    try:
+        if mode == "offline":
+            streams.append(stdout_to_stderr())
+            drive = run_offline_job(job, stop)
+        else:
+            drive = asyncio.run(run_job(job, stop))
+            stop.install()
+        code, facts_of_run = finish(job, drive, stop.signum)
+        summary.update(facts_of_run)
+        return code
+    finally:
+        release(job)
+
+
+def failure_code(exc: BaseException, stop: StopSignals, summary: dict[str, Any], verbose: bool) -> int:
+    """The exit code and the summary's `failure` for a run that ended by an exception."""
+    if isinstance(exc, Interrupted | KeyboardInterrupt):
+        summary["failure"] = "interrupted"
+        return 128 + (stop.signum or signal.SIGINT)
+    if isinstance(exc, COMMAND_ERRORS):
+        summary["failure"] = str(exc)
         say(f"error: {exc}")
         return 2
-    except JobFailed as exc:
-        say(f"error: {exc}\nFinished rows are kept; rerun the same command to resume.")
+    if isinstance(exc, JobFailed | LeaseTaken):
+        summary["failure"] = str(exc)
+        say(f"error: {exc}\n{KEPT.capitalize()}.")
         return 1
-    except KeyboardInterrupt:
-        say("interrupted; finished rows are kept, rerun the same command to resume")
-        return 130
+    if not isinstance(exc, Exception):
+        raise exc
+    summary["failure"] = f"internal error: {type(exc).__name__}: {exc}"
+    detail = traceback.format_exc() if verbose else "Rerun with --verbose for the traceback."
+    say(f"error: {type(exc).__name__}: {exc}\n{KEPT.capitalize()}. {detail}")
+    return 1
+
+
+def release(job: Job) -> None:
+    """Gives this run's slice of OUTPUT back: the Hub lease file and the local locks."""
+    try:
+        if job.lease is not None:
+            lease = f"{job.destination.progress_prefix}/{job.lease.file_name}"
+            job.destination.push({}, [lease], "OCR progress: lease released")
+    except Exception as exc:
+        say(f"warning: could not remove this run's lease from the Hub ({type(exc).__name__}: {exc}); it expires")
+    finally:
+        job.locks.release()
 
 
 def versions() -> str:
@@ -103,71 +204,6 @@ def versions() -> str:
         except PackageNotFoundError:
             found.append(f"{package} missing")
     return "versions: " + ", ".join(found)
-
-
-def hub_token(args: argparse.Namespace) -> str | None:
-    return args.hf_token or os.environ.get("HF_TOKEN")
-
-
-def open_destination(args: argparse.Namespace, hub: HubClient | None) -> Destination:
-    if is_local_output(args.output):
-        return Destination(args.output, args.split, args.config, None)
-    if args.output.count("/") != 1:
-        raise UsageError(
-            f"OUTPUT {args.output!r} is neither a local folder (start it with ./ or /) nor a Hub id (namespace/name)"
-        )
-    client = hub or HfHub(hub_token(args))
-    with_retries(lambda: client.create_repo(args.output, args.private), "creating the output repo")
-    return Destination(args.output, args.split, args.config, client, args.private, args.create_pr)
-
-
-def prepare_job(
-    args: argparse.Namespace,
-    facts: ModelFacts,
-    script: str,
-    mode: str,
-    argv: list[str],
-    hub: HubClient | None,
-) -> Job:
-    started = time.monotonic()
-    destination = open_destination(args, hub)
-    source = load_source(
-        args.input,
-        args.split,
-        args.image_column,
-        args.input_config,
-        args.id_column,
-        args.max_samples,
-        args.shuffle,
-        args.seed,
-        args.shard,
-    )
-    columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns))
-    clashing = collisions(source, columns)
-    if clashing and not args.overwrite:
-        raise UsageError(
-            f"{args.input} already has column(s) {clashing}; pass --overwrite to replace them, "
-            "or --output-column / --error-column to write elsewhere"
-        )
-    fetched = destination.pull_progress()
-    if fetched:
-        say(f"fetched {fetched} progress part(s) from {destination.describe()}")
-    manifest = {
-        "input": args.input,
-        "split": args.split,
-        "model": args.model,
-        "output_column": args.output_column,
-    }
-    try:
-        check_manifest(destination.progress_dir, manifest, args.overwrite)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    done = finished_ids(read_results(destination.progress_dir), args.retry_errors)
-    owned = source.owned()
-    todo = 0 if args.finalize else sum(row_id not in done for row_id in owned)
-    shard = f" (shard {args.shard[0]}/{args.shard[1]}: {len(owned)} of them)" if args.shard else ""
-    say(f"{len(source.ids)} row(s) selected from {args.input}{shard}; {len(owned) - todo} already done, {todo} to do")
-    return Job(args, facts, script, mode, argv, destination, source, columns, todo, started)
 
 
 def make_window(
@@ -196,105 +232,117 @@ def scale_plan(args: argparse.Namespace) -> ScalePlan:
     return plan_scale(gpus, name, os.cpu_count() or 1, args.api_server_count, args.data_parallel_size)
 
 
-async def run_job(job: Job) -> int:
-    """Drives the remaining rows, then publishes if every selected row has an outcome."""
+async def run_job(job: Job, stop: StopSignals) -> Drive:
+    """Server shape: finds or starts the server, then keeps the window full until every row has an outcome."""
     args = job.args
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    stopped: list[int] = []
-
-    def stop(signum: int) -> None:
-        stopped.append(signum)
-        task.cancel()
-
-    for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, stop, signum)
-    scale = scale_plan(args)
-    engine = Engine(args, job.facts, job.script, job.argv, scale)
-    uploader = PartUploader(job.destination, args.upload_every)
-    window, guard = Window(1, 1), None
-    progress = Progress(len(job.source.owned()), len(job.source.owned()) - job.todo)
-    target: Target | None = None
-    metrics_before: dict[str, float] = {}
-    extra: dict = {}
-    version = None
-    failure = None
+    stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
+    engine = Engine(args, job.facts, job.script, job.argv, scale_plan(args))
+    owned = len(job.source.owned())
+    progress = Progress(owned, owned - job.todo)
+    drive = Drive()
     try:
         if job.todo:
             target = await engine.open()
-            window, guard = make_window(
-                args, job.mode, scale, kv_capacity(await metrics_text(target), args.max_model_len)
+            drive.model_name = target.model
+            drive.window, guard = make_window(
+                args, job.mode, engine.scale, kv_capacity(await metrics_text(target), args.max_model_len)
             )
             metrics_before = await read_metrics(target)
-            version = await server_version(target)
-            say(f"server {target.url} (vLLM {version or 'unknown'}) serves {target.model}")
-            await drive(job, target, engine, uploader, window, guard, progress)
+            drive.version = await server_version(target)
+            say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
+            await pump_pages(job, target, engine, drive.window, guard, progress)
             if job.facts.summary_metrics:
-                extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
+                drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
     except asyncio.CancelledError:
-        say(f"stopped by {signal.Signals(stopped[0]).name}; finished rows are kept, rerun the same command to resume")
+        if stop.signum is None:
+            drive.failure = "the run was cancelled from inside; please report this with the log"
     except JobFailed as exc:
-        failure = str(exc)
-        say(f"error: {exc}\nFinished rows are kept; rerun the same command to resume.")
+        drive.failure = str(exc)
+        say(f"error: {exc}\n{KEPT.capitalize()}.")
     finally:
         progress.close()
-        for signum in STOP_SIGNALS:
-            loop.remove_signal_handler(signum)
-        await asyncio.to_thread(engine.close)
-    return finish(job, progress, window, target, extra, version, stopped[0] if stopped else None, failure)
+        await finish_in_thread(engine.close)
+    drive.tally = progress.tally
+    return drive
 
 
-class Interrupted(BaseException):
-    """SIGTERM or Ctrl-C in an offline run; a BaseException, so no `except Exception` on the way swallows it."""
+async def finish_in_thread(action: Callable[[], None]) -> None:
+    """Runs clean-up in a thread to its end, even if this task is cancelled meanwhile."""
+    done = asyncio.ensure_future(asyncio.to_thread(action))
+    while not done.done():
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            continue
+    done.result()
 
 
-def interrupt(signum: int, frame: object) -> None:
-    raise Interrupted(signum)
+def start_mirror(job: Job) -> ProgressMirror:
+    mirror = ProgressMirror(job.destination, job.args.upload_every, job.lease)
+    mirror.start()
+    return mirror
 
 
-def run_offline_job(job: Job) -> int:
-    """Offline shape: an in-process engine fed batches of --batch-size pages."""
-    window = Window(job.args.batch_size, job.args.batch_size)
-    say(f"batches of {job.args.batch_size} page(s) through LLM.chat")
-    progress = Progress(len(job.source.owned()), len(job.source.owned()) - job.todo)
-    handlers = catch_stop_signals()
-    stopped = failure = None
-    summary = stdout_to_stderr()
+def close_mirror(job: Job, mirror: ProgressMirror) -> None:
     try:
-        if job.todo:
-            drive_offline(job, progress)
-    except Interrupted as exc:
-        stopped = exc.args[0]
-        say(f"stopped by {signal.Signals(stopped).name}; finished rows are kept, rerun the same command to resume")
-    except JobFailed as exc:
-        failure = str(exc)
-        say(f"error: {exc}\nFinished rows are kept; rerun the same command to resume.")
-    finally:
-        progress.close()
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-    return finish(job, progress, window, None, {}, vllm_version(), stopped, failure, summary)
+        mirror.close()
+    except Exception as exc:
+        raise JobFailed(
+            f"progress could not reach {job.destination.describe()} ({type(exc).__name__}: {exc}); every result is "
+            f"kept in {job.destination.progress_dir}; rerun the same command on this machine to upload it"
+        ) from exc
 
 
-def catch_stop_signals() -> dict[int, Any]:
-    """Routes SIGTERM and Ctrl-C to `Interrupted`; returns the handlers it replaced."""
-    return {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
-
-
-def drive_offline(job: Job, progress: Progress) -> None:
-    """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
-    llm = open_llm(job.facts, job.args, job_command(job.script, job.facts, job.argv))
-    catch_stop_signals()
-    log = ProgressLog(job.destination.progress_dir, new_run_id(), flush_rows=max(16, job.args.batch_size))
-    runner = OfflineRunner(llm, job.facts, job.args, log, progress)
-    skip = finished_ids(read_results(job.destination.progress_dir), job.args.retry_errors)
-    uploader = PartUploader(job.destination, job.args.upload_every)
-    uploader.start()
+async def pump_pages(
+    job: Job, target: Target, engine: Engine, window: Window, guard: MemoryGuard | None, progress: Progress
+) -> None:
+    """Pumps the rows still to do; their results reach the Hub in the background and once more at the end."""
+    mirror = start_mirror(job)
+    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit), on_part=mirror.add)
+    settings = PumpSettings(requested_sampling(job.facts, job.args), request_timeout=job.args.request_timeout)
+    pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard)
     progress.start()
     try:
-        runner.run(job.source.rows(skip), job.args.batch_size)
+        await pump.run(job.source.rows(job.skip))
     finally:
-        uploader.close()
+        await finish_in_thread(lambda: close_mirror(job, mirror))
+
+
+def run_offline_job(job: Job, stop: StopSignals) -> Drive:
+    """Offline shape: an in-process engine fed batches of --batch-size pages."""
+    drive = Drive(window=Window(job.args.batch_size, job.args.batch_size))
+    say(f"batches of {job.args.batch_size} page(s) through LLM.chat")
+    owned = len(job.source.owned())
+    progress = Progress(owned, owned - job.todo)
+    try:
+        if job.todo:
+            drive_offline(job, progress, stop)
+    except Interrupted:
+        pass
+    except JobFailed as exc:
+        drive.failure = str(exc)
+        say(f"error: {exc}\n{KEPT.capitalize()}.")
+    finally:
+        progress.close()
+    drive.tally = progress.tally
+    drive.version = vllm_version()
+    return drive
+
+
+def drive_offline(job: Job, progress: Progress, stop: StopSignals) -> None:
+    """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
+    llm = open_llm(job.facts, job.args, job_command(job.script, job.facts, job.argv))
+    stop.install()
+    mirror = start_mirror(job)
+    log = ProgressLog(
+        job.destination.progress_dir, job.run_id, flush_rows=max(16, job.args.batch_size), on_part=mirror.add
+    )
+    runner = OfflineRunner(llm, job.facts, job.args, log, progress)
+    progress.start()
+    try:
+        runner.run(job.source.rows(job.skip), job.args.batch_size)
+    finally:
+        close_mirror(job, mirror)
 
 
 def vllm_version() -> str | None:
@@ -306,33 +354,6 @@ def vllm_version() -> str | None:
         except PackageNotFoundError:
             continue
     return None
-
-
-async def drive(
-    job: Job,
-    target: Target,
-    engine: Engine,
-    uploader: PartUploader,
-    window: Window,
-    guard: MemoryGuard | None,
-    progress: Progress,
-) -> None:
-    """Pumps the rows still to do; progress parts reach the Hub in the background and once more at the end."""
-    log = ProgressLog(job.destination.progress_dir, new_run_id(), flush_rows=max(16, window.limit))
-    pump = Pump(
-        target, job.facts, job.args, sampling_settings(job), window, log, progress, engine.recover, uploader.add, guard
-    )
-    skip = finished_ids(read_results(job.destination.progress_dir), job.args.retry_errors)
-    uploader.start()
-    progress.start()
-    try:
-        await pump.run(job.source.rows(skip))
-    finally:
-        await asyncio.to_thread(uploader.close)
-
-
-def sampling_settings(job: Job) -> PumpSettings:
-    return PumpSettings(requested_sampling(job.facts, job.args), request_timeout=job.args.request_timeout)
 
 
 async def metrics_text(target: Target | None) -> str:
@@ -355,15 +376,16 @@ async def server_version(target: Target) -> str | None:
         return None
 
 
-def inference_info(job: Job, target: Target | None, window: Window, version: str | None) -> dict[str, Any]:
+def inference_info(job: Job, drive: Drive) -> dict[str, Any]:
+    window = drive.window
     return {
         "model_id": job.args.model,
-        "model_name": target.model if target else job.args.model,
+        "model_name": drive.model_name or job.args.model,
         "column_name": job.args.output_column,
         "error_column": job.args.error_column,
         "sampling": requested_sampling(job.facts, job.args),
         "image": job.facts.image,
-        "vllm_version": version,
+        "vllm_version": drive.version,
         "mode": job.mode,
         "window": {"final": window.limit, "peak_in_flight": window.peak_in_flight, "cap": window.cap},
         "script": job.script,
@@ -371,22 +393,11 @@ def inference_info(job: Job, target: Target | None, window: Window, version: str
     }
 
 
-def finish(
-    job: Job,
-    progress: Progress,
-    window: Window,
-    target: Target | None,
-    extra: dict,
-    version: str | None,
-    stopped: int | None,
-    failure: str | None = None,
-    stream: TextIO | None = None,
-) -> int:
-    """Publishes when every row has an outcome, prints the summary line, and picks the exit code."""
-    interrupted = stopped is not None
+def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, Any]]:
+    """Publishes when every row has an outcome; returns the exit code and the summary's facts of the run."""
     if job.source.shard:
         job.destination.pull_progress()
-    results = read_results(job.destination.progress_dir)
+    results = read_results(job.destination.progress_dir, ["error"])
     missing = missing_rows(job.source, results)
     selected = set(job.source.ids)
     errors = sum(
@@ -394,63 +405,58 @@ def finish(
         for row_id, error in zip(results["row_id"].to_pylist(), results["error"].to_pylist())
         if error is not None and row_id in selected
     )
-    tally = progress.tally
-    published, code = None, 128 + stopped if interrupted else 1
-    if not missing and not interrupted and failure is None:
-        try:
-            published = publish(job, results, target, window, version, errors, tally)
-            say(f"published {len(selected)} row(s) ({errors} with an error) to {published}")
-            code = 0
-        except Exception as exc:
-            say(
-                f"error: publishing failed ({type(exc).__name__}: {exc}); every result is kept in "
-                f"{job.destination.progress_dir}; rerun the same command to publish"
-            )
-    elif (
-        job.source.shard
-        and not interrupted
-        and failure is None
-        and not missing_rows(job.source, results, owned_only=True)
-    ):
+    published, code = None, 128 + stopped if stopped else 1
+    if not missing and stopped is None and drive.failure is None:
+        published, code = publish_or_say(job, drive, errors)
+    elif job.source.shard and stopped is None and drive.failure is None and not missing_rows(job.source, results, True):
         say(
             f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
             "publishes the dataset; or run the same command with --finalize once all shards are done"
         )
         code = 0
-    elif not interrupted and failure is None:
+    elif stopped is None and drive.failure is None:
         say(f"{missing} row(s) have no outcome yet; rerun the same command to finish them")
-    print_summary(
-        stream or sys.stdout,
-        {
-            "script": job.script,
-            "model": job.args.model,
-            "mode": job.mode,
-            "output": published or job.destination.describe(),
-            "rows": len(selected),
-            "done_this_run": tally.done,
-            "resumed": len(job.source.owned()) - job.todo,
-            "shard": list(job.args.shard) if job.args.shard else None,
-            "errors": errors,
-            "errors_this_run": tally.errors,
-            "loops_this_run": tally.loops,
-            "missing": missing,
-            "pages_per_s": round(tally.pages_per_s(), 3),
-            "output_tokens_per_s": round(tally.tokens_per_s(), 1),
-            "inference_s": round(tally.seconds(), 2),
-            "wall_s": round(time.monotonic() - job.started, 2),
-            "window": window.limit,
-            "peak_in_flight": window.peak_in_flight,
-            "peak_window": window.peak_limit,
-            "interrupted": interrupted,
-            "failure": failure,
-            **extra,
-        },
-    )
-    return code
+    tally, window = drive.tally, drive.window
+    return code, {
+        "output": published or job.destination.describe(),
+        "rows": len(selected),
+        "done_this_run": tally.done,
+        "resumed": len(job.source.owned()) - job.todo,
+        "shard": list(job.args.shard) if job.args.shard else None,
+        "errors": errors,
+        "errors_this_run": tally.errors,
+        "loops_this_run": tally.loops,
+        "missing": missing,
+        "pages_per_s": round(tally.pages_per_s(), 3),
+        "output_tokens_per_s": round(tally.tokens_per_s(), 1),
+        "inference_s": round(tally.seconds(), 2),
+        "wall_s": round(time.monotonic() - job.started, 2),
+        "window": window.limit,
+        "peak_in_flight": window.peak_in_flight,
+        "peak_window": window.peak_limit,
+        "interrupted": stopped is not None,
+        "failure": drive.failure,
+        **drive.extra,
+    }
 
 
-def publish(job: Job, results, target: Target | None, window: Window, version: str | None, errors: int, tally) -> str:
-    info = inference_info(job, target, window, version)
+def publish_or_say(job: Job, drive: Drive, errors: int) -> tuple[str | None, int]:
+    try:
+        published = publish(job, drive, errors)
+    except HubRefused:
+        raise
+    except Exception as exc:
+        say(
+            f"error: publishing failed ({type(exc).__name__}: {exc}); every result is kept in "
+            f"{job.destination.progress_dir}; rerun the same command to publish"
+        )
+        return None, 1
+    say(f"published {len(job.source.ids)} row(s) ({errors} with an error) to {published}")
+    return published, 0
+
+
+def publish(job: Job, drive: Drive, errors: int) -> str:
+    tally = drive.tally
     card = render_card(
         job.destination.existing_card(),
         CardFacts(
@@ -469,9 +475,12 @@ def publish(job: Job, results, target: Target | None, window: Window, version: s
             errors=errors,
             pages_per_s=tally.pages_per_s(),
             tokens_per_s=tally.tokens_per_s(),
-            window=window.limit,
+            window=drive.window.limit,
         ),
     )
+    results = read_results(job.destination.progress_dir)
     with tempfile.TemporaryDirectory() as folder:
-        files = assemble(job.source, results, job.columns, info, Path(folder), job.destination.data_prefix)
+        files = assemble(
+            job.source, results, job.columns, inference_info(job, drive), Path(folder), job.destination.data_prefix
+        )
         return job.destination.publish(files, card, f"OCR with {job.args.model}: {len(job.source.ids)} rows")

@@ -74,7 +74,7 @@ def parse_shard(text: str) -> tuple[int, int]:
     return shard
 
 
-def open_dataset(name: str, split: str, config: str | None) -> datasets.Dataset:
+def open_dataset(name: str, split: str, config: str | None, revision: str | None = None) -> datasets.Dataset:
     """A local `save_to_disk` folder, a local data folder, or a Hub dataset id."""
     path = Path(name).expanduser()
     if path.is_dir() and ((path / "state.json").exists() or (path / "dataset_dict.json").exists()):
@@ -85,7 +85,9 @@ def open_dataset(name: str, split: str, config: str | None) -> datasets.Dataset:
             return loaded[split]
         return loaded
     try:
-        return datasets.load_dataset(str(path) if path.exists() else name, name=config, split=split)
+        if path.exists():
+            return datasets.load_dataset(str(path), name=config, split=split)
+        return datasets.load_dataset(name, name=config, split=split, revision=revision)
     except ValueError as exc:
         if "split" in str(exc).lower():
             raise InputError(f"{name}: {exc} (pass --split)") from exc
@@ -102,8 +104,9 @@ def load_source(
     shuffle: bool = False,
     seed: int = 42,
     shard: tuple[int, int] | None = None,
+    revision: str | None = None,
 ) -> Source:
-    dataset = open_dataset(name, split, config)
+    dataset = open_dataset(name, split, config, revision)
     for column in (image_column, id_column):
         if column and column not in dataset.column_names:
             raise InputError(

@@ -1,6 +1,6 @@
 """A Hub client double: each dataset repo is a folder, each commit copies files in and records itself.
 
-It implements the same five calls as ocr_core.hub.HfHub, so the publishing and resume code under test is the real
+It implements the same calls as ocr_core.hub.HfHub, so the publishing and resume code under test is the real
 code; only the network is missing.
 """
 
@@ -27,6 +27,7 @@ class FolderHub:
     commits: list[Commit] = field(default_factory=list)
     private: dict[str, bool] = field(default_factory=dict)
     fail_commits: int = 0
+    fail_after_commit: str | None = None
 
     def repo(self, repo_id: str) -> Path:
         return self.root / repo_id
@@ -45,6 +46,14 @@ class FolderHub:
         shutil.copyfile(self.repo(repo_id) / path_in_repo, target)
         return target
 
+    def download_folder(self, repo_id: str, folder: str, local_dir: Path) -> None:
+        for name in self.list_files(repo_id):
+            if name.startswith(folder + "/"):
+                self.download(repo_id, name, local_dir)
+
+    def input_revision(self, repo_id: str) -> str | None:
+        return f"sha-of-{repo_id}-{len(self.commits)}"
+
     def commit(
         self, repo_id: str, add: Mapping[str, Path], delete: Sequence[str], message: str, create_pr: bool = False
     ) -> str:
@@ -60,4 +69,7 @@ class FolderHub:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, target)
         self.commits.append(Commit(repo_id, sorted(add), list(delete), message, create_pr))
+        if self.fail_after_commit and message.startswith(self.fail_after_commit):
+            self.fail_after_commit = None
+            raise TimeoutError("simulated: the commit went through, but the answer never reached the client")
         return f"folder://{repo_id}/commit/{len(self.commits)}"

@@ -1,0 +1,95 @@
+"""Keeps the progress folder small: parts are merged into larger files as they pile up.
+
+A million pages in parts of 16-64 rows would be about 30,000 files: slow to list, fetch and read at every start,
+and far over the Hub's advice of 10,000 files per folder. Files are grouped in size classes (a factor of FAN_IN
+in rows apart); FAN_IN files of one class are merged into one file of the next, so a folder holds at most about
+FAN_IN files per class and a row is rewritten once per class (about four times on its way to the top). Files of
+the top class are never merged again. A merge streams its sources one at a time, so its memory is one source file
+plus the row ids, never the merged text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .progress import (
+    folder_lock,
+    new_run_id,
+    newest_rows,
+    part_files,
+    read_part,
+    sync_folder,
+    write_durably,
+)
+
+FAN_IN = 16
+TOP_CLASS = 4
+
+
+def size_class(rows: int) -> int:
+    """0 below FAN_IN rows, 1 below FAN_IN**2, ... capped at TOP_CLASS."""
+    return min(TOP_CLASS, int(math.log(max(1, rows), FAN_IN) + 1e-9))
+
+
+def plan_merges(rows_by_name: Mapping[str, int]) -> list[list[str]]:
+    """The groups of files to merge now: every class below the top that holds FAN_IN files or more."""
+    classes: dict[int, list[str]] = {}
+    for name, rows in rows_by_name.items():
+        classes.setdefault(size_class(rows), []).append(name)
+    return [sorted(names) for level, names in sorted(classes.items()) if level < TOP_CLASS and len(names) >= FAN_IN]
+
+
+def row_counts(folder: Path) -> dict[str, int]:
+    """Rows per part from the parquet footers; an unreadable part counts as 0 and is merged (and set aside)."""
+    counts = {}
+    for part in part_files(folder):
+        try:
+            counts[part.name] = pq.ParquetFile(part).metadata.num_rows
+        except (pa.ArrowException, OSError):
+            counts[part.name] = 0
+    return counts
+
+
+def merge(folder: Path, names: list[str]) -> Path:
+    """Writes one file holding the newest record of every row in `names`, then removes `names`."""
+    keys = []
+    for position, name in enumerate(names):
+        table = read_part(folder / name, ["row_id", "recorded_at"])
+        if table is not None:
+            table = table.append_column("_file", pa.array([position] * table.num_rows, pa.int32()))
+            keys.append(table.append_column("_row", pa.array(range(table.num_rows), pa.int64())))
+    kept = newest_rows(pa.concat_tables(keys)) if keys else None
+    path = folder / f"merged-{new_run_id()}.parquet"
+    write_durably(path, kept_rows(folder, names, kept))
+    for name in names:
+        (folder / name).unlink(missing_ok=True)
+    sync_folder(folder)
+    return path
+
+
+def kept_rows(folder: Path, names: list[str], kept: pa.Table | None) -> Iterator[pa.Table]:
+    """Each source's surviving rows, reading one source at a time."""
+    if kept is None:
+        return
+    for position, name in enumerate(names):
+        source = read_part(folder / name) if (folder / name).exists() else None
+        if source is not None:
+            yield source.take(kept.filter(pc.equal(kept["_file"], position))["_row"])
+
+
+def compact(folder: Path) -> tuple[list[Path], list[str]]:
+    """Runs every merge that is due; returns the files written and the names removed."""
+    written: list[Path] = []
+    removed: list[str] = []
+    with folder_lock(folder, exclusive=True):
+        while groups := plan_merges(row_counts(folder)):
+            for names in groups:
+                written.append(merge(folder, names))
+                removed += names
+    return written, removed

@@ -1,0 +1,209 @@
+"""Everything a run settles before its first page: input, output, ownership, lease, manifest and what is left to do.
+
+The order matters. Nothing is written before OUTPUT is known to hold nothing foreign and this run holds its slice
+of it; the manifest is compared before any earlier result is trusted; an `--overwrite` clears earlier results
+(here and on the Hub) before any new one is written; and only then are the results fetched and counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .assemble import Columns, collisions
+from .card import split_front_matter
+from .facts import ModelFacts
+from .hub import HfHub, HubClient, with_retries
+from .lease import Lease, LeaseTaken, LocalLocks, conflicts, lease_key, lease_ttl, taken_message, yields_to
+from .manifest import differences, fingerprint, mismatch_message, write_manifest
+from .mirror import write_lease
+from .output import (
+    Destination,
+    foreign_files,
+    foreign_message,
+    is_local_output,
+    owned_configs,
+    unsafe_local_output,
+)
+from .progress import finished_ids, new_run_id, read_results
+from .report import say
+from .source import Source, load_source
+
+WORK_DIR_ENV = "OCR_WORK_DIR"
+
+
+class UsageError(ValueError):
+    """The command cannot work as written; the message says what to change."""
+
+
+@dataclass
+class Job:
+    args: argparse.Namespace
+    facts: ModelFacts
+    script: str
+    mode: str
+    argv: list[str]
+    destination: Destination
+    source: Source
+    columns: Columns
+    skip: set[str]
+    locks: LocalLocks
+    lease: Lease | None
+    run_id: str
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def todo(self) -> int:
+        return sum(row_id not in self.skip for row_id in self.source.owned())
+
+
+def hub_token(args: argparse.Namespace) -> str | None:
+    return args.hf_token or os.environ.get("HF_TOKEN")
+
+
+def open_destination(args: argparse.Namespace, hub: HubClient | None) -> Destination:
+    """The output, refused before anything is written when it is a folder that must not be written over."""
+    if is_local_output(args.output):
+        reason = unsafe_local_output(args.output, args.input)
+        if reason:
+            raise UsageError(reason)
+        return Destination(args.output, args.split, args.config, None)
+    if args.output.count("/") != 1:
+        raise UsageError(
+            f"OUTPUT {args.output!r} is neither a local folder (start it with ./ or /) nor a Hub id (namespace/name)"
+        )
+    client = hub or HfHub(hub_token(args))
+    with_retries(lambda: client.create_repo(args.output, args.private), "creating the output repo")
+    work_dir = Path(os.environ[WORK_DIR_ENV]) if os.environ.get(WORK_DIR_ENV) else None
+    return Destination(args.output, args.split, args.config, client, args.private, args.create_pr, work_dir)
+
+
+def input_revision(args: argparse.Namespace, previous: dict | None, hub: HubClient | None) -> str | None:
+    """The commit of a Hub input this run reads: the one asked for, else the one the job began on, else the newest."""
+    if Path(args.input).expanduser().exists():
+        return None
+    if args.input_revision:
+        return args.input_revision
+    if previous and previous.get("input") == args.input and previous.get("input_revision"):
+        return previous["input_revision"]
+    client = hub or HfHub(hub_token(args))
+    return with_retries(lambda: client.input_revision(args.input), "reading the input's revision")
+
+
+def claim_lease(destination: Destination, listing: list[str], run_id: str, args: argparse.Namespace) -> Lease | None:
+    """Refuses to start beside a live run of an overlapping slice on another machine (a Hub output only)."""
+    if destination.local:
+        return None
+    lease = Lease.new(run_id, lease_key(args.shard), lease_ttl(args.upload_every))
+    if not args.take_over:
+        taken = conflicts(destination.leases(listing), lease, time.time())
+        if taken:
+            raise LeaseTaken(taken_message(taken[0].describe(), destination.where()))
+    return lease
+
+
+def confirm_lease(destination: Destination, lease: Lease | None, take_over: bool) -> None:
+    """After writing our lease: of two runs that started at once, the later one steps back."""
+    if lease is None or take_over:
+        return
+    live = conflicts(destination.leases(destination.listing()), lease, time.time())
+    rival = next((other for other in live if yields_to(lease, other)), None)
+    if rival is not None:
+        destination.push({}, [f"{destination.progress_prefix}/{lease.file_name}"], "OCR progress: lease given up")
+        raise LeaseTaken(taken_message(rival.describe(), destination.where()))
+
+
+def check_ownership(destination: Destination, listing: list[str], overwrite: bool) -> None:
+    """Refuses an OUTPUT that holds files or configs no run of ours wrote, unless --overwrite."""
+    if overwrite:
+        return
+    owned = owned_configs(listing)
+    meta, _ = split_front_matter(destination.existing_card()) if "README.md" in listing else ({}, "")
+    configs = [entry.get("config_name") for entry in meta.get("configs") or [] if isinstance(entry, dict)]
+    foreign_configs = sorted(str(name) for name in configs if name not in owned)
+    files = foreign_files(listing, owned)
+    if files or foreign_configs:
+        raise UsageError(foreign_message(destination.describe(), files, foreign_configs))
+
+
+def prepare_job(
+    args: argparse.Namespace, facts: ModelFacts, script: str, mode: str, argv: list[str], hub: HubClient | None
+) -> Job:
+    started = time.monotonic()
+    run_id = new_run_id()
+    destination = open_destination(args, hub)
+    check_ownership(destination, destination.listing(), args.overwrite)
+    locks = LocalLocks(destination.progress_dir, lease_key(args.shard))
+    locks.acquire(destination.where())
+    try:
+        return settle(args, facts, script, mode, argv, hub, destination, locks, run_id, started)
+    except BaseException:
+        locks.release()
+        raise
+
+
+def settle(
+    args: argparse.Namespace,
+    facts: ModelFacts,
+    script: str,
+    mode: str,
+    argv: list[str],
+    hub: HubClient | None,
+    destination: Destination,
+    locks: LocalLocks,
+    run_id: str,
+    started: float,
+) -> Job:
+    listing = destination.listing()
+    lease = claim_lease(destination, listing, run_id, args)
+    previous = destination.fetch_manifest(listing)
+    revision = input_revision(args, previous, hub)
+    source = load_source(
+        args.input, args.split, args.image_column, args.input_config, args.id_column, args.max_samples,
+        args.shuffle, args.seed, args.shard, revision,
+    )  # fmt: skip
+    columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns))
+    clashing = collisions(source, columns)
+    if clashing and not args.overwrite:
+        raise UsageError(
+            f"{args.input} already has column(s) {clashing}; pass --overwrite to replace them, "
+            "or --output-column / --error-column to write elsewhere"
+        )
+    manifest = fingerprint(args, facts, script, revision)
+    changed = differences(previous, manifest) if previous else []
+    if changed and not args.overwrite:
+        raise UsageError(mismatch_message(destination.where(), previous, manifest, changed))
+    if changed:
+        say(f"--overwrite: removing the results made another way ({', '.join(changed)} differ)")
+        destination.discard_progress(listing)
+    start_progress(destination, manifest, lease, args.take_over)
+    fetched = destination.pull_progress()
+    if fetched:
+        say(f"fetched {fetched} progress file(s) from {destination.describe()}")
+    skip = finished_ids(read_results(destination.progress_dir, ["error"]), args.retry_errors)
+    job = Job(args, facts, script, mode, argv, destination, source, columns, skip, locks, lease, run_id, started)
+    owned = source.owned()
+    shard = f" (shard {args.shard[0]}/{args.shard[1]}: {len(owned)} of them)" if args.shard else ""
+    todo = 0 if args.finalize else job.todo
+    say(f"{len(source.ids)} row(s) selected from {args.input}{shard}; {len(owned) - todo} already done, {todo} to do")
+    return job
+
+
+def start_progress(destination: Destination, manifest: dict, lease: Lease | None, take_over: bool) -> None:
+    """Writes the manifest (and, on the Hub, the lease) before the first result, in one commit."""
+    path = write_manifest(destination.progress_dir, manifest)
+    if destination.local:
+        return
+    files = {destination.in_repo(path): path}
+    if lease is not None:
+        files[f"{destination.progress_prefix}/{lease.file_name}"] = write_lease(destination, lease)
+    destination.push(files, [], "OCR progress: manifest and lease")
+    if destination.create_pr:
+        say(
+            "--create-pr: the dataset opens as a pull request at the end; progress goes to the main branch "
+            f"({destination.progress_prefix}/), where a rerun finds it"
+        )
+    confirm_lease(destination, lease, take_over)

@@ -1,0 +1,80 @@
+"""What a job's results depend on, written beside them, so that a rerun never mixes two jobs' text.
+
+The manifest fingerprints everything that changes a row's text or which page a row id names: the input, its
+config and resolved revision, the split, the image and id columns, the model, the prompt, the sampling, the
+image limits, the model's own parse options and the script. A rerun whose fingerprint differs stops before any
+work and names what differs; `--overwrite` deletes the earlier results (locally and on the Hub) instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from .answers import requested_sampling
+from .facts import ModelFacts
+from .images import placeholder_part
+
+MANIFEST = "manifest.json"
+
+
+class ManifestMismatch(ValueError):
+    """The results at OUTPUT were made another way; the message names the fields and the ways out."""
+
+
+def model_options(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
+    """The values of the options a model module adds (e.g. --keep-image-tags): they change its parse."""
+    if facts.add_arguments is None:
+        return {}
+    own = argparse.ArgumentParser(add_help=False)
+    facts.add_arguments(own)
+    return {name: getattr(args, name) for name in vars(own.parse_args([]))}
+
+
+def fingerprint(args: argparse.Namespace, facts: ModelFacts, script: str, input_revision: str | None) -> dict[str, Any]:
+    return {
+        "script": script,
+        "input": args.input,
+        "input_config": args.input_config,
+        "input_revision": input_revision,
+        "split": args.split,
+        "image_column": args.image_column,
+        "id_column": args.id_column,
+        "model": args.model,
+        "prompt": facts.build_content(placeholder_part(), args),
+        "sampling": requested_sampling(facts, args),
+        "request_extras": dict(facts.request_extras),
+        "image_limits": {"max_side": facts.max_side, "max_pixels": facts.max_pixels},
+        "parse_options": model_options(facts, args),
+    }
+
+
+def differences(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Fields whose values differ, comparing them as they read back from JSON."""
+    current = json.loads(json.dumps(current))
+    return [key for key in sorted(set(previous) | set(current)) if previous.get(key) != current.get(key)]
+
+
+def mismatch_message(where: str, previous: dict[str, Any], current: dict[str, Any], fields: list[str]) -> str:
+    current = json.loads(json.dumps(current))
+    changes = "\n".join(f"  {field}: {previous.get(field)!r} -> {current.get(field)!r}" for field in fields)
+    return (
+        f"{where} holds results made another way; continuing would mix two jobs' text under one dataset:\n"
+        f"{changes}\n"
+        "Write elsewhere (another --config NAME, or another OUTPUT), or pass --overwrite to delete those results "
+        "(locally and on the Hub) and start over."
+    )
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    path = folder / MANIFEST
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / MANIFEST
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return path

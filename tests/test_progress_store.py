@@ -1,0 +1,263 @@
+"""The progress store's contract without a server: durable parts, newest record wins, unreadable parts set aside,
+merging that keeps every row, what in OUTPUT counts as ours, the card merge, and leases."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from ocr_core.card import CardFacts, render_card, split_front_matter
+from ocr_core.compaction import FAN_IN, TOP_CLASS, compact, plan_merges, size_class
+from ocr_core.lease import Lease, LeaseTaken, LocalLocks, conflicts, lease_key, overlaps, yields_to
+from ocr_core.manifest import differences, fingerprint, mismatch_message
+from ocr_core.output import foreign_files, owned_configs, unsafe_local_output
+from ocr_core.progress import ProgressLog, RowResult, finished_ids, part_files, read_results
+
+
+def write_parts(folder: Path, count: int, rows_per_part: int, text: str = "t") -> list[str]:
+    log = ProgressLog(folder, "20260101T000000Z-aaaaaa", flush_rows=rows_per_part)
+    ids = []
+    for index in range(count * rows_per_part):
+        ids.append(f"train-{index}")
+        log.add(RowResult(index, f"train-{index}", text=f"{text}{index}"))
+    return ids
+
+
+def texts(folder: Path) -> dict[str, str]:
+    results = read_results(folder)
+    return dict(zip(results["row_id"].to_pylist(), results["text"].to_pylist()))
+
+
+def test_the_newest_record_wins_whatever_the_file_names(tmp_path):
+    late = ProgressLog(tmp_path, "00000000T000000Z-zzzzzz", flush_rows=1)
+    early = ProgressLog(tmp_path, "99999999T999999Z-aaaaaa", flush_rows=1)
+    early.add(RowResult(0, "train-0", error="server rejected the page (400)", recorded_at=100.0))
+    late.add(RowResult(0, "train-0", text="redone", recorded_at=200.0))
+    assert texts(tmp_path) == {"train-0": "redone"}
+    assert finished_ids(read_results(tmp_path), retry_errors=True) == {"train-0"}
+
+
+def test_parts_are_written_whole_under_their_final_name(tmp_path):
+    seen = []
+    log = ProgressLog(tmp_path, "run", flush_rows=2, on_part=seen.append)
+    log.add(RowResult(0, "a", text="x"))
+    assert seen == [] and part_files(tmp_path) == []
+    log.add(RowResult(1, "b", text="y"))
+    assert seen == part_files(tmp_path)
+    assert pq.read_table(seen[0]).num_rows == 2
+    assert [path.name for path in tmp_path.iterdir() if path.name.endswith(".tmp")] == []
+
+
+@pytest.mark.parametrize("damage", [b"", b"PAR1 not really parquet"], ids=["zero-length", "corrupt"])
+def test_an_unreadable_part_is_set_aside_and_its_rows_count_as_not_done(tmp_path, capsys, damage):
+    ids = write_parts(tmp_path, count=3, rows_per_part=4)
+    parts = part_files(tmp_path)
+    parts[1].write_bytes(damage)
+    done = finished_ids(read_results(tmp_path, ["error"]), retry_errors=False)
+    assert done == set(ids[:4] + ids[8:])
+    assert "skipped unreadable progress part" in capsys.readouterr().err
+    assert parts[1].name not in {path.name for path in part_files(tmp_path)}
+    assert (tmp_path / (parts[1].name + ".unreadable")).exists()
+
+
+def test_a_part_from_before_recorded_at_existed_still_reads(tmp_path):
+    write_parts(tmp_path, count=1, rows_per_part=3)
+    part = part_files(tmp_path)[0]
+    pq.write_table(pq.read_table(part).drop_columns(["recorded_at"]), part)
+    assert texts(tmp_path) == {"train-0": "t0", "train-1": "t1", "train-2": "t2"}
+
+
+@pytest.mark.parametrize(
+    ("rows", "groups"),
+    [
+        ({f"p{i}": 32 for i in range(FAN_IN - 1)}, []),
+        ({f"p{i}": 32 for i in range(FAN_IN)}, [sorted(f"p{i}" for i in range(FAN_IN))]),
+        ({**{f"p{i}": 32 for i in range(FAN_IN)}, "big": 600}, [sorted(f"p{i}" for i in range(FAN_IN))]),
+        ({f"top{i}": FAN_IN**TOP_CLASS for i in range(40)}, []),
+        ({f"a{i}": 3 for i in range(FAN_IN)} | {f"b{i}": 40 for i in range(FAN_IN)}, "two"),
+    ],
+    ids=["too-few", "one-class-full", "other-classes-wait", "top-class-never-merges", "two-classes"],
+)
+def test_merge_plan(rows, groups):
+    planned = plan_merges(rows)
+    if groups == "two":
+        assert [sorted(group)[0][0] for group in planned] == ["a", "b"]
+    else:
+        assert planned == groups
+
+
+def test_size_classes_are_a_factor_of_fan_in_apart():
+    assert [size_class(rows) for rows in (1, FAN_IN - 1, FAN_IN, FAN_IN**2, FAN_IN**3, FAN_IN**9)] == [
+        0, 0, 1, 2, 3, TOP_CLASS,
+    ]  # fmt: skip
+
+
+def test_compaction_keeps_every_row_and_bounds_the_file_count(tmp_path):
+    write_parts(tmp_path, count=300, rows_per_part=16)
+    before = texts(tmp_path)
+    written, removed = compact(tmp_path)
+    assert len(part_files(tmp_path)) < 2 * FAN_IN
+    assert len(removed) >= 300 - 2 * FAN_IN and written
+    assert texts(tmp_path) == before and len(before) == 4800
+
+
+def test_compaction_keeps_the_newest_record_of_a_row_merged_with_an_older_one(tmp_path):
+    log = ProgressLog(tmp_path, "run", flush_rows=1)
+    for attempt in range(FAN_IN):
+        log.add(RowResult(0, "train-0", text=f"attempt {attempt}", recorded_at=1000.0 + attempt))
+    compact(tmp_path)
+    assert len(part_files(tmp_path)) == 1
+    assert texts(tmp_path) == {"train-0": f"attempt {FAN_IN - 1}"}
+
+
+# ---- the manifest ----
+
+
+def manifest_args(**changes):
+    from ocr_core.cli import build_parser
+    from ocr_core.facts import ModelFacts
+    from ocr_models import ovis_ocr2
+
+    facts = ModelFacts.from_namespace(vars(ovis_ocr2))
+    argv = ["in", "./out", *[item for key, value in changes.items() for item in (f"--{key}", value)]]
+    return build_parser("ovis-ocr2-server.py", facts, "server").parse_args(argv), facts
+
+
+def test_the_fingerprint_sees_every_setting_that_changes_a_rows_text():
+    base = fingerprint(*manifest_args(), "ovis-ocr2-server.py", None)
+    for option, value, field in [
+        ("input-config", "fr", "input_config"),
+        ("image-column", "scan", "image_column"),
+        ("id-column", "page", "id_column"),
+        ("max-tokens", "100", "sampling"),
+        ("temperature", "0.3", "sampling"),
+        ("model", "other/model", "model"),
+    ]:
+        changed = fingerprint(*manifest_args(**{option: value}), "ovis-ocr2-server.py", None)
+        assert differences(json.loads(json.dumps(base)), changed) == [field], option
+    parse = fingerprint(*manifest_args(), "ovis-ocr2-server.py", None)
+    args, facts = manifest_args()
+    args.keep_image_tags = True
+    assert differences(parse, fingerprint(args, facts, "ovis-ocr2-server.py", None)) == ["parse_options"]
+    assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2.py", None)) == ["script"]
+    assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2-server.py", "abc123")) == ["input_revision"]
+
+
+def test_the_mismatch_message_names_the_fields_and_both_ways_out():
+    message = mismatch_message("./out (config default, split train)", {"model": "a"}, {"model": "b"}, ["model"])
+    assert "model: 'a' -> 'b'" in message and "--config" in message and "--overwrite" in message
+
+
+# ---- what in OUTPUT is ours ----
+
+
+def test_only_files_of_configs_with_a_manifest_are_ours():
+    names = [
+        ".gitattributes", "README.md", ".ocr-progress/ovis/train/manifest.json",
+        ".ocr-progress/ovis/train/part-1.parquet", "ovis/train-00000-of-00001.parquet",
+        "data/train-00000-of-00001.parquet", "notes.txt", ".ocr-progress/default/test/part-2.parquet",
+    ]  # fmt: skip
+    owned = owned_configs(names)
+    assert owned == {"ovis"}
+    assert foreign_files(names, owned) == ["data/train-00000-of-00001.parquet", "notes.txt"]
+    assert foreign_files(names, owned | {"default"}) == ["notes.txt"]
+
+
+def test_root_home_current_and_input_folders_are_unsafe_outputs(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "in" / "sub").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert "root" in unsafe_local_output("/", "x")
+    assert "home" in unsafe_local_output("~", "x")
+    assert "current" in unsafe_local_output(".", "x")
+    assert "INPUT" in unsafe_local_output("./in", "./in")
+    assert "INPUT" in unsafe_local_output("./in/sub", "./in")
+    monkeypatch.chdir(tmp_path / "home")
+    assert "INPUT" in unsafe_local_output(str(tmp_path), str(tmp_path / "in"))
+    assert unsafe_local_output("./out", "./in") is None
+
+
+# ---- the card ----
+
+
+def card_facts(config: str | None, **changes) -> CardFacts:
+    values = dict(
+        source="in/ds", split="train", config=config, data_prefix=config or "data", model="m/x", script="s.py",
+        image="img", mode="server", command="hf jobs uv run ...", output_column="markdown", error_column="ocr_error",
+        rows=3, errors=1, pages_per_s=1.5, tokens_per_s=100.0, window=32,
+    )  # fmt: skip
+    return CardFacts(**{**values, **changes})
+
+
+def test_the_card_keeps_other_configs_their_metadata_and_the_prose_outside_our_section():
+    theirs = {
+        "license": "mit",
+        "configs": [{"config_name": "nano", "data_files": [{"split": "train", "path": "nano/train-*"}]}],
+        "dataset_info": [
+            {"config_name": "nano", "features": [{"name": "markdown", "dtype": "string"}]},
+            {"config_name": "ovis", "features": [{"name": "old", "dtype": "int64"}]},
+        ],
+    }
+    existing = f"---\n{yaml.safe_dump(theirs)}---\n# Comparison\n\nMy notes.\n"
+    first = render_card(existing, card_facts("ovis"))
+    second = render_card(first, card_facts("ovis", rows=7))
+    meta, body = split_front_matter(second)
+    assert meta["license"] == "mit"
+    assert [config["config_name"] for config in meta["configs"]] == ["nano", "ovis"]
+    assert [info["config_name"] for info in meta["dataset_info"]] == ["nano"]
+    assert body.count("My notes.") == 1 and body.count("config `ovis`") == 1
+    assert "| rows | 7 |" in body and "| rows | 3 |" not in body
+
+
+def test_a_single_config_dataset_info_of_the_replaced_config_goes():
+    existing = "---\ndataset_info:\n  features:\n  - name: old\n    dtype: int64\n---\n"
+    meta, _ = split_front_matter(render_card(existing, card_facts(None)))
+    assert "dataset_info" not in meta
+
+
+# ---- leases ----
+
+
+def lease(run_id: str, key: str, started: float, expires: float) -> Lease:
+    return Lease(run_id, key, "host", 1, started, expires)
+
+
+def test_which_slices_overlap():
+    assert overlaps("all", "0-of-2") and overlaps("1-of-2", "1-of-2") and overlaps("0-of-2", "0-of-4")
+    assert not overlaps("0-of-2", "1-of-2")
+    assert lease_key(None) == "all" and lease_key((1, 4)) == "1-of-4"
+
+
+def test_live_overlapping_leases_of_other_runs_conflict():
+    mine = lease("me", "0-of-2", 100.0, 1000.0)
+    leases = [
+        mine,
+        lease("expired", "0-of-2", 50.0, 99.0),
+        lease("neighbour", "1-of-2", 60.0, 1000.0),
+        lease("whole", "all", 70.0, 1000.0),
+        lease("twin", "0-of-2", 80.0, 1000.0),
+    ]
+    assert [other.run_id for other in conflicts(leases, mine, now=100.0)] == ["whole", "twin"]
+    assert yields_to(mine, lease("older", "0-of-2", 99.0, 1000.0))
+    assert not yields_to(mine, lease("younger", "0-of-2", 101.0, 1000.0))
+
+
+def test_two_runs_on_one_machine_cannot_hold_one_slice(tmp_path):
+    first = LocalLocks(tmp_path, "all")
+    first.acquire("here")
+    with pytest.raises(LeaseTaken, match=f"pid {os.getpid()}"):
+        LocalLocks(tmp_path, "0-of-2").acquire("here")
+    first.release()
+    shard_0, shard_1 = LocalLocks(tmp_path, "0-of-2"), LocalLocks(tmp_path, "1-of-2")
+    shard_0.acquire("here")
+    shard_1.acquire("here")
+    with pytest.raises(LeaseTaken):
+        LocalLocks(tmp_path, "all").acquire("here")
+    shard_0.release()
+    shard_1.release()

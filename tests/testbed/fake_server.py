@@ -1,0 +1,97 @@
+"""A stand-in for `vllm serve` for tests where the engine's behaviour is not the point (resume, publishing).
+
+It answers /health, /v1/models, /version, /metrics and /v1/chat/completions in a thread of the test process. Each
+answer is a pure function of the request (page bytes, prompt, temperature, max_tokens), so two runs with the same
+settings write the same text and a run with other settings writes other text: tests can see settings mix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class FakeState:
+    model: str
+    delay_s: float = 0.0
+    answered: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def answer_text(body: dict) -> str:
+    """Words derived from everything in the request that decides a real model's text."""
+    content = json.dumps(body.get("messages"), sort_keys=True)
+    settings = f"{body.get('temperature')}|{body.get('max_tokens')}"
+    digest = hashlib.sha256(f"{content}|{settings}".encode()).hexdigest()
+    return " ".join(digest[i : i + 6] for i in range(0, 48, 6))
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    state: FakeState
+
+    def reply(self, code: int, payload: bytes, kind: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_GET(self) -> None:
+        routes = {
+            "/health": b"",
+            "/v1/models": json.dumps({"data": [{"id": self.state.model, "max_model_len": 4096}]}).encode(),
+            "/version": b'{"version": "fake"}',
+            "/metrics": f"vllm:request_success_total {self.state.answered}\n".encode(),
+        }
+        if self.path in routes:
+            self.reply(200, routes[self.path])
+        else:
+            self.reply(404, b"{}")
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        time.sleep(self.state.delay_s)
+        with self.state.lock:
+            self.state.answered += 1
+        answer = {
+            "object": "chat.completion",
+            "model": self.state.model,
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": answer_text(body)}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 8, "total_tokens": 108},
+        }
+        self.reply(200, json.dumps(answer).encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@dataclass
+class FakeServer:
+    url: str
+    state: FakeState
+
+
+@contextmanager
+def fake_server(model: str = "fake/model", delay_s: float = 0.0) -> Iterator[FakeServer]:
+    """A fake vLLM server on a free loopback port for the duration of the block."""
+    state = FakeState(model, delay_s)
+    handler = type("BoundHandler", (Handler,), {"state": state})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield FakeServer(f"http://127.0.0.1:{server.server_address[1]}", state)
+    finally:
+        server.shutdown()
+        server.server_close()
