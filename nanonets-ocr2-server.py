@@ -160,6 +160,67 @@ class ModelFacts:
         )
 
 
+# ---- ocr_core/redact.py ----
+MASK = "***"
+SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd"})
+SECRET_ENVIRONMENT = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY")
+URL_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+SECRET_VALUES: set[str] = set()
+
+
+def redact(text: str) -> str:
+    """`text` with every registered secret, and any URL's userinfo, replaced by ***."""
+    for value in sorted(SECRET_VALUES, key=len, reverse=True):
+        text = text.replace(value, MASK)
+    return URL_USERINFO.sub(MASK + "@", text)
+
+
+def register_secret(value: str | None) -> None:
+    """Adds a value, also as shell-quoted and JSON-escaped, the other spellings it is printed in."""
+    if value:
+        SECRET_VALUES.update({value, shlex.quote(value), json.dumps(value)[1:-1]})
+
+
+def register_run_secrets(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> None:
+    """Registers every secret a run knows of; `run.main` calls it once, right after parsing the arguments."""
+    for value in (getattr(args, "hf_token", None), getattr(args, "api_key", None)):
+        register_secret(value)
+    for name in SECRET_ENVIRONMENT:
+        register_secret(environ.get(name))
+    register_secret(url_credential(getattr(args, "server", None) or ""))
+    for value in secret_flag_values(getattr(args, "extra_serve_args", None) or ""):
+        register_secret(value)
+
+
+def url_credential(url: str) -> str | None:
+    """The password of a URL's userinfo, or the user name when there is no password (a token given as user)."""
+    parts = urlsplit(url)
+    return parts.password or parts.username
+
+
+def secret_flag_values(flags: str) -> list[str]:
+    """Values of secret-looking flags (`--api-key X`, `--hf_token=X`) in a string of serve flags."""
+    try:
+        words = shlex.split(flags)
+    except ValueError:
+        words = flags.split()
+    values = []
+    for word, following in zip(words, [*words[1:], ""]):
+        name, equals, value = word.partition("=")
+        if not name.startswith("-") or not is_secret_flag(name):
+            continue
+        if equals:
+            values.append(value)
+        elif following and not following.startswith("-"):
+            values.append(following)
+    return values
+
+
+def is_secret_flag(name: str) -> bool:
+    """Whole words only: `--api-key` and `--hf-token` are secret, `--max-num-batched-tokens 8192` is not."""
+    return not SECRET_WORDS.isdisjoint(re.split(r"[-_]+", name.strip("-").lower()))
+
+
 # ---- ocr_core/images.py ----
 URL_PLACEHOLDER = "@@page-image-data-url@@"
 MIME_BY_FORMAT = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
@@ -644,7 +705,7 @@ class SpawnedServer:
             raise ServerError("the `vllm` command is not on PATH")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            log.write(f"\n==== {' '.join(self.argv)}\n".encode())
+            log.write(f"\n==== {redact(' '.join(self.argv))}\n".encode())
             log.flush()
             self.process = subprocess.Popen(
                 self.argv,
@@ -913,12 +974,12 @@ class Progress:
 
 
 def say(message: str) -> None:
-    """Logs to stderr without tearing the progress bar; stdout is kept for the final summary."""
-    tqdm.write(message, file=sys.stderr)
+    """Logs to stderr without tearing the progress bar; stdout is kept for the final summary. Never a secret."""
+    tqdm.write(redact(message), file=sys.stderr)
 
 
 def print_summary(stream: TextIO, summary: dict) -> None:
-    print(json.dumps(summary, sort_keys=False), file=stream, flush=True)
+    print(redact(json.dumps(summary, sort_keys=False)), file=stream, flush=True)
 
 
 # ---- ocr_core/source.py ----
@@ -1620,7 +1681,7 @@ DEFAULT_SERVER = "http://127.0.0.1:8000"
 SERVER_WINDOW = 32
 SATURATE_MAX_INFLIGHT = 512
 OFFLINE_BATCH = 16
-SECRET_FLAGS = ("--hf-token",)
+SECRET_FLAGS = ("--hf-token", "--api-key")
 
 
 def script_url(script: str) -> str:
@@ -1628,24 +1689,35 @@ def script_url(script: str) -> str:
 
 
 def job_command(script: str, facts: ModelFacts, arguments: Sequence[str] = ("INPUT", "OUTPUT")) -> str:
-    """The exact HF Jobs command that runs this script where `vllm` exists, with the model's image tag."""
-    rest = " ".join(shlex.quote(arg) for arg in without_secrets(arguments))
+    """The exact HF Jobs command that runs this script where `vllm` exists, with the model's image tag.
+
+    It is printed and written into the card, so the token and key flags are left out (the job gets the token
+    through `-s HF_TOKEN`) and any other secret in the arguments is masked.
+    """
+    rest = " ".join(shlex.quote(redact(arg)) for arg in without_secrets(arguments))
     if facts.job_command:
         return facts.job_command.format(url=script_url(script), image=facts.image, flavor=facts.flavor, args=rest)
     return f"hf jobs uv run --flavor {facts.flavor} --image {facts.image} -s HF_TOKEN {script_url(script)} {rest}"
 
 
 def without_secrets(arguments: Sequence[str]) -> list[str]:
+    """The arguments less the secret flags and their values, under any abbreviation argparse accepts (`--hf`)."""
     kept: list[str] = []
     skip = False
     for arg in arguments:
+        name, equals, _ = arg.partition("=")
         if skip:
             skip = False
-        elif arg in SECRET_FLAGS:
-            skip = True
-        elif not arg.startswith(tuple(f"{flag}=" for flag in SECRET_FLAGS)):
+        elif names_secret_flag(name):
+            skip = not equals
+        else:
             kept.append(arg)
     return kept
+
+
+def names_secret_flag(name: str) -> bool:
+    """argparse takes any unambiguous prefix of an option, so `--hf` and `--api-k` name the secret flags too."""
+    return name.startswith("--") and len(name) > 2 and any(flag.startswith(name) for flag in SECRET_FLAGS)
 
 
 def usage(script: str, facts: ModelFacts, mode: str) -> str:
@@ -1744,6 +1816,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
 def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
     group = parser.add_argument_group("server")
     group.add_argument("--server", default=DEFAULT_SERVER, help=f"vLLM server URL (default: {DEFAULT_SERVER})")
+    group.add_argument(
+        "--api-key",
+        default=os.environ.get("VLLM_API_KEY"),
+        help="bearer key sent only to --server (default: the VLLM_API_KEY environment variable); for a private "
+        "Space, pass your HF token here, since the token itself only goes to huggingface.co and HF Jobs hosts",
+    )
     window_help = (
         f"pages in flight (default: {SERVER_WINDOW})"
         if mode == "server"
@@ -2059,21 +2137,27 @@ def backoff(attempt: int) -> float:
 
 # ---- ocr_core/engine.py ----
 HEALTH_CHECKS = 3
-HF_HOSTS = (".hf.jobs", ".hf.space", "huggingface.co")
+HF_TOKEN_HOSTS = ("huggingface.co", "hf.co")
+HF_TOKEN_DOMAINS = (".huggingface.co", ".hf.co", ".hf.jobs")
 HEALTH_CHECK_GAP_S = 2.0
 
 
-def api_headers(url: str, hf_token: str | None) -> dict[str, str]:
-    """VLLM_API_KEY when set; else the HF token, but only over https to Hugging Face hosts (HF Jobs endpoints)."""
-    key = os.environ.get("VLLM_API_KEY")
+def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> dict[str, str]:
+    """--api-key for the --server URL the user named; else the HF token, but only where the Hub would take it.
+
+    The Hub's own hosts and HF Jobs endpoints, over https, matched on a dot boundary: `evilhuggingface.co` and
+    anyone's Space (`*.hf.space`) could otherwise collect the token of whoever points a run at them.
+    """
+    key = api_key
     parts = urlsplit(url)
-    if key is None and parts.scheme == "https" and (parts.hostname or "").endswith(HF_HOSTS):
+    host = (parts.hostname or "").rstrip(".")
+    if not key and parts.scheme == "https" and (host in HF_TOKEN_HOSTS or host.endswith(HF_TOKEN_DOMAINS)):
         key = hf_token or os.environ.get("HF_TOKEN")
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[str]) -> str:
-    return (
+    return redact(
         f"No vLLM server answers at {url}, and the `vllm` command is not on PATH to start one.\n"
         f"Run this script on the vLLM image, which brings `vllm` (the script then starts the server itself):\n"
         f"  {job_command(script, facts, argv)}\n"
@@ -2092,7 +2176,7 @@ class Engine:
         self.script = script
         self.argv = argv
         self.url = args.server.rstrip("/")
-        self.headers = api_headers(self.url, args.hf_token)
+        self.headers = api_headers(self.url, args.hf_token, args.api_key)
         self.spawned: SpawnedServer | None = None
         self.restarts = 0
         self.generation = 0
@@ -2415,6 +2499,7 @@ def main(
         print(usage(script, facts, mode))
         return 0
     args = parse_arguments(build_parser(script, facts, mode), argv)
+    register_run_secrets(args)
     if args.verbose:
         say(versions())
     try:

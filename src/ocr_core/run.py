@@ -35,6 +35,7 @@ from .offline import NoGpu, OfflineRunner, open_llm, stdout_to_stderr
 from .output import Destination, PartUploader, is_local_output
 from .progress import ProgressLog, check_manifest, finished_ids, new_run_id, read_results
 from .pump import Pump, PumpSettings, Target, metrics_page
+from .redact import register_run_secrets
 from .report import Progress, print_summary, say
 from .scale import ScalePlan, detect_gpus, plan_scale
 from .server import ServerError, is_local, kv_capacity, parse_metrics
@@ -76,6 +77,7 @@ def main(
         print(usage(script, facts, mode))
         return 0
     args = parse_arguments(build_parser(script, facts, mode), argv)
+    register_run_secrets(args)
     if args.verbose:
         say(versions())
     try:
