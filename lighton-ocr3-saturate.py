@@ -46,6 +46,7 @@ import shlex
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -69,7 +70,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import yaml
 from datasets.table import embed_table_storage
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageOps
 from tqdm.auto import tqdm
 
 # ==== model facts: src/ocr_models/lighton_ocr3.py ====
@@ -342,10 +343,12 @@ class ModelFacts:
 GIB = 1024**3
 PAGE_IN_FLIGHT_BYTES = int(0.1 * GIB)
 MEMORY_SHARE = 0.5
-CGROUP_FILES = (
-    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_LAYOUTS = (
+    ("memory.max", "memory.current", "memory.stat", "inactive_file"),
+    ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat", "total_inactive_file"),
 )
+NO_LIMIT = 1 << 60
 
 
 def meminfo_available(path: str = "/proc/meminfo") -> int | None:
@@ -358,21 +361,36 @@ def meminfo_available(path: str = "/proc/meminfo") -> int | None:
     return None
 
 
-def cgroup_available() -> int | None:
-    for limit_file, usage_file in CGROUP_FILES:
+def cgroup_available(root: Path = CGROUP_ROOT) -> int | None:
+    """The limit minus what the cgroup cannot give back: usage less its inactive file cache (v2, then v1 layout)."""
+    for limit_name, usage_name, stat_name, reclaimable_key in CGROUP_LAYOUTS:
         try:
-            limit_text = Path(limit_file).read_text().strip()
-            usage = int(Path(usage_file).read_text().strip())
+            limit_text = (root / limit_name).read_text().strip()
+            usage = int((root / usage_name).read_text())
+            limit = NO_LIMIT if limit_text == "max" else int(limit_text)
         except (OSError, ValueError):
             continue
-        if limit_text == "max" or int(limit_text) >= 1 << 60:
+        if limit >= NO_LIMIT:
             return None
-        return max(0, int(limit_text) - usage)
+        return max(0, limit - usage + stat_bytes(root / stat_name, reclaimable_key))
     return None
 
 
-def available_memory() -> int | None:
-    readings = [value for value in (meminfo_available(), cgroup_available()) if value is not None]
+def stat_bytes(path: Path, key: str) -> int:
+    """One counter of a cgroup's memory.stat; 0 when it cannot be read, so usage alone then decides."""
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        return 0
+    return 0
+
+
+def available_memory(meminfo: str = "/proc/meminfo", cgroup_root: Path = CGROUP_ROOT) -> int | None:
+    """Read every second by the memory guard: a few small files, no subprocess."""
+    readings = [value for value in (meminfo_available(meminfo), cgroup_available(cgroup_root)) if value is not None]
     return min(readings) if readings else None
 
 
@@ -420,6 +438,11 @@ MIME_BY_FORMAT = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"
 PASS_THROUGH_MODES = {"RGB", "L"}
 EXIF_ORIENTATION = 0x0112
 REENCODE_QUALITY = 95
+JPEG_MAX_SIDE = 65_500
+USUAL_CEILINGS = (1.0, 255.0, 65_535.0)
+IMAGE_DATA_ERRORS = (
+    OSError, ValueError, SyntaxError, EOFError, struct.error, ArithmeticError, IndexError, KeyError, TypeError,
+)  # fmt: skip
 
 
 class BadImage(ValueError):
@@ -433,6 +456,8 @@ class PreparedImage:
     width: int
     height: int
     passed_through: bool
+    note: str | None = None
+    """Why the text may be incomplete although the page was read (a multi-frame file); the row keeps its text."""
 
     def data_url(self) -> str:
         return f"data:{self.mime};base64,{base64.b64encode(self.data).decode('ascii')}"
@@ -478,8 +503,15 @@ def cell_bytes(cell: object) -> bytes:
 
 
 def read_image_file(path: str) -> bytes:
+    """Reads a path as given; the source has already anchored a local dataset's relative paths to its folder."""
+    local = os.path.expanduser(path)
+    if not os.path.isabs(local) and not os.path.exists(local):
+        raise BadImage(
+            f"image path {path!r} is relative and names no file here: a Hub dataset must carry the image bytes "
+            "(an Image column), not paths to files of its own"
+        )
     try:
-        with open(os.path.expanduser(path), "rb") as handle:
+        with open(local, "rb") as handle:
             return handle.read()
     except OSError as exc:
         raise BadImage(f"cannot read image file {path!r}: {exc.strerror or exc}") from exc
@@ -502,7 +534,7 @@ def open_image(data: bytes) -> Image.Image:
         return Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as exc:
         raise BadImage(f"image is too large to decode safely: {exc}") from exc
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
+    except IMAGE_DATA_ERRORS as exc:
         raise BadImage(f"not a readable image: {exc}") from exc
 
 
@@ -512,49 +544,60 @@ def prepare_image(
     max_pixels: int | None = None,
     verify: bool = False,
 ) -> PreparedImage:
-    """Passes acceptable bytes through; decodes the rest once. `verify` fully decodes pass-through pages too."""
-    image = open_image(data)
+    """Passes acceptable bytes through; decodes the rest once. `verify` fully decodes pass-through pages too.
+
+    Pillow's decoders raise many kinds of error on malformed files (OSError, SyntaxError, struct.error, ...) at any
+    step, not only when opening: all of them mean this page is unreadable, so all of them become a BadImage.
+    """
+    try:
+        return prepare_opened(open_image(data), data, max_side, max_pixels, verify)
+    except BadImage:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise BadImage(f"image is too large to decode safely: {exc}") from exc
+    except IMAGE_DATA_ERRORS as exc:
+        raise BadImage(f"image data is broken: {type(exc).__name__}: {exc}") from exc
+
+
+def prepare_opened(
+    image: Image.Image, data: bytes, max_side: int | None, max_pixels: int | None, verify: bool
+) -> PreparedImage:
     width, height = image.size
     if width < 1 or height < 1:
         raise BadImage(f"image has no pixels ({width}x{height})")
     scale = target_scale(width, height, max_side, max_pixels)
     orientation = image.getexif().get(EXIF_ORIENTATION, 1)
+    frames = getattr(image, "n_frames", 1)
     mime = MIME_BY_FORMAT.get(image.format or "")
-    if mime and image.mode in PASS_THROUGH_MODES and scale >= 1.0 and orientation == 1:
+    if mime and image.mode in PASS_THROUGH_MODES and scale >= 1.0 and orientation == 1 and frames == 1:
         if verify:
-            decode(image)
+            image.load()
         return PreparedImage(data, mime, width, height, passed_through=True)
-    return reencode(image, scale)
+    note = None
+    if frames > 1:
+        note = f"only frame 1 of {frames} of this multi-frame image was read; split it into one row per page"
+    return reencode(image, scale, note)
 
 
-def decode(image: Image.Image) -> None:
-    try:
-        image.load()
-    except Image.DecompressionBombError as exc:
-        raise BadImage(f"image is too large to decode safely: {exc}") from exc
-    except (OSError, ValueError, SyntaxError) as exc:
-        raise BadImage(f"image data is broken: {exc}") from exc
+def reencode(image: Image.Image, scale: float, note: str | None) -> PreparedImage:
+    """Decodes at reduced size where the codec allows it, fixes orientation and mode, and writes a JPEG.
 
-
-def reencode(image: Image.Image, scale: float) -> PreparedImage:
-    """Decodes at reduced size where the codec allows it, fixes orientation and mode, and writes a JPEG."""
+    A multi-frame file is re-encoded too, so the server sees exactly the one frame that `note` says was read.
+    """
     width, height = image.size
     if image.getexif().get(EXIF_ORIENTATION, 1) in (5, 6, 7, 8):
         width, height = height, width
+    scale = min(scale, JPEG_MAX_SIDE / max(width, height))
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
     if scale < 1.0:
         image.draft("RGB", size)
-    decode(image)
-    try:
-        image = ImageOps.exif_transpose(image)
-    except (OSError, ValueError) as exc:
-        raise BadImage(f"image orientation data is broken: {exc}") from exc
-    image = to_rgb_or_gray(image)
+    image.load()
+    image = to_rgb_or_gray(ImageOps.exif_transpose(image))
     if image.size != size:
         image = image.resize(size, Image.Resampling.LANCZOS)
     buffer = io.BytesIO()
     image.save(buffer, format="JPEG", quality=REENCODE_QUALITY)
-    return PreparedImage(buffer.getvalue(), "image/jpeg", image.width, image.height, passed_through=False)
+    return PreparedImage(buffer.getvalue(), "image/jpeg", image.width, image.height, passed_through=False, note=note)
 
 
 def to_rgb_or_gray(image: Image.Image) -> Image.Image:
@@ -562,7 +605,7 @@ def to_rgb_or_gray(image: Image.Image) -> Image.Image:
     if image.mode in PASS_THROUGH_MODES:
         return image
     if image.mode.startswith("I") or image.mode == "F":
-        return image.convert("I").point(lambda value: value / 256).convert("L")
+        return to_gray8(image)
     if "A" in image.mode or "transparency" in image.info:
         rgba = image.convert("RGBA")
         page = Image.new("RGB", rgba.size, (255, 255, 255))
@@ -571,6 +614,24 @@ def to_rgb_or_gray(image: Image.Image) -> Image.Image:
     if image.mode == "1":
         return image.convert("L")
     return image.convert("RGB")
+
+
+def to_gray8(image: Image.Image) -> Image.Image:
+    """Maps a 16-bit, 32-bit integer or float page to 8-bit gray.
+
+    16-bit pages have a fixed scale. 32-bit integer and float pages have none: a float page usually holds 0..1, an
+    integer one 0..255 or a 0/1 mask, so their values are read on the smallest of those usual scales that holds
+    them, or on their own min..max when none does (values above 65535, or below 0). Stretching every page to
+    min..max instead would turn the faint noise of a near-blank page into black speckles.
+    """
+    if image.mode.startswith("I;16"):
+        return image.convert("I").point(lambda value: value / 256).convert("L")
+    values = image if image.mode == "F" else image.convert("F")
+    low, high = values.getextrema()
+    usual = next((ceiling for ceiling in USUAL_CEILINGS if low >= 0 and high <= ceiling), None)
+    floor, ceiling = (0.0, usual) if usual is not None else (low, high)
+    gain = 255.0 / ((ceiling - floor) or 1.0)
+    return values.point(lambda value: value * gain - floor * gain).convert("L")
 
 
 # ---- ocr_core/lease.py ----
@@ -684,6 +745,67 @@ class LocalLocks:
             with contextlib.suppress(OSError):
                 handle.close()
         self.handles = []
+
+
+# ---- ocr_core/redact.py ----
+MASK = "***"
+SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd"})
+SECRET_ENVIRONMENT = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY")
+URL_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+SECRET_VALUES: set[str] = set()
+
+
+def redact(text: str) -> str:
+    """`text` with every registered secret, and any URL's userinfo, replaced by ***."""
+    for value in sorted(SECRET_VALUES, key=len, reverse=True):
+        text = text.replace(value, MASK)
+    return URL_USERINFO.sub(MASK + "@", text)
+
+
+def register_secret(value: str | None) -> None:
+    """Adds a value, also as shell-quoted and JSON-escaped, the other spellings it is printed in."""
+    if value:
+        SECRET_VALUES.update({value, shlex.quote(value), json.dumps(value)[1:-1]})
+
+
+def register_run_secrets(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> None:
+    """Registers every secret a run knows of; `run.main` calls it once, right after parsing the arguments."""
+    for value in (getattr(args, "hf_token", None), getattr(args, "api_key", None)):
+        register_secret(value)
+    for name in SECRET_ENVIRONMENT:
+        register_secret(environ.get(name))
+    register_secret(url_credential(getattr(args, "server", None) or ""))
+    for value in secret_flag_values(getattr(args, "extra_serve_args", None) or ""):
+        register_secret(value)
+
+
+def url_credential(url: str) -> str | None:
+    """The password of a URL's userinfo, or the user name when there is no password (a token given as user)."""
+    parts = urlsplit(url)
+    return parts.password or parts.username
+
+
+def secret_flag_values(flags: str) -> list[str]:
+    """Values of secret-looking flags (`--api-key X`, `--hf_token=X`) in a string of serve flags."""
+    try:
+        words = shlex.split(flags)
+    except ValueError:
+        words = flags.split()
+    values = []
+    for word, following in zip(words, [*words[1:], ""]):
+        name, equals, value = word.partition("=")
+        if not name.startswith("-") or not is_secret_flag(name):
+            continue
+        if equals:
+            values.append(value)
+        elif following and not following.startswith("-"):
+            values.append(following)
+    return values
+
+
+def is_secret_flag(name: str) -> bool:
+    """Whole words only: `--api-key` and `--hf-token` are secret, `--max-num-batched-tokens 8192` is not."""
+    return not SECRET_WORDS.isdisjoint(re.split(r"[-_]+", name.strip("-").lower()))
 
 
 # ---- ocr_core/repeats.py ----
@@ -927,12 +1049,12 @@ class Progress:
 
 
 def say(message: str) -> None:
-    """Logs to stderr without tearing the progress bar; stdout is kept for the final summary."""
-    tqdm.write(message, file=sys.stderr)
+    """Logs to stderr without tearing the progress bar; stdout is kept for the final summary. Never a secret."""
+    tqdm.write(redact(message), file=sys.stderr)
 
 
 def print_summary(stream: TextIO, summary: dict) -> None:
-    print(json.dumps(summary, sort_keys=False), file=stream, flush=True)
+    print(redact(json.dumps(summary, sort_keys=False)), file=stream, flush=True)
 
 
 # ---- ocr_core/hub.py ----
@@ -1704,7 +1826,7 @@ class SpawnedServer:
             raise ServerError("the `vllm` command is not on PATH")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            log.write(f"\n==== {' '.join(self.argv)}\n".encode())
+            log.write(f"\n==== {redact(' '.join(self.argv))}\n".encode())
             log.flush()
             self.process = subprocess.Popen(
                 self.argv,
@@ -1808,6 +1930,7 @@ class Source:
     selected: list[int]
     ids: list[str]
     shard: tuple[int, int] | None = None
+    folder: Path | None = None
 
     def owned(self) -> list[str]:
         """The selected ids this job processes: all of them, or its shard's."""
@@ -1824,7 +1947,7 @@ class Source:
             batch = todo[start : start + READ_BATCH]
             cells = self.dataset[[index for index, _ in batch]][self.image_column]
             for (index, row_id), cell in zip(batch, cells):
-                yield RowInput(index, row_id, cell)
+                yield RowInput(index, row_id, anchored(cell, self.folder))
 
 
 def in_shard(row_id: str, shard: tuple[int, int] | None) -> bool:
@@ -1842,6 +1965,32 @@ def parse_shard(text: str) -> tuple[int, int]:
     if not 0 <= shard[0] < shard[1]:
         raise InputError(f"--shard {text!r}: I must be at least 0 and below N")
     return shard
+
+
+def anchored(cell: object, folder: Path | None) -> object:
+    """The cell with a relative image path made absolute under `folder` (a local input's folder; None for the Hub)."""
+    if folder is None:
+        return cell
+    if isinstance(cell, str):
+        return anchored_path(cell, folder)
+    if isinstance(cell, dict) and cell.get("bytes") is None and isinstance(cell.get("path"), str) and cell["path"]:
+        return {**cell, "path": anchored_path(cell["path"], folder)}
+    return cell
+
+
+def anchored_path(path: str, folder: Path) -> str:
+    if "://" in path:
+        return path
+    local = Path(path).expanduser()
+    return str(local if local.is_absolute() else folder / local)
+
+
+def local_folder(name: str) -> Path | None:
+    """The folder a local input lives in; None for a Hub dataset id."""
+    path = Path(name).expanduser()
+    if not path.exists():
+        return None
+    return (path if path.is_dir() else path.parent).resolve()
 
 
 def open_dataset(name: str, split: str, config: str | None, revision: str | None = None) -> datasets.Dataset:
@@ -1888,7 +2037,7 @@ def load_source(
         dataset = dataset.cast_column(image_column, datasets.Image(decode=False))
     selected = select_rows(len(dataset), max_samples, shuffle, seed)
     ids = row_ids(dataset, split, selected, id_column)
-    return Source(name, split, dataset, features, image_column, selected, ids, shard)
+    return Source(name, split, dataset, features, image_column, selected, ids, shard, local_folder(name))
 
 
 def select_rows(total: int, max_samples: int | None, shuffle: bool, seed: int) -> list[int]:
@@ -2014,7 +2163,7 @@ DEFAULT_SERVER = "http://127.0.0.1:8000"
 SERVER_WINDOW = 32
 SATURATE_MAX_INFLIGHT = 512
 OFFLINE_BATCH = 16
-SECRET_FLAGS = ("--hf-token",)
+SECRET_FLAGS = ("--hf-token", "--api-key")
 
 
 def script_url(script: str) -> str:
@@ -2022,24 +2171,35 @@ def script_url(script: str) -> str:
 
 
 def job_command(script: str, facts: ModelFacts, arguments: Sequence[str] = ("INPUT", "OUTPUT")) -> str:
-    """The exact HF Jobs command that runs this script where `vllm` exists, with the model's image tag."""
-    rest = " ".join(shlex.quote(arg) for arg in without_secrets(arguments))
+    """The exact HF Jobs command that runs this script where `vllm` exists, with the model's image tag.
+
+    It is printed and written into the card, so the token and key flags are left out (the job gets the token
+    through `-s HF_TOKEN`) and any other secret in the arguments is masked.
+    """
+    rest = " ".join(shlex.quote(redact(arg)) for arg in without_secrets(arguments))
     if facts.job_command:
         return facts.job_command.format(url=script_url(script), image=facts.image, flavor=facts.flavor, args=rest)
     return f"hf jobs uv run --flavor {facts.flavor} --image {facts.image} -s HF_TOKEN {script_url(script)} {rest}"
 
 
 def without_secrets(arguments: Sequence[str]) -> list[str]:
+    """The arguments less the secret flags and their values, under any abbreviation argparse accepts (`--hf`)."""
     kept: list[str] = []
     skip = False
     for arg in arguments:
+        name, equals, _ = arg.partition("=")
         if skip:
             skip = False
-        elif arg in SECRET_FLAGS:
-            skip = True
-        elif not arg.startswith(tuple(f"{flag}=" for flag in SECRET_FLAGS)):
+        elif names_secret_flag(name):
+            skip = not equals
+        else:
             kept.append(arg)
     return kept
+
+
+def names_secret_flag(name: str) -> bool:
+    """argparse takes any unambiguous prefix of an option, so `--hf` and `--api-k` name the secret flags too."""
+    return name.startswith("--") and len(name) > 2 and any(flag.startswith(name) for flag in SECRET_FLAGS)
 
 
 def usage(script: str, facts: ModelFacts, mode: str) -> str:
@@ -2152,6 +2312,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
 def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
     group = parser.add_argument_group("server")
     group.add_argument("--server", default=DEFAULT_SERVER, help=f"vLLM server URL (default: {DEFAULT_SERVER})")
+    group.add_argument(
+        "--api-key",
+        default=os.environ.get("VLLM_API_KEY"),
+        help="bearer key sent only to --server (default: the VLLM_API_KEY environment variable); for a private "
+        "Space, pass your HF token here, since the token itself only goes to huggingface.co and HF Jobs hosts",
+    )
     window_help = (
         f"pages in flight (default: {SERVER_WINDOW})"
         if mode == "server"
@@ -2847,21 +3013,27 @@ def backoff(attempt: int) -> float:
 
 # ---- ocr_core/engine.py ----
 HEALTH_CHECKS = 3
-HF_HOSTS = (".hf.jobs", ".hf.space", "huggingface.co")
+HF_TOKEN_HOSTS = ("huggingface.co", "hf.co")
+HF_TOKEN_DOMAINS = (".huggingface.co", ".hf.co", ".hf.jobs")
 HEALTH_CHECK_GAP_S = 2.0
 
 
-def api_headers(url: str, hf_token: str | None) -> dict[str, str]:
-    """VLLM_API_KEY when set; else the HF token, but only over https to Hugging Face hosts (HF Jobs endpoints)."""
-    key = os.environ.get("VLLM_API_KEY")
+def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> dict[str, str]:
+    """--api-key for the --server URL the user named; else the HF token, but only where the Hub would take it.
+
+    The Hub's own hosts and HF Jobs endpoints, over https, matched on a dot boundary: `evilhuggingface.co` and
+    anyone's Space (`*.hf.space`) could otherwise collect the token of whoever points a run at them.
+    """
+    key = api_key
     parts = urlsplit(url)
-    if key is None and parts.scheme == "https" and (parts.hostname or "").endswith(HF_HOSTS):
+    host = (parts.hostname or "").rstrip(".")
+    if not key and parts.scheme == "https" and (host in HF_TOKEN_HOSTS or host.endswith(HF_TOKEN_DOMAINS)):
         key = hf_token or os.environ.get("HF_TOKEN")
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[str]) -> str:
-    return (
+    return redact(
         f"No vLLM server answers at {url}, and the `vllm` command is not on PATH to start one.\n"
         f"Run this script on the vLLM image, which brings `vllm` (the script then starts the server itself):\n"
         f"  {job_command(script, facts, argv)}\n"
@@ -2880,7 +3052,7 @@ class Engine:
         self.script = script
         self.argv = argv
         self.url = args.server.rstrip("/")
-        self.headers = api_headers(self.url, args.hf_token)
+        self.headers = api_headers(self.url, args.hf_token, args.api_key)
         self.spawned: SpawnedServer | None = None
         self.restarts = 0
         self.generation = 0
@@ -3050,6 +3222,7 @@ def main(
         print(usage(script, facts, mode))
         return 0
     args = parse_arguments(build_parser(script, facts, mode), argv)
+    register_run_secrets(args)
     if args.verbose:
         say(versions())
     summary: dict[str, Any] = {"script": script, "model": args.model, "mode": mode, "output": args.output}

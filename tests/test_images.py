@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import io
 import json
+import random
 from pathlib import Path
 
+import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
 from ocr_core.images import BadImage, cell_bytes, placeholder_part, prepare_image
+from ocr_core.source import load_source
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pages"
 
@@ -122,3 +127,145 @@ def test_spliced_body_equals_plain_json():
     spliced = json.loads(prepared.json_with_image(body))
     assert spliced["messages"][0]["content"][0] == prepared.content_part()
     assert spliced["messages"][0]["content"][1]["text"] == "é"
+
+
+def gray_levels(prepared) -> tuple[int, int]:
+    return Image.open(io.BytesIO(prepared.data)).convert("L").getextrema()
+
+
+@pytest.mark.parametrize(
+    ("mode", "ink", "paper"),
+    [("F", 0.0, 1.0), ("I", 0, 255), ("I", 0, 1), ("F", 0.0, 255.0), ("I", -1000, 1000)],
+    ids=["float-0-1", "int32-0-255", "int32-mask", "float-0-255", "int32-signed"],
+)
+def test_float_and_32bit_pages_keep_their_contrast(mode, ink, paper):
+    page = Image.new(mode, (40, 40), paper)
+    page.paste(ink, (0, 0, 20, 40))
+    dark, light = gray_levels(prepare_image(encode(page, "TIFF")))
+    assert dark < 10
+    assert light > 245
+
+
+def test_float_page_keeps_its_grey_levels_on_the_usual_scale():
+    page = Image.new("F", (40, 40), 0.9)
+    page.paste(0.5, (0, 0, 20, 40))
+    dark, light = gray_levels(prepare_image(encode(page, "TIFF")))
+    assert abs(dark - 128) <= 2
+    assert abs(light - 230) <= 2
+
+
+def test_16bit_pages_keep_their_16bit_scale():
+    page = Image.new("I;16", (40, 40), 65535)
+    page.paste(Image.new("I;16", (20, 40), 32768), (0, 0))
+    dark, light = gray_levels(prepare_image(encode(page, "PNG")))
+    assert abs(dark - 128) <= 2
+    assert light == 255
+
+
+def frames_of(mode: str) -> list[Image.Image]:
+    return [Image.new(mode, (40, 30), value) for value in (0, 90, 160, 200, 250)]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "mode"),
+    [("TIFF", "L"), ("GIF", "L"), ("WEBP", "RGB"), ("PNG", "RGB")],
+    ids=["multipage-tiff", "gif", "animated-webp", "apng"],
+)
+def test_multi_frame_images_send_frame_one_and_say_so(fmt, mode):
+    first, *rest = frames_of(mode)
+    data = encode(first, fmt, save_all=True, append_images=rest, lossless=True)
+    prepared = prepare_image(data)
+    assert prepared.note == "only frame 1 of 5 of this multi-frame image was read; split it into one row per page"
+    assert prepared.mime == "image/jpeg"
+    assert gray_levels(prepared)[1] < 10
+
+
+def test_single_frame_pages_carry_no_note():
+    assert prepare_image(encode(Image.new("RGB", (40, 30)), "PNG")).note is None
+    assert prepare_image(encode(Image.new("L", (40, 30)), "TIFF")).note is None
+
+
+def test_a_side_beyond_the_jpeg_limit_is_fitted_into_it():
+    strip = Image.new("P", (20, 70_000), 1)
+    prepared = prepare_image(encode(strip, "PNG"))
+    assert prepared.mime == "image/jpeg"
+    assert max(prepared.width, prepared.height) <= 65_500
+    assert Image.open(io.BytesIO(prepared.data)).size == (prepared.width, prepared.height)
+
+
+def corrupted(data: bytes, rng: random.Random) -> bytes:
+    broken = bytearray(data)
+    for _ in range(rng.randint(1, 6)):
+        broken[rng.randrange(len(broken))] = rng.randrange(256)
+    return bytes(broken[: rng.randrange(1, len(broken))] if rng.random() < 0.3 else broken)
+
+
+@pytest.mark.parametrize("verify", [False, True])
+@pytest.mark.filterwarnings("ignore")
+def test_corrupted_bytes_only_ever_give_bad_image(verify):
+    """Seeded corruptions of every format a dataset may hold: each one is a page or a BadImage, never a crash."""
+    noise = Image.effect_noise((64, 48), 60)
+    pages = [
+        encode(noise.convert("L"), "PNG"),
+        encode(noise.convert("RGBA"), "PNG"),
+        encode(noise.convert("P"), "GIF", save_all=True, append_images=[noise.convert("P")] * 2),
+        encode(noise.convert("L"), "TIFF"),
+        encode(noise.convert("I;16"), "TIFF"),
+        encode(noise.convert("RGB"), "BMP"),
+        encode(noise.convert("RGB"), "WEBP"),
+        encode(noise.convert("RGB"), "JPEG"),
+        encode(noise.convert("RGBA"), "ICO"),
+        encode(noise.convert("RGB"), "TGA"),
+    ]
+    rng = random.Random(7)
+    outcomes = {"page": 0, "bad": 0}
+    for data in pages:
+        for _ in range(150):
+            try:
+                prepare_image(corrupted(data, rng), verify=verify)
+                outcomes["page"] += 1
+            except BadImage:
+                outcomes["bad"] += 1
+    assert outcomes["bad"] > 100
+    assert outcomes["page"] > 100
+
+
+def test_a_relative_path_that_names_no_file_says_why():
+    with pytest.raises(BadImage, match="relative"):
+        cell_bytes({"bytes": None, "path": "pages/no-such-page-here.png"})
+
+
+def write_pages(folder: Path) -> None:
+    (folder / "pages").mkdir(parents=True)
+    for name, shade in (("white.png", 255), ("black.png", 0)):
+        Image.new("L", (30, 20), shade).save(folder / "pages" / name)
+
+
+RELATIVE_PATHS = ["pages/white.png", "pages/black.png"]
+
+
+def saved_dataset(folder: Path) -> None:
+    datasets.Dataset.from_dict({"image": RELATIVE_PATHS}).save_to_disk(str(folder))
+
+
+def parquet_dataset(folder: Path) -> None:
+    """Image cells as {bytes: None, path}, the shape `datasets` gives an Image column that stores paths only."""
+    cells = [{"bytes": None, "path": path} for path in RELATIVE_PATHS]
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table({"image": pa.array(cells, type=image_type)}), folder / "train.parquet")
+
+
+@pytest.mark.parametrize("build", [saved_dataset, parquet_dataset], ids=["saved", "parquet"])
+def test_relative_paths_of_a_local_dataset_are_read_beside_it(tmp_path, monkeypatch, build):
+    """The working folder holds a different pages/white.png; the dataset's own pages must be the ones read."""
+    dataset_folder = tmp_path / "dataset"
+    build(dataset_folder)
+    write_pages(dataset_folder)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "pages").mkdir(parents=True)
+    Image.new("L", (30, 20), 128).save(elsewhere / "pages" / "white.png")
+    monkeypatch.chdir(elsewhere)
+    source = load_source(str(dataset_folder))
+    images = [prepare_image(cell_bytes(row.cell)) for row in source.rows(set())]
+    assert [gray_levels(image) for image in images] == [(255, 255), (0, 0)]

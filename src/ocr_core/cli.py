@@ -7,10 +7,12 @@ recipe works for another.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 from collections.abc import Sequence
 
 from .facts import ModelFacts
+from .redact import redact
 from .source import InputError, parse_shard
 
 SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
@@ -18,7 +20,7 @@ DEFAULT_SERVER = "http://127.0.0.1:8000"
 SERVER_WINDOW = 32
 SATURATE_MAX_INFLIGHT = 512
 OFFLINE_BATCH = 16
-SECRET_FLAGS = ("--hf-token",)
+SECRET_FLAGS = ("--hf-token", "--api-key")
 
 
 def script_url(script: str) -> str:
@@ -26,24 +28,35 @@ def script_url(script: str) -> str:
 
 
 def job_command(script: str, facts: ModelFacts, arguments: Sequence[str] = ("INPUT", "OUTPUT")) -> str:
-    """The exact HF Jobs command that runs this script where `vllm` exists, with the model's image tag."""
-    rest = " ".join(shlex.quote(arg) for arg in without_secrets(arguments))
+    """The exact HF Jobs command that runs this script where `vllm` exists, with the model's image tag.
+
+    It is printed and written into the card, so the token and key flags are left out (the job gets the token
+    through `-s HF_TOKEN`) and any other secret in the arguments is masked.
+    """
+    rest = " ".join(shlex.quote(redact(arg)) for arg in without_secrets(arguments))
     if facts.job_command:
         return facts.job_command.format(url=script_url(script), image=facts.image, flavor=facts.flavor, args=rest)
     return f"hf jobs uv run --flavor {facts.flavor} --image {facts.image} -s HF_TOKEN {script_url(script)} {rest}"
 
 
 def without_secrets(arguments: Sequence[str]) -> list[str]:
+    """The arguments less the secret flags and their values, under any abbreviation argparse accepts (`--hf`)."""
     kept: list[str] = []
     skip = False
     for arg in arguments:
+        name, equals, _ = arg.partition("=")
         if skip:
             skip = False
-        elif arg in SECRET_FLAGS:
-            skip = True
-        elif not arg.startswith(tuple(f"{flag}=" for flag in SECRET_FLAGS)):
+        elif names_secret_flag(name):
+            skip = not equals
+        else:
             kept.append(arg)
     return kept
+
+
+def names_secret_flag(name: str) -> bool:
+    """argparse takes any unambiguous prefix of an option, so `--hf` and `--api-k` name the secret flags too."""
+    return name.startswith("--") and len(name) > 2 and any(flag.startswith(name) for flag in SECRET_FLAGS)
 
 
 def usage(script: str, facts: ModelFacts, mode: str) -> str:
@@ -156,6 +169,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
 def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
     group = parser.add_argument_group("server")
     group.add_argument("--server", default=DEFAULT_SERVER, help=f"vLLM server URL (default: {DEFAULT_SERVER})")
+    group.add_argument(
+        "--api-key",
+        default=os.environ.get("VLLM_API_KEY"),
+        help="bearer key sent only to --server (default: the VLLM_API_KEY environment variable); for a private "
+        "Space, pass your HF token here, since the token itself only goes to huggingface.co and HF Jobs hosts",
+    )
     window_help = (
         f"pages in flight (default: {SERVER_WINDOW})"
         if mode == "server"

@@ -21,6 +21,7 @@ from .chat import JobFailed, Retryable
 from .cli import job_command, script_url
 from .facts import ModelFacts
 from .pump import Target
+from .redact import redact
 from .report import say
 from .scale import ScalePlan
 from .server import (
@@ -35,21 +36,27 @@ from .server import (
 )
 
 HEALTH_CHECKS = 3
-HF_HOSTS = (".hf.jobs", ".hf.space", "huggingface.co")
+HF_TOKEN_HOSTS = ("huggingface.co", "hf.co")
+HF_TOKEN_DOMAINS = (".huggingface.co", ".hf.co", ".hf.jobs")
 HEALTH_CHECK_GAP_S = 2.0
 
 
-def api_headers(url: str, hf_token: str | None) -> dict[str, str]:
-    """VLLM_API_KEY when set; else the HF token, but only over https to Hugging Face hosts (HF Jobs endpoints)."""
-    key = os.environ.get("VLLM_API_KEY")
+def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> dict[str, str]:
+    """--api-key for the --server URL the user named; else the HF token, but only where the Hub would take it.
+
+    The Hub's own hosts and HF Jobs endpoints, over https, matched on a dot boundary: `evilhuggingface.co` and
+    anyone's Space (`*.hf.space`) could otherwise collect the token of whoever points a run at them.
+    """
+    key = api_key
     parts = urlsplit(url)
-    if key is None and parts.scheme == "https" and (parts.hostname or "").endswith(HF_HOSTS):
+    host = (parts.hostname or "").rstrip(".")
+    if not key and parts.scheme == "https" and (host in HF_TOKEN_HOSTS or host.endswith(HF_TOKEN_DOMAINS)):
         key = hf_token or os.environ.get("HF_TOKEN")
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[str]) -> str:
-    return (
+    return redact(
         f"No vLLM server answers at {url}, and the `vllm` command is not on PATH to start one.\n"
         f"Run this script on the vLLM image, which brings `vllm` (the script then starts the server itself):\n"
         f"  {job_command(script, facts, argv)}\n"
@@ -68,7 +75,7 @@ class Engine:
         self.script = script
         self.argv = argv
         self.url = args.server.rstrip("/")
-        self.headers = api_headers(self.url, args.hf_token)
+        self.headers = api_headers(self.url, args.hf_token, args.api_key)
         self.spawned: SpawnedServer | None = None
         self.restarts = 0
         self.generation = 0

@@ -1,7 +1,9 @@
 """How much host memory a run may spend on pages in flight.
 
 On a job container the cgroup limit, not the machine's free memory, decides when the kernel kills us, so both are
-read and the smaller wins.
+read and the smaller wins. Both count page cache the kernel can reclaim as available (MemAvailable semantics): the
+cgroup's usage includes the dataset and weight files this job has read, and counting that cache as used would hold
+the window at the pages in flight and ratchet it down toward one page.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from pathlib import Path
 GIB = 1024**3
 PAGE_IN_FLIGHT_BYTES = int(0.1 * GIB)
 MEMORY_SHARE = 0.5
-CGROUP_FILES = (
-    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_LAYOUTS = (
+    ("memory.max", "memory.current", "memory.stat", "inactive_file"),
+    ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat", "total_inactive_file"),
 )
+NO_LIMIT = 1 << 60
 
 
 def meminfo_available(path: str = "/proc/meminfo") -> int | None:
@@ -28,21 +32,36 @@ def meminfo_available(path: str = "/proc/meminfo") -> int | None:
     return None
 
 
-def cgroup_available() -> int | None:
-    for limit_file, usage_file in CGROUP_FILES:
+def cgroup_available(root: Path = CGROUP_ROOT) -> int | None:
+    """The limit minus what the cgroup cannot give back: usage less its inactive file cache (v2, then v1 layout)."""
+    for limit_name, usage_name, stat_name, reclaimable_key in CGROUP_LAYOUTS:
         try:
-            limit_text = Path(limit_file).read_text().strip()
-            usage = int(Path(usage_file).read_text().strip())
+            limit_text = (root / limit_name).read_text().strip()
+            usage = int((root / usage_name).read_text())
+            limit = NO_LIMIT if limit_text == "max" else int(limit_text)
         except (OSError, ValueError):
             continue
-        if limit_text == "max" or int(limit_text) >= 1 << 60:
+        if limit >= NO_LIMIT:
             return None
-        return max(0, int(limit_text) - usage)
+        return max(0, limit - usage + stat_bytes(root / stat_name, reclaimable_key))
     return None
 
 
-def available_memory() -> int | None:
-    readings = [value for value in (meminfo_available(), cgroup_available()) if value is not None]
+def stat_bytes(path: Path, key: str) -> int:
+    """One counter of a cgroup's memory.stat; 0 when it cannot be read, so usage alone then decides."""
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        return 0
+    return 0
+
+
+def available_memory(meminfo: str = "/proc/meminfo", cgroup_root: Path = CGROUP_ROOT) -> int | None:
+    """Read every second by the memory guard: a few small files, no subprocess."""
+    readings = [value for value in (meminfo_available(meminfo), cgroup_available(cgroup_root)) if value is not None]
     return min(readings) if readings else None
 
 

@@ -2,7 +2,8 @@
 
 Most scanned pages are already JPEG, PNG or WebP of a sane size: those bytes go to the server untouched, because
 decoding and re-encoding a 3 MP page costs tens of milliseconds of CPU that the driver needs for keeping pages in
-flight. Everything else is decoded, converted and resized once, here.
+flight. Everything else is decoded, converted and resized once, here. Whatever a page's own bytes make Pillow
+raise becomes a `BadImage`, so one odd page is one error row and never the end of the job.
 """
 
 from __future__ import annotations
@@ -12,15 +13,21 @@ import io
 import json
 import math
 import os
+import struct
 from dataclasses import dataclass
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageOps
 
 URL_PLACEHOLDER = "@@page-image-data-url@@"
 MIME_BY_FORMAT = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
 PASS_THROUGH_MODES = {"RGB", "L"}
 EXIF_ORIENTATION = 0x0112
 REENCODE_QUALITY = 95
+JPEG_MAX_SIDE = 65_500
+USUAL_CEILINGS = (1.0, 255.0, 65_535.0)
+IMAGE_DATA_ERRORS = (
+    OSError, ValueError, SyntaxError, EOFError, struct.error, ArithmeticError, IndexError, KeyError, TypeError,
+)  # fmt: skip
 
 
 class BadImage(ValueError):
@@ -34,6 +41,8 @@ class PreparedImage:
     width: int
     height: int
     passed_through: bool
+    note: str | None = None
+    """Why the text may be incomplete although the page was read (a multi-frame file); the row keeps its text."""
 
     def data_url(self) -> str:
         return f"data:{self.mime};base64,{base64.b64encode(self.data).decode('ascii')}"
@@ -79,8 +88,15 @@ def cell_bytes(cell: object) -> bytes:
 
 
 def read_image_file(path: str) -> bytes:
+    """Reads a path as given; the source has already anchored a local dataset's relative paths to its folder."""
+    local = os.path.expanduser(path)
+    if not os.path.isabs(local) and not os.path.exists(local):
+        raise BadImage(
+            f"image path {path!r} is relative and names no file here: a Hub dataset must carry the image bytes "
+            "(an Image column), not paths to files of its own"
+        )
     try:
-        with open(os.path.expanduser(path), "rb") as handle:
+        with open(local, "rb") as handle:
             return handle.read()
     except OSError as exc:
         raise BadImage(f"cannot read image file {path!r}: {exc.strerror or exc}") from exc
@@ -103,7 +119,7 @@ def open_image(data: bytes) -> Image.Image:
         return Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as exc:
         raise BadImage(f"image is too large to decode safely: {exc}") from exc
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
+    except IMAGE_DATA_ERRORS as exc:
         raise BadImage(f"not a readable image: {exc}") from exc
 
 
@@ -113,49 +129,60 @@ def prepare_image(
     max_pixels: int | None = None,
     verify: bool = False,
 ) -> PreparedImage:
-    """Passes acceptable bytes through; decodes the rest once. `verify` fully decodes pass-through pages too."""
-    image = open_image(data)
+    """Passes acceptable bytes through; decodes the rest once. `verify` fully decodes pass-through pages too.
+
+    Pillow's decoders raise many kinds of error on malformed files (OSError, SyntaxError, struct.error, ...) at any
+    step, not only when opening: all of them mean this page is unreadable, so all of them become a BadImage.
+    """
+    try:
+        return prepare_opened(open_image(data), data, max_side, max_pixels, verify)
+    except BadImage:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise BadImage(f"image is too large to decode safely: {exc}") from exc
+    except IMAGE_DATA_ERRORS as exc:
+        raise BadImage(f"image data is broken: {type(exc).__name__}: {exc}") from exc
+
+
+def prepare_opened(
+    image: Image.Image, data: bytes, max_side: int | None, max_pixels: int | None, verify: bool
+) -> PreparedImage:
     width, height = image.size
     if width < 1 or height < 1:
         raise BadImage(f"image has no pixels ({width}x{height})")
     scale = target_scale(width, height, max_side, max_pixels)
     orientation = image.getexif().get(EXIF_ORIENTATION, 1)
+    frames = getattr(image, "n_frames", 1)
     mime = MIME_BY_FORMAT.get(image.format or "")
-    if mime and image.mode in PASS_THROUGH_MODES and scale >= 1.0 and orientation == 1:
+    if mime and image.mode in PASS_THROUGH_MODES and scale >= 1.0 and orientation == 1 and frames == 1:
         if verify:
-            decode(image)
+            image.load()
         return PreparedImage(data, mime, width, height, passed_through=True)
-    return reencode(image, scale)
+    note = None
+    if frames > 1:
+        note = f"only frame 1 of {frames} of this multi-frame image was read; split it into one row per page"
+    return reencode(image, scale, note)
 
 
-def decode(image: Image.Image) -> None:
-    try:
-        image.load()
-    except Image.DecompressionBombError as exc:
-        raise BadImage(f"image is too large to decode safely: {exc}") from exc
-    except (OSError, ValueError, SyntaxError) as exc:
-        raise BadImage(f"image data is broken: {exc}") from exc
+def reencode(image: Image.Image, scale: float, note: str | None) -> PreparedImage:
+    """Decodes at reduced size where the codec allows it, fixes orientation and mode, and writes a JPEG.
 
-
-def reencode(image: Image.Image, scale: float) -> PreparedImage:
-    """Decodes at reduced size where the codec allows it, fixes orientation and mode, and writes a JPEG."""
+    A multi-frame file is re-encoded too, so the server sees exactly the one frame that `note` says was read.
+    """
     width, height = image.size
     if image.getexif().get(EXIF_ORIENTATION, 1) in (5, 6, 7, 8):
         width, height = height, width
+    scale = min(scale, JPEG_MAX_SIDE / max(width, height))
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
     if scale < 1.0:
         image.draft("RGB", size)
-    decode(image)
-    try:
-        image = ImageOps.exif_transpose(image)
-    except (OSError, ValueError) as exc:
-        raise BadImage(f"image orientation data is broken: {exc}") from exc
-    image = to_rgb_or_gray(image)
+    image.load()
+    image = to_rgb_or_gray(ImageOps.exif_transpose(image))
     if image.size != size:
         image = image.resize(size, Image.Resampling.LANCZOS)
     buffer = io.BytesIO()
     image.save(buffer, format="JPEG", quality=REENCODE_QUALITY)
-    return PreparedImage(buffer.getvalue(), "image/jpeg", image.width, image.height, passed_through=False)
+    return PreparedImage(buffer.getvalue(), "image/jpeg", image.width, image.height, passed_through=False, note=note)
 
 
 def to_rgb_or_gray(image: Image.Image) -> Image.Image:
@@ -163,7 +190,7 @@ def to_rgb_or_gray(image: Image.Image) -> Image.Image:
     if image.mode in PASS_THROUGH_MODES:
         return image
     if image.mode.startswith("I") or image.mode == "F":
-        return image.convert("I").point(lambda value: value / 256).convert("L")
+        return to_gray8(image)
     if "A" in image.mode or "transparency" in image.info:
         rgba = image.convert("RGBA")
         page = Image.new("RGB", rgba.size, (255, 255, 255))
@@ -172,3 +199,21 @@ def to_rgb_or_gray(image: Image.Image) -> Image.Image:
     if image.mode == "1":
         return image.convert("L")
     return image.convert("RGB")
+
+
+def to_gray8(image: Image.Image) -> Image.Image:
+    """Maps a 16-bit, 32-bit integer or float page to 8-bit gray.
+
+    16-bit pages have a fixed scale. 32-bit integer and float pages have none: a float page usually holds 0..1, an
+    integer one 0..255 or a 0/1 mask, so their values are read on the smallest of those usual scales that holds
+    them, or on their own min..max when none does (values above 65535, or below 0). Stretching every page to
+    min..max instead would turn the faint noise of a near-blank page into black speckles.
+    """
+    if image.mode.startswith("I;16"):
+        return image.convert("I").point(lambda value: value / 256).convert("L")
+    values = image if image.mode == "F" else image.convert("F")
+    low, high = values.getextrema()
+    usual = next((ceiling for ceiling in USUAL_CEILINGS if low >= 0 and high <= ceiling), None)
+    floor, ceiling = (0.0, usual) if usual is not None else (low, high)
+    gain = 255.0 / ((ceiling - floor) or 1.0)
+    return values.point(lambda value: value * gain - floor * gain).convert("L")

@@ -10,6 +10,8 @@ from typing import TextIO
 
 from tqdm.auto import tqdm
 
+from .redact import redact
+
 
 @dataclass
 class Tally:
@@ -84,9 +86,9 @@ class Progress:
 
 
 def say(message: str) -> None:
-    """Logs to stderr without tearing the progress bar; stdout is kept for the final summary."""
-    tqdm.write(message, file=sys.stderr)
+    """Logs to stderr without tearing the progress bar; stdout is kept for the final summary. Never a secret."""
+    tqdm.write(redact(message), file=sys.stderr)
 
 
 def print_summary(stream: TextIO, summary: dict) -> None:
-    print(json.dumps(summary, sort_keys=False), file=stream, flush=True)
+    print(redact(json.dumps(summary, sort_keys=False)), file=stream, flush=True)

@@ -39,6 +39,7 @@ from .mirror import ProgressMirror
 from .offline import NoGpu, OfflineRunner, open_llm, stdout_to_stderr
 from .progress import ProgressLog, read_results
 from .pump import Pump, PumpSettings, Target, metrics_page
+from .redact import register_run_secrets
 from .report import Progress, Tally, print_summary, say
 from .scale import ScalePlan, detect_gpus, plan_scale
 from .server import ServerError, is_local, kv_capacity, parse_metrics
@@ -117,6 +118,7 @@ def main(
         print(usage(script, facts, mode))
         return 0
     args = parse_arguments(build_parser(script, facts, mode), argv)
+    register_run_secrets(args)
     if args.verbose:
         say(versions())
     summary: dict[str, Any] = {"script": script, "model": args.model, "mode": mode, "output": args.output}

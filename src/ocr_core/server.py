@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from .redact import redact
+
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
 HEALTH_POLL_S = 2.0
 STOP_GRACE_S = 30.0
@@ -91,7 +93,7 @@ class SpawnedServer:
             raise ServerError("the `vllm` command is not on PATH")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            log.write(f"\n==== {' '.join(self.argv)}\n".encode())
+            log.write(f"\n==== {redact(' '.join(self.argv))}\n".encode())
             log.flush()
             self.process = subprocess.Popen(
                 self.argv,

@@ -1,7 +1,8 @@
 """The input side: which rows a run covers, in which order, under which stable ids.
 
 Rows are addressed by position in the split, so a rerun, a shard or a shuffled subset all name a page the same
-way, and image bytes are read a batch at a time only for pages that still need work.
+way, and image bytes are read a batch at a time only for pages that still need work. A local dataset's relative
+image paths name files beside the dataset, so they are anchored to its folder here, not to the working folder.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Source:
     selected: list[int]
     ids: list[str]
     shard: tuple[int, int] | None = None
+    folder: Path | None = None
 
     def owned(self) -> list[str]:
         """The selected ids this job processes: all of them, or its shard's."""
@@ -54,7 +56,7 @@ class Source:
             batch = todo[start : start + READ_BATCH]
             cells = self.dataset[[index for index, _ in batch]][self.image_column]
             for (index, row_id), cell in zip(batch, cells):
-                yield RowInput(index, row_id, cell)
+                yield RowInput(index, row_id, anchored(cell, self.folder))
 
 
 def in_shard(row_id: str, shard: tuple[int, int] | None) -> bool:
@@ -72,6 +74,32 @@ def parse_shard(text: str) -> tuple[int, int]:
     if not 0 <= shard[0] < shard[1]:
         raise InputError(f"--shard {text!r}: I must be at least 0 and below N")
     return shard
+
+
+def anchored(cell: object, folder: Path | None) -> object:
+    """The cell with a relative image path made absolute under `folder` (a local input's folder; None for the Hub)."""
+    if folder is None:
+        return cell
+    if isinstance(cell, str):
+        return anchored_path(cell, folder)
+    if isinstance(cell, dict) and cell.get("bytes") is None and isinstance(cell.get("path"), str) and cell["path"]:
+        return {**cell, "path": anchored_path(cell["path"], folder)}
+    return cell
+
+
+def anchored_path(path: str, folder: Path) -> str:
+    if "://" in path:
+        return path
+    local = Path(path).expanduser()
+    return str(local if local.is_absolute() else folder / local)
+
+
+def local_folder(name: str) -> Path | None:
+    """The folder a local input lives in; None for a Hub dataset id."""
+    path = Path(name).expanduser()
+    if not path.exists():
+        return None
+    return (path if path.is_dir() else path.parent).resolve()
 
 
 def open_dataset(name: str, split: str, config: str | None, revision: str | None = None) -> datasets.Dataset:
@@ -118,7 +146,7 @@ def load_source(
         dataset = dataset.cast_column(image_column, datasets.Image(decode=False))
     selected = select_rows(len(dataset), max_samples, shuffle, seed)
     ids = row_ids(dataset, split, selected, id_column)
-    return Source(name, split, dataset, features, image_column, selected, ids, shard)
+    return Source(name, split, dataset, features, image_column, selected, ids, shard, local_folder(name))
 
 
 def select_rows(total: int, max_samples: int | None, shuffle: bool, seed: int) -> list[int]:

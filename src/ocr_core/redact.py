@@ -1,0 +1,75 @@
+"""Keeps secrets out of everything a run prints or writes: messages, log lines, the summary, job commands, the card.
+
+Secrets are registered by value, once, as soon as the arguments are parsed, and every text that leaves the process
+goes through `redact`. Matching values rather than flag names also catches argparse's abbreviations (`--hf hf_...`),
+secrets inside --extra-serve-args and the password in a URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+MASK = "***"
+SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd"})
+SECRET_ENVIRONMENT = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY")
+URL_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+SECRET_VALUES: set[str] = set()
+
+
+def redact(text: str) -> str:
+    """`text` with every registered secret, and any URL's userinfo, replaced by ***."""
+    for value in sorted(SECRET_VALUES, key=len, reverse=True):
+        text = text.replace(value, MASK)
+    return URL_USERINFO.sub(MASK + "@", text)
+
+
+def register_secret(value: str | None) -> None:
+    """Adds a value, also as shell-quoted and JSON-escaped, the other spellings it is printed in."""
+    if value:
+        SECRET_VALUES.update({value, shlex.quote(value), json.dumps(value)[1:-1]})
+
+
+def register_run_secrets(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> None:
+    """Registers every secret a run knows of; `run.main` calls it once, right after parsing the arguments."""
+    for value in (getattr(args, "hf_token", None), getattr(args, "api_key", None)):
+        register_secret(value)
+    for name in SECRET_ENVIRONMENT:
+        register_secret(environ.get(name))
+    register_secret(url_credential(getattr(args, "server", None) or ""))
+    for value in secret_flag_values(getattr(args, "extra_serve_args", None) or ""):
+        register_secret(value)
+
+
+def url_credential(url: str) -> str | None:
+    """The password of a URL's userinfo, or the user name when there is no password (a token given as user)."""
+    parts = urlsplit(url)
+    return parts.password or parts.username
+
+
+def secret_flag_values(flags: str) -> list[str]:
+    """Values of secret-looking flags (`--api-key X`, `--hf_token=X`) in a string of serve flags."""
+    try:
+        words = shlex.split(flags)
+    except ValueError:
+        words = flags.split()
+    values = []
+    for word, following in zip(words, [*words[1:], ""]):
+        name, equals, value = word.partition("=")
+        if not name.startswith("-") or not is_secret_flag(name):
+            continue
+        if equals:
+            values.append(value)
+        elif following and not following.startswith("-"):
+            values.append(following)
+    return values
+
+
+def is_secret_flag(name: str) -> bool:
+    """Whole words only: `--api-key` and `--hf-token` are secret, `--max-num-batched-tokens 8192` is not."""
+    return not SECRET_WORDS.isdisjoint(re.split(r"[-_]+", name.strip("-").lower()))
