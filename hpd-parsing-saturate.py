@@ -58,6 +58,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TextIO, TypeVar
 from urllib.parse import urlsplit
@@ -127,9 +128,10 @@ def prepare_serve(serve_args: list[str], args: argparse.Namespace) -> list[str]:
 
 
 def parse_blocks(text: str) -> list[dict]:
+    """Box numbers are read exactly (Decimal, not float), so an absurd one stays a number for the judge to refuse."""
     blocks = []
     for match in HPD_BLOCK.finditer(text):
-        numbers = [int(float(value)) for value in re.findall(r"-?\d+(?:\.\d+)?", match["bbox"])]
+        numbers = [int(Decimal(value)) for value in re.findall(r"-?\d+(?:\.\d+)?", match["bbox"])]
         body = match["text"].strip() if match["text"] is not None else None
         blocks.append({"type": match["type"].strip(), "bbox": numbers, "text": body})
     return blocks
