@@ -332,7 +332,11 @@ async def drive(
 
 
 def sampling_settings(job: Job) -> PumpSettings:
-    return PumpSettings(requested_sampling(job.facts, job.args), request_timeout=job.args.request_timeout)
+    return PumpSettings(
+        requested_sampling(job.facts, job.args),
+        request_timeout=job.args.request_timeout,
+        retry_budget=job.args.retry_budget,
+    )
 
 
 async def metrics_text(target: Target | None) -> str:
@@ -433,6 +437,7 @@ def finish(
             "errors": errors,
             "errors_this_run": tally.errors,
             "loops_this_run": tally.loops,
+            "truncated_this_run": tally.truncated,
             "missing": missing,
             "pages_per_s": round(tally.pages_per_s(), 3),
             "output_tokens_per_s": round(tally.tokens_per_s(), 1),
