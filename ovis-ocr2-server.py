@@ -56,10 +56,12 @@ import time
 import traceback
 import uuid
 import zlib
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import IO, Any, NamedTuple, Protocol, TextIO, TypeVar
 from urllib.parse import urlsplit
@@ -253,14 +255,25 @@ Made with `{facts.script}`.
 # ---- ocr_core/chat.py ----
 ERROR_TEXT_LIMIT = 500
 JSON_HEADERS = {"Content-Type": "application/json"}
+TRANSIENT_STATUSES = (408, 425, 429)
+RETRY_AFTER_CAP_S = 600.0
+INTERNAL_ERROR = "internal error"
 
 
 class Retryable(Exception):
-    """Worth another attempt after a pause; `engine_dead` asks for a health check first."""
+    """Worth another attempt after a pause.
 
-    def __init__(self, reason: str, engine_dead: bool = False) -> None:
+    `engine_dead` asks for a health check first; `stalled` says the engine stopped making progress; `retry_after`
+    is the pause the server asked for, in seconds.
+    """
+
+    def __init__(
+        self, reason: str, engine_dead: bool = False, *, stalled: bool = False, retry_after: float | None = None
+    ) -> None:
         super().__init__(reason)
         self.engine_dead = engine_dead
+        self.stalled = stalled
+        self.retry_after = retry_after
 
 
 class RowFailed(Exception):
@@ -269,6 +282,18 @@ class RowFailed(Exception):
 
 class JobFailed(Exception):
     """Nothing can succeed until the command changes; the message says how."""
+
+
+class Answer(NamedTuple):
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def internal_error(stage: str, exc: BaseException) -> str:
+    """The error column of a page that met an exception nobody expected: a bug, or an answer of an odd shape."""
+    return f"{INTERNAL_ERROR} while {stage}: {type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
 
 
 def chat_body(model: str, content: list[dict], sampling: Mapping[str, Any], extras: Mapping[str, Any]) -> dict:
@@ -285,7 +310,40 @@ def error_text(response: httpx.Response) -> str:
     return str(message)[:ERROR_TEXT_LIMIT]
 
 
-async def post_chat(client: httpx.AsyncClient, url: str, body: bytes, headers: Mapping[str, str] | None = None) -> dict:
+def retry_after(response: httpx.Response) -> float | None:
+    """The pause a 429 or 503 asks for (seconds or an HTTP date), bounded; None when absent or unreadable."""
+    value = response.headers.get("Retry-After", "").strip()
+    if value.isdigit():
+        seconds = float(value)
+    else:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - datetime.now(timezone.utc)).total_seconds()
+    return min(max(0.0, seconds), RETRY_AFTER_CAP_S)
+
+
+def read_answer(payload: Any) -> Answer:
+    """The first choice of a chat completion; raises on any other shape (KeyError, TypeError, IndexError)."""
+    choice = payload["choices"][0]
+    usage = payload.get("usage") or {}
+    text = choice["message"].get("content") or ""
+    if not isinstance(text, str):
+        raise TypeError(f"message content is {type(text).__name__}, not text")
+    return Answer(
+        text,
+        choice.get("finish_reason"),
+        int(usage.get("prompt_tokens") or 0),
+        int(usage.get("completion_tokens") or 0),
+    )
+
+
+async def post_chat(
+    client: httpx.AsyncClient, url: str, body: bytes, headers: Mapping[str, str] | None = None
+) -> Answer:
     """Posts a JSON body that is already bytes (see PreparedImage.json_with_image)."""
     try:
         response = await client.post(
@@ -297,15 +355,134 @@ async def post_chat(client: httpx.AsyncClient, url: str, body: bytes, headers: M
         raise Retryable(f"connection failed: {type(exc).__name__}: {exc}", engine_dead=True) from exc
     status = response.status_code
     if status == 200:
-        return response.json()
+        try:
+            return read_answer(response.json())
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise RowFailed(internal_error("reading the answer", exc)) from exc
     reason = error_text(response)
-    if status == 429 or status >= 500:
-        raise Retryable(f"server answered {status}: {reason}", engine_dead=status >= 500)
+    if status in TRANSIENT_STATUSES or status >= 500:
+        raise Retryable(
+            f"server answered {status}: {reason}", engine_dead=status >= 500, retry_after=retry_after(response)
+        )
     if status in (401, 403):
         raise JobFailed(f"server refused the API key ({status}); set VLLM_API_KEY, or HF_TOKEN for an HF Jobs endpoint")
     if status == 404:
         raise JobFailed(f"server answered 404: {reason} (check --model and --server)")
     raise RowFailed(f"server rejected the page ({status}): {reason}")
+
+
+# ---- ocr_core/breaker.py ----
+FIRST_OUTCOMES = 8
+RATE_WINDOW = 100
+RATE_MIN_OUTCOMES = 50
+MAX_ERROR_RATE = 0.8
+SAMPLE_LIMIT = 300
+LOOP = "repetition loop"
+TRUNCATED = "truncated"
+UNSTORABLE = "unstorable output"
+
+
+class Advice(NamedTuple):
+    cause: str
+    fix: str
+
+
+ADVICE = {
+    "bad image": Advice(
+        "the column read as images holds no readable page images",
+        "check --image-column (and --split, --input-config) against the input dataset",
+    ),
+    "server rejected the page": Advice(
+        "the server refuses these requests",
+        "check that --model is a vision-language model and that the server runs {image} (the image tag and vLLM "
+        "version listed in models.json)",
+    ),
+    "engine rejected the page": Advice(
+        "the vLLM engine refuses these prompts: a chat template or chat_template_kwargs it does not accept, or a "
+        "model that takes no images",
+        "check --model, the vLLM version pinned in models.json and --extra-serve-args",
+    ),
+    LOOP: Advice(
+        "the model repeats itself until max_tokens on these pages",
+        "check --model, --temperature (the recipe's default suits its model) and that the pages are documents",
+    ),
+    TRUNCATED: Advice(
+        "answers are longer than max_tokens allows",
+        "raise --max-tokens (it must stay below --max-model-len), or use --ignore-eos for benchmark runs",
+    ),
+    INTERNAL_ERROR: Advice(
+        "the recipe cannot handle what it reads or what the server answers",
+        "rerun with --verbose and report the reason together with the recipe's name",
+    ),
+    UNSTORABLE: Advice(
+        "the model's output does not fit the recipe's extra column",
+        "check --model (another model writes another format); report it with the recipe's name",
+    ),
+}
+GENERIC_ADVICE = Advice("every page meets the same failure", "read the sample reason above")
+
+
+def error_kind(error: str) -> str:
+    """The category of an error column: a known prefix, else the text before its first colon."""
+    for kind in ADVICE:
+        if error.startswith(kind):
+            return kind
+    return error.split(":", 1)[0].strip()[:80]
+
+
+class Breaker:
+    """Watches row outcomes; `record` raises JobFailed once they say the job itself is wrong."""
+
+    def __init__(
+        self,
+        max_error_rate: float = MAX_ERROR_RATE,
+        image: str | None = None,
+        first: int = FIRST_OUTCOMES,
+        window: int = RATE_WINDOW,
+        least: int = RATE_MIN_OUTCOMES,
+    ) -> None:
+        self.max_error_rate = max_error_rate
+        self.image = image
+        self.first = first
+        self.least = least
+        self.seen = 0
+        self.recent: deque[str | None] = deque(maxlen=max(window, first))
+
+    def record(self, error: str | None) -> None:
+        """One row's outcome: None for a success, else its error column."""
+        if self.max_error_rate >= 1.0:
+            return
+        self.seen += 1
+        self.recent.append(error)
+        if self.seen == self.first:
+            self.check_first()
+        if len(self.recent) >= self.least:
+            self.check_rate()
+
+    def check_first(self) -> None:
+        errors = list(self.recent)[: self.first]
+        if all(errors) and len({error_kind(error) for error in errors}) == 1:
+            raise JobFailed(f"the first {self.first} pages all failed the same way: {self.explain(errors)}")
+
+    def check_rate(self) -> None:
+        errors = [error for error in self.recent if error is not None]
+        if len(errors) > self.max_error_rate * len(self.recent):
+            raise JobFailed(
+                f"{len(errors)} of the last {len(self.recent)} pages failed (--max-error-rate {self.max_error_rate} "
+                f"allows {self.max_error_rate:.0%}); most often {self.explain(errors)}"
+            )
+
+    def explain(self, errors: list[str]) -> str:
+        kinds = Counter(error_kind(error) for error in errors)
+        kind, count = kinds.most_common(1)[0]
+        sample = next(error for error in reversed(errors) if error_kind(error) == kind)
+        cause, fix = ADVICE.get(kind, GENERIC_ADVICE)
+        fix = fix.format(image=self.image or "the image")
+        return (
+            f"{kind} ({count}x), for example: {sample[:SAMPLE_LIMIT]!r}. Likely cause: {cause}. Fix: {fix}. After the "
+            "fix, rerun the same command with --retry-errors to redo the failed rows (--max-error-rate 1.0 turns "
+            "this check off)."
+        )
 
 
 # ---- ocr_core/facts.py ----
@@ -510,6 +687,11 @@ class PreparedImage:
         encoded = json.dumps(body).encode()
         url = b"data:" + self.mime.encode() + b";base64," + base64.b64encode(self.data)
         return encoded.replace(URL_PLACEHOLDER.encode(), url, 1)
+
+
+def with_note(error: str | None, note: str | None) -> str | None:
+    """A row's error column once its image's note (e.g. frames not read) is added; its text stays."""
+    return "; ".join(part for part in (error, note) if part) or None
 
 
 def placeholder_part() -> dict:
@@ -902,8 +1084,11 @@ def matching_suffix(text: str, period: int) -> int:
 def trim_repeats(text: str, min_repeats: int = 5, min_span: int = LOOP_MIN_SPAN) -> str:
     """Keeps one copy of a looping tail, so the page's real content survives a loop."""
     repeat = repeated_tail(text, min_repeats=min_repeats, min_span=min_span)
-    if repeat is None:
-        return text
+    return text if repeat is None else keep_one_copy(text, repeat)
+
+
+def keep_one_copy(text: str, repeat: Repeat) -> str:
+    """`text` up to the end of the first copy of its repeating tail."""
     return text[: repeat.start + len(repeat.unit)].rstrip()
 
 
@@ -929,22 +1114,58 @@ def requested_sampling(facts: ModelFacts, args: argparse.Namespace) -> dict[str,
 def judge(
     text: str, finish_reason: str | None, facts: ModelFacts, args: argparse.Namespace, resampled: bool, attempts: int
 ) -> Verdict:
-    """A loop is retried once at the card's other temperature; a loop that stays is kept trimmed and flagged.
+    """A loop is retried once at the card's other temperature; a loop that stays is trimmed to one copy and flagged.
 
-    With --ignore-eos every page runs to max_tokens on purpose (benchmarks), so nothing there is a loop.
+    A page cut off by max_tokens keeps its text and is flagged as truncated. With --ignore-eos every page runs to
+    max_tokens on purpose (benchmarks), so nothing there is a loop or truncated.
     """
-    loop = repeated_tail(text) if finish_reason == "length" and not args.ignore_eos else None
+    cut_off = finish_reason == "length" and not args.ignore_eos
+    loop = repeated_tail(text) if cut_off else None
     if loop and facts.retry_temperature is not None and not resampled:
         return Verdict(resample=True)
-    parsed = facts.parse(text, args)
-    error = None
+    parsed = facts.parse(keep_one_copy(text, loop) if loop else text, args)
+    problems = []
     if loop:
-        error = (
-            f"repetition loop: output hit max_tokens repeating {loop.unit[:40]!r} {loop.count} times "
-            f"after {attempts} attempt(s); text holds the trimmed output"
+        problems.append(loop_error(loop, attempts))
+    elif cut_off:
+        problems.append(truncation_error(args))
+    unstorable = storage_problem(parsed.extra, facts.extra_columns)
+    if unstorable:
+        problems.append(unstorable)
+    extra = json.dumps(dict(parsed.extra), ensure_ascii=False) if parsed.extra and not unstorable else None
+    return Verdict(False, parsed.text, extra, "; ".join(problems)[:ERROR_TEXT_LIMIT] if problems else None)
+
+
+def loop_error(loop: Repeat, attempts: int) -> str:
+    return (
+        f"{LOOP}: output hit max_tokens repeating {loop.unit[:40]!r} {loop.count} times "
+        f"after {attempts} attempt(s); text holds the trimmed output"
+    )
+
+
+def truncation_error(args: argparse.Namespace) -> str:
+    if args.max_tokens is None:
+        return (
+            f"{TRUNCATED}: the answer filled the context (--max-model-len {args.max_model_len}) before the model "
+            "finished; text holds what was written; raise --max-model-len"
         )
-    extra = json.dumps(dict(parsed.extra), ensure_ascii=False) if parsed.extra else None
-    return Verdict(False, parsed.text, extra, error)
+    return (
+        f"{TRUNCATED}: the answer hit max_tokens ({args.max_tokens}) before the model finished; text holds what was "
+        "written; raise --max-tokens"
+    )
+
+
+def storage_problem(extra: Mapping[str, Any], columns: Mapping[str, pa.DataType]) -> str | None:
+    """Why a parsed value cannot be stored in its typed column, or None when every value fits."""
+    for name, arrow_type in columns.items():
+        try:
+            pa.array([extra.get(name)], type=arrow_type)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+            return (
+                f"{UNSTORABLE}: the parsed value cannot be stored in column {name}: {type(exc).__name__}: {exc}; "
+                "text holds the parsed text"
+            )
+    return None
 
 
 # ---- ocr_core/manifest.py ----
@@ -1055,12 +1276,14 @@ class Progress:
             dynamic_ncols=True,
         )
 
-    def record(self, error: str | None, loop: bool, finish_reason: str | None, prompt: int, output: int) -> None:
+    def record(self, error: str | None, prompt: int, output: int) -> None:
+        """One row's outcome; loops and truncated pages are errors that are also counted apart."""
         tally = self.tally
+        kind = error_kind(error) if error is not None else None
         tally.done += 1
         tally.errors += error is not None
-        tally.loops += loop
-        tally.truncated += finish_reason == "length"
+        tally.loops += kind == LOOP
+        tally.truncated += kind == TRUNCATED
         tally.prompt_tokens += prompt
         tally.output_tokens += output
         if self.bar is not None:
@@ -2199,6 +2422,7 @@ DEFAULT_SERVER = "http://127.0.0.1:8000"
 SERVER_WINDOW = 32
 SATURATE_MAX_INFLIGHT = 512
 OFFLINE_BATCH = 16
+RETRY_BUDGET_S = 900.0
 SECRET_FLAGS = ("--hf-token", "--api-key")
 
 
@@ -2312,6 +2536,13 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         help="start although another run's lease on this output has not expired (after that run was killed)",
     )
     group.add_argument("--retry-errors", action="store_true", help="on a rerun, retry rows that failed before")
+    group.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=MAX_ERROR_RATE,
+        help=f"stop the job when more than this share of the last 100 pages failed, or when the first 8 all failed "
+        f"the same way (default: {MAX_ERROR_RATE}; 1.0 turns the check off)",
+    )
     group.add_argument("--finalize", action="store_true", help="only publish what all shards have written")
     group.add_argument("--hf-token", help="Hub token (default: the HF_TOKEN environment variable or your login)")
     group.add_argument(
@@ -2361,6 +2592,13 @@ def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
     )
     group.add_argument("--max-inflight", type=int, help=window_help)
     group.add_argument("--request-timeout", type=float, default=1800.0, help="seconds per request (default: 1800)")
+    group.add_argument(
+        "--retry-budget",
+        type=float,
+        default=RETRY_BUDGET_S,
+        help=f"seconds one page may keep failing transiently (429, 5xx, timeouts) before the job stops "
+        f"(default: {RETRY_BUDGET_S:.0f})",
+    )
     group.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for the server")
     group.add_argument("--max-restarts", type=int, default=3, help="restarts of a spawned server that dies")
     group.add_argument(
@@ -2391,6 +2629,10 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
         parser.error("--max-inflight must be at least 1")
     if getattr(args, "batch_size", 1) < 1:
         parser.error("--batch-size must be at least 1")
+    if not 0.0 <= args.max_error_rate <= 1.0:
+        parser.error("--max-error-rate must be between 0 and 1 (1.0 turns the check off)")
+    if getattr(args, "retry_budget", 1.0) <= 0:
+        parser.error("--retry-budget must be more than 0 seconds")
     return args
 
 
@@ -2583,6 +2825,14 @@ SERVER_ONLY_FLAGS = {
 }
 
 
+@dataclass(frozen=True)
+class OfflinePage:
+    """A page ready for `LLM.chat`, and what its image preparation has to say about it."""
+
+    messages: list[dict]
+    note: str | None
+
+
 class NoGpu(RuntimeError):
     """The offline recipe cannot run here; the message names the command that can."""
 
@@ -2631,6 +2881,8 @@ def check_gpu(job_command: str) -> None:
 
 
 class OfflineRunner:
+    """Feeds batches to the engine; whatever happens to a page becomes its row, and the breaker watches them all."""
+
     def __init__(
         self, llm: Any, facts: ModelFacts, args: argparse.Namespace, log: ProgressLog, progress: Progress
     ) -> None:
@@ -2641,6 +2893,7 @@ class OfflineRunner:
         self.args = args
         self.log = log
         self.progress = progress
+        self.breaker = Breaker(args.max_error_rate, image=facts.image)
         self.sampling = offline_sampling(llm, facts, args)
         self.resampling = (
             SamplingParams(**{**self.sampling, "temperature": facts.retry_temperature})
@@ -2650,7 +2903,7 @@ class OfflineRunner:
         self.params = SamplingParams(**self.sampling)
 
     def run(self, rows: Iterator[RowInput], batch_size: int) -> None:
-        """Prepares the next batch's images in threads while the engine works on the current one."""
+        """Prepares the next batch's pages in threads while the engine works on the current one."""
         try:
             with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="prep") as prep:
                 upcoming = self.submit(rows, batch_size, prep)
@@ -2663,28 +2916,33 @@ class OfflineRunner:
     def submit(self, rows: Iterator[RowInput], size: int, prep: ThreadPoolExecutor) -> list[tuple[RowInput, Future]]:
         return [(row, prep.submit(self.prepare, row)) for _, row in zip(range(size), rows)]
 
-    def prepare(self, row: RowInput) -> PreparedImage | BadImage:
+    def prepare(self, row: RowInput) -> OfflinePage | str:
+        """The page's chat messages, or the reason it has none (its error column)."""
         try:
-            return prepare_image(cell_bytes(row.cell), self.facts.max_side, self.facts.max_pixels, verify=True)
+            image = prepare_image(cell_bytes(row.cell), self.facts.max_side, self.facts.max_pixels, verify=True)
+            content = self.facts.build_content(image.content_part(), self.args)
+            return OfflinePage([{"role": "user", "content": content}], image.note)
         except BadImage as exc:
-            return exc
+            return f"bad image: {exc}"
+        except Exception as exc:
+            return internal_error("preparing the page", exc)
 
-    def process(self, batch: list[tuple[RowInput, PreparedImage | BadImage]]) -> None:
-        good: list[tuple[RowInput, PreparedImage]] = []
-        for row, image in batch:
-            if isinstance(image, BadImage):
-                self.record(RowResult(row.index, row.row_id, error=f"bad image: {image}"))
+    def process(self, batch: list[tuple[RowInput, OfflinePage | str]]) -> None:
+        good: list[tuple[RowInput, OfflinePage]] = []
+        for row, page in batch:
+            if isinstance(page, str):
+                self.record(RowResult(row.index, row.row_id, error=page))
             else:
-                good.append((row, image))
+                good.append((row, page))
         if good:
             self.generate(good, self.params, resampled=False)
 
-    def generate(self, items: list[tuple[RowInput, PreparedImage]], params: Any, resampled: bool) -> None:
+    def generate(self, items: list[tuple[RowInput, OfflinePage]], params: Any, resampled: bool) -> None:
         """One `LLM.chat` call; a failing batch is split in halves down to the page that fails alone."""
         started = time.monotonic()
         try:
             outputs = self.llm.chat(
-                [self.messages(image) for _, image in items],
+                [page.messages for _, page in items],
                 params,
                 use_tqdm=False,
                 chat_template_kwargs=self.facts.request_extras.get("chat_template_kwargs"),
@@ -2702,29 +2960,36 @@ class OfflineRunner:
             return
         seconds = (time.monotonic() - started) / len(items)
         loops = []
-        for (row, image), output in zip(items, outputs):
-            completion = output.outputs[0]
-            verdict = judge(completion.text, completion.finish_reason, self.facts, self.args, resampled, 1 + resampled)
-            if verdict.resample and self.resampling is not None:
-                loops.append((row, image))
-                continue
-            result = RowResult(row.index, row.row_id, verdict.text, verdict.error, completion.finish_reason)
-            result.prompt_tokens = len(output.prompt_token_ids or [])
-            result.completion_tokens = len(completion.token_ids)
-            result.attempts, result.seconds, result.extra = 1 + resampled, seconds, verdict.extra
+        for (row, page), output in zip(items, outputs):
+            result = RowResult(row.index, row.row_id, attempts=1 + resampled, seconds=seconds)
+            try:
+                if self.take_output(output, result, resampled):
+                    loops.append((row, page))
+                    continue
+            except Exception as exc:
+                result.error = internal_error("parsing the answer", exc)
+            if result.text is not None:
+                result.error = with_note(result.error, page.note)
             self.record(result)
         if loops:
             self.generate(loops, self.resampling, resampled=True)
 
-    def messages(self, image: PreparedImage) -> list[dict]:
-        return [{"role": "user", "content": self.facts.build_content(image.content_part(), self.args)}]
+    def take_output(self, output: Any, result: RowResult, resampled: bool) -> bool:
+        """Fills `result` from one `RequestOutput`; True asks for one resampled attempt of a repetition loop."""
+        completion = output.outputs[0]
+        result.finish_reason = completion.finish_reason
+        result.prompt_tokens = len(output.prompt_token_ids or [])
+        result.completion_tokens = len(completion.token_ids)
+        verdict = judge(completion.text, completion.finish_reason, self.facts, self.args, resampled, result.attempts)
+        result.text, result.extra, result.error = verdict.text, verdict.extra, verdict.error
+        return verdict.resample
 
     def record(self, result: RowResult) -> None:
         self.log.add(result)
-        loop = result.error is not None and result.error.startswith("repetition loop")
-        self.progress.record(result.error, loop, result.finish_reason, result.prompt_tokens, result.completion_tokens)
+        self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
         if result.error is not None and self.args.verbose:
             say(f"{result.row_id}: {result.error}")
+        self.breaker.record(result.error)
 
 
 def offline_sampling(llm: Any, facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
@@ -2824,7 +3089,8 @@ class Window:
 QUEUE_GAUGES = ("vllm:num_requests_waiting", "vllm:num_requests_running")
 METRICS_INTERVAL_S = 1.0
 BACKOFF_BASE_S = 1.0
-BACKOFF_CAP_S = 30.0
+BACKOFF_CAP_S = 60.0
+BACKOFF_MAX_EXPONENT = 16
 CAP_LOG_GAP_S = 30.0
 
 
@@ -2848,7 +3114,7 @@ class PageRequest:
 class PumpSettings:
     sampling: Mapping[str, Any]
     request_timeout: float
-    max_attempts: int = 8
+    retry_budget: float
     prep_threads: int = min(8, os.cpu_count() or 1)
 
 
@@ -2867,7 +3133,9 @@ class Pump:
         progress: Progress,
         recover: Recover,
         guard: MemoryGuard | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        """`transport` replaces the network (tests pass an httpx.MockTransport)."""
         self.target = target
         self.facts = facts
         self.args = args
@@ -2877,11 +3145,13 @@ class Pump:
         self.progress = progress
         self.recover = recover
         self.guard = guard
+        self.transport = transport
+        self.breaker = Breaker(args.max_error_rate, image=facts.image)
         self.cap_logged = 0.0
         self.waiting: float | None = None
         self.running: float | None = None
         self.generation = 0
-        self.metrics_start: dict[str, float] = {}
+        self.failure: Exception | None = None
 
     async def run(self, rows: Iterator[RowInput]) -> None:
         connections = (self.guard.ceiling if self.guard else self.window.cap) + 8
@@ -2889,7 +3159,7 @@ class Pump:
         timeout = httpx.Timeout(self.settings.request_timeout, connect=30.0, pool=None)
         tasks: set[asyncio.Task] = set()
         with ThreadPoolExecutor(self.settings.prep_threads, thread_name_prefix="prep") as prep:
-            async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+            async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=self.transport) as client:
                 watcher = asyncio.create_task(self.watch_queue(client))
                 try:
                     await self.feed(rows, client, prep, tasks)
@@ -2908,36 +3178,34 @@ class Pump:
         tasks: set[asyncio.Task],
     ) -> None:
         """Admits one page per free slot; a page task that fails the job stops admission at once."""
-        failure: list[BaseException] = []
-
-        def settle(task: asyncio.Task) -> None:
-            tasks.discard(task)
-            if not task.cancelled() and task.exception() is not None:
-                failure.append(task.exception())
-
         for row in rows:
             await self.window.acquire()
-            if failure:
-                raise failure[0]
+            if self.failure is not None:
+                raise self.failure
             task = asyncio.create_task(self.process(row, client, prep))
             tasks.add(task)
-            task.add_done_callback(settle)
-        while tasks and not failure:
+            task.add_done_callback(tasks.discard)
+        while tasks and self.failure is None:
             await asyncio.wait(set(tasks), return_when=asyncio.FIRST_COMPLETED)
-        if failure:
-            raise failure[0]
+        if self.failure is not None:
+            raise self.failure
 
     async def process(self, row: RowInput, client: httpx.AsyncClient, prep: ThreadPoolExecutor) -> None:
+        """Logs the page's outcome and frees its slot.
+
+        An exception that fails the job is kept in `failure` before the slot is freed: the freed slot wakes `feed`
+        before this task's completion would, and `feed` must not admit another page then.
+        """
         acknowledged = False
         try:
             result, acknowledged = await self.complete(row, client, prep)
             self.log.add(result)
             if result.error is not None and self.args.verbose:
                 say(f"{row.row_id}: {result.error}")
-            loop = result.error is not None and result.error.startswith("repetition loop")
-            self.progress.record(
-                result.error, loop, result.finish_reason, result.prompt_tokens, result.completion_tokens
-            )
+            self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
+            self.breaker.record(result.error)
+        except Exception as exc:
+            self.failure = self.failure or exc
         finally:
             await self.window.release(self.waiting, self.running, acknowledged)
             self.progress.show(self.window.in_flight, self.window.limit)
@@ -2953,9 +3221,14 @@ class Pump:
         except BadImage as exc:
             result.error = f"bad image: {exc}"
             return result, False
+        except Exception as exc:
+            result.error = internal_error("preparing the page", exc)
+            return result, False
         if self.guard is not None:
             self.guard.observe(len(request.encoded), request.image.width * request.image.height)
         answered = await self.ask(request, client, result)
+        if result.text is not None:
+            result.error = with_note(result.error, request.image.note)
         result.seconds = time.monotonic() - started
         return result, answered
 
@@ -2973,38 +3246,60 @@ class Pump:
     async def ask(self, request: PageRequest, client: httpx.AsyncClient, result: RowResult) -> bool:
         """Sends until the page has an outcome; fills `result`; True once the server answered it."""
         resampled = False
-        transient = 0
         encoded = request.encoded
+        first_failure: float | None = None
         while True:
             result.attempts += 1
             generation = self.generation
             try:
-                response = await post_chat(client, self.target.url, encoded, self.target.headers)
+                answer = await post_chat(client, self.target.url, encoded, self.target.headers)
             except RowFailed as exc:
                 result.error = str(exc)
                 return True
             except Retryable as exc:
-                transient += 1
-                if transient >= self.settings.max_attempts:
-                    result.error = f"gave up after {transient} attempts: {exc}"
-                    return False
-                self.generation = await self.recover(exc, generation)
-                await asyncio.sleep(backoff(transient))
+                first_failure = first_failure or time.monotonic()
+                if await self.pause(exc, generation, result, time.monotonic() - first_failure):
+                    first_failure = None
                 continue
-            if self.take_answer(response, result, resampled):
+            except JobFailed:
+                raise
+            except Exception as exc:
+                result.error = internal_error("sending the page", exc)
+                return False
+            first_failure = None
+            try:
+                if self.take_answer(answer, result, resampled):
+                    return True
+            except Exception as exc:
+                result.error = internal_error("parsing the answer", exc)
                 return True
             resampled = True
             encoded = request.image.json_with_image({**request.body, "temperature": self.facts.retry_temperature})
 
-    def take_answer(self, response: dict, result: RowResult, resampled: bool) -> bool:
+    async def pause(self, error: Retryable, generation: int, result: RowResult, failing_for: float) -> bool:
+        """Lets the engine recover, then waits before the next attempt; past the retry budget the job stops.
+
+        True when the engine was restarted meanwhile: its restart is bounded by --max-restarts, so the page's
+        retry budget starts afresh.
+        """
+        budget = self.settings.retry_budget
+        if failing_for >= budget:
+            raise JobFailed(
+                f"page {result.row_id} kept failing for {failing_for:.0f} s over {result.attempts} attempts "
+                f"(--retry-budget {budget:.0f} s); last failure: {error}. The server is overloaded, restarting or "
+                "unreachable: check it (its log, /health), then rerun the same command: finished rows are kept and "
+                "these pages are retried. Raise --retry-budget to wait longer."
+            )
+        self.generation = await self.recover(error, generation)
+        await asyncio.sleep(min(retry_delay(result.attempts, error.retry_after), budget - failing_for))
+        return self.generation != generation
+
+    def take_answer(self, answer: Answer, result: RowResult, resampled: bool) -> bool:
         """Parses an answer into `result`; False asks for one resampled attempt of a repetition loop."""
-        choice = response["choices"][0]
-        usage = response.get("usage") or {}
-        result.finish_reason = choice.get("finish_reason")
-        result.prompt_tokens += usage.get("prompt_tokens", 0)
-        result.completion_tokens += usage.get("completion_tokens", 0)
-        text = choice["message"].get("content") or ""
-        verdict = judge(text, result.finish_reason, self.facts, self.args, resampled, result.attempts)
+        result.finish_reason = answer.finish_reason
+        result.prompt_tokens += answer.prompt_tokens
+        result.completion_tokens += answer.completion_tokens
+        verdict = judge(answer.text, answer.finish_reason, self.facts, self.args, resampled, result.attempts)
         if verdict.resample:
             return False
         result.text, result.extra, result.error = verdict.text, verdict.extra, verdict.error
@@ -3041,9 +3336,14 @@ async def metrics_page(client: httpx.AsyncClient, target: Target) -> str:
     return ""
 
 
-def backoff(attempt: int) -> float:
-    """Exponential with jitter, so a restarted server is not hit by every page at the same instant."""
-    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1))
+def retry_delay(attempt: int, retry_after: float | None = None) -> float:
+    """Exponential with jitter, so a restarted server is not hit by every page at the same instant.
+
+    A server that names its pause (Retry-After) gets at least that, plus the same jitter.
+    """
+    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** min(attempt - 1, BACKOFF_MAX_EXPONENT))
+    if retry_after is not None:
+        return retry_after + random.uniform(0, ceiling / 2)
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
@@ -3441,7 +3741,11 @@ async def pump_pages(
     """Pumps the rows still to do; their results reach the Hub in the background and once more at the end."""
     mirror = start_mirror(job)
     log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit), on_part=mirror.add)
-    settings = PumpSettings(requested_sampling(job.facts, job.args), request_timeout=job.args.request_timeout)
+    settings = PumpSettings(
+        requested_sampling(job.facts, job.args),
+        request_timeout=job.args.request_timeout,
+        retry_budget=job.args.retry_budget,
+    )
     pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard)
     progress.start()
     try:
@@ -3568,6 +3872,7 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
         "errors": errors,
         "errors_this_run": tally.errors,
         "loops_this_run": tally.loops,
+        "truncated_this_run": tally.truncated,
         "missing": missing,
         "pages_per_s": round(tally.pages_per_s(), 3),
         "output_tokens_per_s": round(tally.tokens_per_s(), 1),

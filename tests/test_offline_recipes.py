@@ -62,7 +62,7 @@ def test_offline_run_resumes_after_sigterm(tiny_model, tmp_path):
     out = tmp_path / "out"
     args = [
         str(source), str(out), "--model", str(tiny_model), "--max-model-len", "1024", "--max-tokens", "200",
-        "--temperature", "0", "--batch-size", "4", CPU_ENGINE,
+        "--temperature", "0", "--batch-size", "4", "--ignore-eos", CPU_ENGINE,
     ]  # fmt: skip
     stopped = stop_after_first_part("nanonets-ocr2.py", args, out)
     assert stopped["interrupted"] and 0 < stopped["done_this_run"] < 48

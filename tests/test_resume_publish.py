@@ -110,6 +110,7 @@ def test_offline_run_killed_leaves_parts_on_the_hub_and_a_fresh_machine_resumes(
     argv = [
         str(source), REPO, "--model", str(tiny_model), "--max-model-len", "1024", "--max-tokens", "200",
         "--temperature", "0", "--batch-size", "4", "--extra-serve-args=--enforce-eager --mm-processor-kwargs {}",
+        "--ignore-eos",
     ]  # fmt: skip
     first = hub_process(hub_folder, "nanonets-ocr2.py", argv, tmp_path / "machine-1")
     stopped, _ = stop_after_first_part(

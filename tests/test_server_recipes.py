@@ -26,7 +26,9 @@ from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.hub_double import FolderHub
 
 SAMPLES = REPO_ROOT / "samples" / "dataset"
-FAST = ["--max-model-len", "1024", "--max-tokens", "16", "--temperature", "0"]
+# The tiny model never emits </s>, so every page runs to max_tokens: --ignore-eos says that is intended (else every
+# page would be flagged truncated and the circuit breaker would stop the run).
+FAST = ["--max-model-len", "1024", "--max-tokens", "16", "--temperature", "0", "--ignore-eos"]
 
 
 def free_port() -> int:
@@ -175,7 +177,7 @@ def test_sigterm_then_rerun_loses_nothing(vllm_server, tmp_path):
     out = tmp_path / "out"
     args = [
         str(source), str(out), "--server", vllm_server.url, "--model", vllm_server.model, "--max-model-len", "1024",
-        "--max-tokens", "300", "--temperature", "0", "--max-inflight", "4",
+        "--max-tokens", "300", "--temperature", "0", "--max-inflight", "4", "--ignore-eos",
     ]  # fmt: skip
     stopped = stop_after_first_part("ovis-ocr2-server.py", args, out)
     assert stopped["interrupted"] and 0 < stopped["done_this_run"] < 48
@@ -248,6 +250,7 @@ def test_spawned_engine_is_restarted_when_killed(tiny_model, tmp_path):
     args = [
         str(source), str(tmp_path / "out"), "--server", url, "--model", str(tiny_model), "--max-model-len", "1024",
         "--max-tokens", "300", "--temperature", "0", "--max-inflight", "8", "--extra-serve-args=--enforce-eager",
+        "--ignore-eos",
     ]  # fmt: skip
     process = subprocess.Popen(
         recipe_command("lighton-ocr3-saturate.py", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

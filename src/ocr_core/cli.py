@@ -11,6 +11,7 @@ import os
 import shlex
 from collections.abc import Sequence
 
+from .breaker import MAX_ERROR_RATE
 from .facts import ModelFacts
 from .redact import redact
 from .source import InputError, parse_shard
@@ -20,6 +21,7 @@ DEFAULT_SERVER = "http://127.0.0.1:8000"
 SERVER_WINDOW = 32
 SATURATE_MAX_INFLIGHT = 512
 OFFLINE_BATCH = 16
+RETRY_BUDGET_S = 900.0
 SECRET_FLAGS = ("--hf-token", "--api-key")
 
 
@@ -133,6 +135,13 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         help="start although another run's lease on this output has not expired (after that run was killed)",
     )
     group.add_argument("--retry-errors", action="store_true", help="on a rerun, retry rows that failed before")
+    group.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=MAX_ERROR_RATE,
+        help=f"stop the job when more than this share of the last 100 pages failed, or when the first 8 all failed "
+        f"the same way (default: {MAX_ERROR_RATE}; 1.0 turns the check off)",
+    )
     group.add_argument("--finalize", action="store_true", help="only publish what all shards have written")
     group.add_argument("--hf-token", help="Hub token (default: the HF_TOKEN environment variable or your login)")
     group.add_argument(
@@ -182,6 +191,13 @@ def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
     )
     group.add_argument("--max-inflight", type=int, help=window_help)
     group.add_argument("--request-timeout", type=float, default=1800.0, help="seconds per request (default: 1800)")
+    group.add_argument(
+        "--retry-budget",
+        type=float,
+        default=RETRY_BUDGET_S,
+        help=f"seconds one page may keep failing transiently (429, 5xx, timeouts) before the job stops "
+        f"(default: {RETRY_BUDGET_S:.0f})",
+    )
     group.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for the server")
     group.add_argument("--max-restarts", type=int, default=3, help="restarts of a spawned server that dies")
     group.add_argument(
@@ -212,4 +228,8 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
         parser.error("--max-inflight must be at least 1")
     if getattr(args, "batch_size", 1) < 1:
         parser.error("--batch-size must be at least 1")
+    if not 0.0 <= args.max_error_rate <= 1.0:
+        parser.error("--max-error-rate must be between 0 and 1 (1.0 turns the check off)")
+    if getattr(args, "retry_budget", 1.0) <= 0:
+        parser.error("--retry-budget must be more than 0 seconds")
     return args

@@ -61,6 +61,11 @@ class PreparedImage:
         return encoded.replace(URL_PLACEHOLDER.encode(), url, 1)
 
 
+def with_note(error: str | None, note: str | None) -> str | None:
+    """A row's error column once its image's note (e.g. frames not read) is added; its text stays."""
+    return "; ".join(part for part in (error, note) if part) or None
+
+
 def placeholder_part() -> dict:
     """The image part of a request body before `PreparedImage.json_with_image` fills it in."""
     return {"type": "image_url", "image_url": {"url": URL_PLACEHOLDER}}

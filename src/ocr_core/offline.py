@@ -15,12 +15,14 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from .answers import judge, requested_sampling
-from .chat import JobFailed
+from .breaker import Breaker
+from .chat import JobFailed, internal_error
 from .facts import ModelFacts
-from .images import BadImage, PreparedImage, cell_bytes, prepare_image
+from .images import BadImage, cell_bytes, prepare_image, with_note
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
 from .source import RowInput
@@ -33,6 +35,14 @@ SERVER_ONLY_FLAGS = {
     "--api-server-count": 1,
     "--trust-request-chat-template": 0,
 }
+
+
+@dataclass(frozen=True)
+class OfflinePage:
+    """A page ready for `LLM.chat`, and what its image preparation has to say about it."""
+
+    messages: list[dict]
+    note: str | None
 
 
 class NoGpu(RuntimeError):
@@ -83,6 +93,8 @@ def check_gpu(job_command: str) -> None:
 
 
 class OfflineRunner:
+    """Feeds batches to the engine; whatever happens to a page becomes its row, and the breaker watches them all."""
+
     def __init__(
         self, llm: Any, facts: ModelFacts, args: argparse.Namespace, log: ProgressLog, progress: Progress
     ) -> None:
@@ -93,6 +105,7 @@ class OfflineRunner:
         self.args = args
         self.log = log
         self.progress = progress
+        self.breaker = Breaker(args.max_error_rate, image=facts.image)
         self.sampling = offline_sampling(llm, facts, args)
         self.resampling = (
             SamplingParams(**{**self.sampling, "temperature": facts.retry_temperature})
@@ -102,7 +115,7 @@ class OfflineRunner:
         self.params = SamplingParams(**self.sampling)
 
     def run(self, rows: Iterator[RowInput], batch_size: int) -> None:
-        """Prepares the next batch's images in threads while the engine works on the current one."""
+        """Prepares the next batch's pages in threads while the engine works on the current one."""
         try:
             with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="prep") as prep:
                 upcoming = self.submit(rows, batch_size, prep)
@@ -115,28 +128,33 @@ class OfflineRunner:
     def submit(self, rows: Iterator[RowInput], size: int, prep: ThreadPoolExecutor) -> list[tuple[RowInput, Future]]:
         return [(row, prep.submit(self.prepare, row)) for _, row in zip(range(size), rows)]
 
-    def prepare(self, row: RowInput) -> PreparedImage | BadImage:
+    def prepare(self, row: RowInput) -> OfflinePage | str:
+        """The page's chat messages, or the reason it has none (its error column)."""
         try:
-            return prepare_image(cell_bytes(row.cell), self.facts.max_side, self.facts.max_pixels, verify=True)
+            image = prepare_image(cell_bytes(row.cell), self.facts.max_side, self.facts.max_pixels, verify=True)
+            content = self.facts.build_content(image.content_part(), self.args)
+            return OfflinePage([{"role": "user", "content": content}], image.note)
         except BadImage as exc:
-            return exc
+            return f"bad image: {exc}"
+        except Exception as exc:
+            return internal_error("preparing the page", exc)
 
-    def process(self, batch: list[tuple[RowInput, PreparedImage | BadImage]]) -> None:
-        good: list[tuple[RowInput, PreparedImage]] = []
-        for row, image in batch:
-            if isinstance(image, BadImage):
-                self.record(RowResult(row.index, row.row_id, error=f"bad image: {image}"))
+    def process(self, batch: list[tuple[RowInput, OfflinePage | str]]) -> None:
+        good: list[tuple[RowInput, OfflinePage]] = []
+        for row, page in batch:
+            if isinstance(page, str):
+                self.record(RowResult(row.index, row.row_id, error=page))
             else:
-                good.append((row, image))
+                good.append((row, page))
         if good:
             self.generate(good, self.params, resampled=False)
 
-    def generate(self, items: list[tuple[RowInput, PreparedImage]], params: Any, resampled: bool) -> None:
+    def generate(self, items: list[tuple[RowInput, OfflinePage]], params: Any, resampled: bool) -> None:
         """One `LLM.chat` call; a failing batch is split in halves down to the page that fails alone."""
         started = time.monotonic()
         try:
             outputs = self.llm.chat(
-                [self.messages(image) for _, image in items],
+                [page.messages for _, page in items],
                 params,
                 use_tqdm=False,
                 chat_template_kwargs=self.facts.request_extras.get("chat_template_kwargs"),
@@ -154,29 +172,36 @@ class OfflineRunner:
             return
         seconds = (time.monotonic() - started) / len(items)
         loops = []
-        for (row, image), output in zip(items, outputs):
-            completion = output.outputs[0]
-            verdict = judge(completion.text, completion.finish_reason, self.facts, self.args, resampled, 1 + resampled)
-            if verdict.resample and self.resampling is not None:
-                loops.append((row, image))
-                continue
-            result = RowResult(row.index, row.row_id, verdict.text, verdict.error, completion.finish_reason)
-            result.prompt_tokens = len(output.prompt_token_ids or [])
-            result.completion_tokens = len(completion.token_ids)
-            result.attempts, result.seconds, result.extra = 1 + resampled, seconds, verdict.extra
+        for (row, page), output in zip(items, outputs):
+            result = RowResult(row.index, row.row_id, attempts=1 + resampled, seconds=seconds)
+            try:
+                if self.take_output(output, result, resampled):
+                    loops.append((row, page))
+                    continue
+            except Exception as exc:
+                result.error = internal_error("parsing the answer", exc)
+            if result.text is not None:
+                result.error = with_note(result.error, page.note)
             self.record(result)
         if loops:
             self.generate(loops, self.resampling, resampled=True)
 
-    def messages(self, image: PreparedImage) -> list[dict]:
-        return [{"role": "user", "content": self.facts.build_content(image.content_part(), self.args)}]
+    def take_output(self, output: Any, result: RowResult, resampled: bool) -> bool:
+        """Fills `result` from one `RequestOutput`; True asks for one resampled attempt of a repetition loop."""
+        completion = output.outputs[0]
+        result.finish_reason = completion.finish_reason
+        result.prompt_tokens = len(output.prompt_token_ids or [])
+        result.completion_tokens = len(completion.token_ids)
+        verdict = judge(completion.text, completion.finish_reason, self.facts, self.args, resampled, result.attempts)
+        result.text, result.extra, result.error = verdict.text, verdict.extra, verdict.error
+        return verdict.resample
 
     def record(self, result: RowResult) -> None:
         self.log.add(result)
-        loop = result.error is not None and result.error.startswith("repetition loop")
-        self.progress.record(result.error, loop, result.finish_reason, result.prompt_tokens, result.completion_tokens)
+        self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
         if result.error is not None and self.args.verbose:
             say(f"{result.row_id}: {result.error}")
+        self.breaker.record(result.error)
 
 
 def offline_sampling(llm: Any, facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 One asyncio task per page in flight; image preparation runs in a thread pool so the event loop only moves bytes.
 Whatever happens to a page, exactly one result row is logged for it, except pages still in flight when the run is
-stopped: those are redone by the next run (at most one window).
+stopped: those are redone by the next run (at most one window). A transient failure is never a row's outcome: the
+page is retried with backoff until its retry budget is spent, and then the job stops so that a rerun retries it.
+An exception nobody expected while preparing, sending or parsing a page becomes that page's error.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from typing import Any
 import httpx
 
 from .answers import judge
-from .chat import Retryable, RowFailed, chat_body, post_chat
+from .breaker import Breaker
+from .chat import Answer, JobFailed, Retryable, RowFailed, chat_body, internal_error, post_chat
 from .facts import ModelFacts
 from .hostmem import MemoryGuard
-from .images import BadImage, PreparedImage, cell_bytes, placeholder_part, prepare_image
+from .images import BadImage, PreparedImage, cell_bytes, placeholder_part, prepare_image, with_note
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
 from .server import parse_metrics
@@ -34,7 +37,8 @@ from .window import Window
 QUEUE_GAUGES = ("vllm:num_requests_waiting", "vllm:num_requests_running")
 METRICS_INTERVAL_S = 1.0
 BACKOFF_BASE_S = 1.0
-BACKOFF_CAP_S = 30.0
+BACKOFF_CAP_S = 60.0
+BACKOFF_MAX_EXPONENT = 16
 CAP_LOG_GAP_S = 30.0
 
 
@@ -58,7 +62,7 @@ class PageRequest:
 class PumpSettings:
     sampling: Mapping[str, Any]
     request_timeout: float
-    max_attempts: int = 8
+    retry_budget: float
     prep_threads: int = min(8, os.cpu_count() or 1)
 
 
@@ -77,7 +81,9 @@ class Pump:
         progress: Progress,
         recover: Recover,
         guard: MemoryGuard | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        """`transport` replaces the network (tests pass an httpx.MockTransport)."""
         self.target = target
         self.facts = facts
         self.args = args
@@ -87,11 +93,13 @@ class Pump:
         self.progress = progress
         self.recover = recover
         self.guard = guard
+        self.transport = transport
+        self.breaker = Breaker(args.max_error_rate, image=facts.image)
         self.cap_logged = 0.0
         self.waiting: float | None = None
         self.running: float | None = None
         self.generation = 0
-        self.metrics_start: dict[str, float] = {}
+        self.failure: Exception | None = None
 
     async def run(self, rows: Iterator[RowInput]) -> None:
         connections = (self.guard.ceiling if self.guard else self.window.cap) + 8
@@ -99,7 +107,7 @@ class Pump:
         timeout = httpx.Timeout(self.settings.request_timeout, connect=30.0, pool=None)
         tasks: set[asyncio.Task] = set()
         with ThreadPoolExecutor(self.settings.prep_threads, thread_name_prefix="prep") as prep:
-            async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+            async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=self.transport) as client:
                 watcher = asyncio.create_task(self.watch_queue(client))
                 try:
                     await self.feed(rows, client, prep, tasks)
@@ -118,36 +126,34 @@ class Pump:
         tasks: set[asyncio.Task],
     ) -> None:
         """Admits one page per free slot; a page task that fails the job stops admission at once."""
-        failure: list[BaseException] = []
-
-        def settle(task: asyncio.Task) -> None:
-            tasks.discard(task)
-            if not task.cancelled() and task.exception() is not None:
-                failure.append(task.exception())
-
         for row in rows:
             await self.window.acquire()
-            if failure:
-                raise failure[0]
+            if self.failure is not None:
+                raise self.failure
             task = asyncio.create_task(self.process(row, client, prep))
             tasks.add(task)
-            task.add_done_callback(settle)
-        while tasks and not failure:
+            task.add_done_callback(tasks.discard)
+        while tasks and self.failure is None:
             await asyncio.wait(set(tasks), return_when=asyncio.FIRST_COMPLETED)
-        if failure:
-            raise failure[0]
+        if self.failure is not None:
+            raise self.failure
 
     async def process(self, row: RowInput, client: httpx.AsyncClient, prep: ThreadPoolExecutor) -> None:
+        """Logs the page's outcome and frees its slot.
+
+        An exception that fails the job is kept in `failure` before the slot is freed: the freed slot wakes `feed`
+        before this task's completion would, and `feed` must not admit another page then.
+        """
         acknowledged = False
         try:
             result, acknowledged = await self.complete(row, client, prep)
             self.log.add(result)
             if result.error is not None and self.args.verbose:
                 say(f"{row.row_id}: {result.error}")
-            loop = result.error is not None and result.error.startswith("repetition loop")
-            self.progress.record(
-                result.error, loop, result.finish_reason, result.prompt_tokens, result.completion_tokens
-            )
+            self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
+            self.breaker.record(result.error)
+        except Exception as exc:
+            self.failure = self.failure or exc
         finally:
             await self.window.release(self.waiting, self.running, acknowledged)
             self.progress.show(self.window.in_flight, self.window.limit)
@@ -163,9 +169,14 @@ class Pump:
         except BadImage as exc:
             result.error = f"bad image: {exc}"
             return result, False
+        except Exception as exc:
+            result.error = internal_error("preparing the page", exc)
+            return result, False
         if self.guard is not None:
             self.guard.observe(len(request.encoded), request.image.width * request.image.height)
         answered = await self.ask(request, client, result)
+        if result.text is not None:
+            result.error = with_note(result.error, request.image.note)
         result.seconds = time.monotonic() - started
         return result, answered
 
@@ -183,38 +194,60 @@ class Pump:
     async def ask(self, request: PageRequest, client: httpx.AsyncClient, result: RowResult) -> bool:
         """Sends until the page has an outcome; fills `result`; True once the server answered it."""
         resampled = False
-        transient = 0
         encoded = request.encoded
+        first_failure: float | None = None
         while True:
             result.attempts += 1
             generation = self.generation
             try:
-                response = await post_chat(client, self.target.url, encoded, self.target.headers)
+                answer = await post_chat(client, self.target.url, encoded, self.target.headers)
             except RowFailed as exc:
                 result.error = str(exc)
                 return True
             except Retryable as exc:
-                transient += 1
-                if transient >= self.settings.max_attempts:
-                    result.error = f"gave up after {transient} attempts: {exc}"
-                    return False
-                self.generation = await self.recover(exc, generation)
-                await asyncio.sleep(backoff(transient))
+                first_failure = first_failure or time.monotonic()
+                if await self.pause(exc, generation, result, time.monotonic() - first_failure):
+                    first_failure = None
                 continue
-            if self.take_answer(response, result, resampled):
+            except JobFailed:
+                raise
+            except Exception as exc:
+                result.error = internal_error("sending the page", exc)
+                return False
+            first_failure = None
+            try:
+                if self.take_answer(answer, result, resampled):
+                    return True
+            except Exception as exc:
+                result.error = internal_error("parsing the answer", exc)
                 return True
             resampled = True
             encoded = request.image.json_with_image({**request.body, "temperature": self.facts.retry_temperature})
 
-    def take_answer(self, response: dict, result: RowResult, resampled: bool) -> bool:
+    async def pause(self, error: Retryable, generation: int, result: RowResult, failing_for: float) -> bool:
+        """Lets the engine recover, then waits before the next attempt; past the retry budget the job stops.
+
+        True when the engine was restarted meanwhile: its restart is bounded by --max-restarts, so the page's
+        retry budget starts afresh.
+        """
+        budget = self.settings.retry_budget
+        if failing_for >= budget:
+            raise JobFailed(
+                f"page {result.row_id} kept failing for {failing_for:.0f} s over {result.attempts} attempts "
+                f"(--retry-budget {budget:.0f} s); last failure: {error}. The server is overloaded, restarting or "
+                "unreachable: check it (its log, /health), then rerun the same command: finished rows are kept and "
+                "these pages are retried. Raise --retry-budget to wait longer."
+            )
+        self.generation = await self.recover(error, generation)
+        await asyncio.sleep(min(retry_delay(result.attempts, error.retry_after), budget - failing_for))
+        return self.generation != generation
+
+    def take_answer(self, answer: Answer, result: RowResult, resampled: bool) -> bool:
         """Parses an answer into `result`; False asks for one resampled attempt of a repetition loop."""
-        choice = response["choices"][0]
-        usage = response.get("usage") or {}
-        result.finish_reason = choice.get("finish_reason")
-        result.prompt_tokens += usage.get("prompt_tokens", 0)
-        result.completion_tokens += usage.get("completion_tokens", 0)
-        text = choice["message"].get("content") or ""
-        verdict = judge(text, result.finish_reason, self.facts, self.args, resampled, result.attempts)
+        result.finish_reason = answer.finish_reason
+        result.prompt_tokens += answer.prompt_tokens
+        result.completion_tokens += answer.completion_tokens
+        verdict = judge(answer.text, answer.finish_reason, self.facts, self.args, resampled, result.attempts)
         if verdict.resample:
             return False
         result.text, result.extra, result.error = verdict.text, verdict.extra, verdict.error
@@ -251,7 +284,12 @@ async def metrics_page(client: httpx.AsyncClient, target: Target) -> str:
     return ""
 
 
-def backoff(attempt: int) -> float:
-    """Exponential with jitter, so a restarted server is not hit by every page at the same instant."""
-    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1))
+def retry_delay(attempt: int, retry_after: float | None = None) -> float:
+    """Exponential with jitter, so a restarted server is not hit by every page at the same instant.
+
+    A server that names its pause (Retry-After) gets at least that, plus the same jitter.
+    """
+    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** min(attempt - 1, BACKOFF_MAX_EXPONENT))
+    if retry_after is not None:
+        return retry_after + random.uniform(0, ceiling / 2)
     return ceiling / 2 + random.uniform(0, ceiling / 2)

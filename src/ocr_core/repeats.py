@@ -65,6 +65,9 @@ def matching_suffix(text: str, period: int) -> int:
 def trim_repeats(text: str, min_repeats: int = 5, min_span: int = LOOP_MIN_SPAN) -> str:
     """Keeps one copy of a looping tail, so the page's real content survives a loop."""
     repeat = repeated_tail(text, min_repeats=min_repeats, min_span=min_span)
-    if repeat is None:
-        return text
+    return text if repeat is None else keep_one_copy(text, repeat)
+
+
+def keep_one_copy(text: str, repeat: Repeat) -> str:
+    """`text` up to the end of the first copy of its repeating tail."""
     return text[: repeat.start + len(repeat.unit)].rstrip()

@@ -10,6 +10,7 @@ from typing import TextIO
 
 from tqdm.auto import tqdm
 
+from .breaker import LOOP, TRUNCATED, error_kind
 from .redact import redact
 
 
@@ -56,12 +57,14 @@ class Progress:
             dynamic_ncols=True,
         )
 
-    def record(self, error: str | None, loop: bool, finish_reason: str | None, prompt: int, output: int) -> None:
+    def record(self, error: str | None, prompt: int, output: int) -> None:
+        """One row's outcome; loops and truncated pages are errors that are also counted apart."""
         tally = self.tally
+        kind = error_kind(error) if error is not None else None
         tally.done += 1
         tally.errors += error is not None
-        tally.loops += loop
-        tally.truncated += finish_reason == "length"
+        tally.loops += kind == LOOP
+        tally.truncated += kind == TRUNCATED
         tally.prompt_tokens += prompt
         tally.output_tokens += output
         if self.bar is not None:

@@ -301,7 +301,11 @@ async def pump_pages(
     """Pumps the rows still to do; their results reach the Hub in the background and once more at the end."""
     mirror = start_mirror(job)
     log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit), on_part=mirror.add)
-    settings = PumpSettings(requested_sampling(job.facts, job.args), request_timeout=job.args.request_timeout)
+    settings = PumpSettings(
+        requested_sampling(job.facts, job.args),
+        request_timeout=job.args.request_timeout,
+        retry_budget=job.args.retry_budget,
+    )
     pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard)
     progress.start()
     try:
@@ -428,6 +432,7 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
         "errors": errors,
         "errors_this_run": tally.errors,
         "loops_this_run": tally.loops,
+        "truncated_this_run": tally.truncated,
         "missing": missing,
         "pages_per_s": round(tally.pages_per_s(), 3),
         "output_tokens_per_s": round(tally.tokens_per_s(), 1),

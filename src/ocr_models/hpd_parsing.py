@@ -11,6 +11,7 @@ import argparse
 import json
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -71,9 +72,10 @@ def prepare_serve(serve_args: list[str], args: argparse.Namespace) -> list[str]:
 
 
 def parse_blocks(text: str) -> list[dict]:
+    """Box numbers are read exactly (Decimal, not float), so an absurd one stays a number for the judge to refuse."""
     blocks = []
     for match in HPD_BLOCK.finditer(text):
-        numbers = [int(float(value)) for value in re.findall(r"-?\d+(?:\.\d+)?", match["bbox"])]
+        numbers = [int(Decimal(value)) for value in re.findall(r"-?\d+(?:\.\d+)?", match["bbox"])]
         body = match["text"].strip() if match["text"] is not None else None
         blocks.append({"type": match["type"].strip(), "bbox": numbers, "text": body})
     return blocks

@@ -1,0 +1,152 @@
+"""The offline shape's fault suite: an engine double that refuses, or answers oddly, fed by the real OfflineRunner.
+
+The runner needs vllm's SamplingParams (imported, never run); the engine itself is a small fake, so each failure
+is exact and costs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from PIL import Image
+
+from ocr_core.chat import JobFailed
+from ocr_core.cli import build_parser, parse_arguments
+from ocr_core.facts import ModelFacts, Parsed, default_parse
+from ocr_core.offline import OfflineRunner
+from ocr_core.progress import ProgressLog, read_results
+from ocr_core.report import Progress
+from ocr_core.source import RowInput
+from ocr_models import nanonets_ocr2
+
+Reply = Callable[[int], "SimpleNamespace | Exception"]
+
+
+def page_png() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 48), "white").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+PAGE = page_png()
+
+
+def completion(text: str = "page text", finish_reason: str = "stop") -> SimpleNamespace:
+    return SimpleNamespace(text=text, finish_reason=finish_reason, token_ids=[1, 2, 3])
+
+
+class FakeLLM:
+    """Answers the n-th conversation it is ever given with `reply(n)`; a raised reply fails the whole batch."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        self.asked = 0
+        self.llm_engine = SimpleNamespace(model_config=SimpleNamespace(get_diff_sampling_param=dict))
+
+    def chat(self, conversations: list, params: object, use_tqdm: bool, chat_template_kwargs: object) -> list:
+        replies = []
+        for _ in conversations:
+            replies.append(self.reply(self.asked))
+            self.asked += 1
+        failed = [reply for reply in replies if isinstance(reply, Exception)]
+        if failed:
+            raise failed[0]
+        return [SimpleNamespace(outputs=[reply], prompt_token_ids=[0] * 10) for reply in replies]
+
+
+def recipe(*argv: str) -> tuple[ModelFacts, argparse.Namespace]:
+    facts = ModelFacts.from_namespace(vars(nanonets_ocr2))
+    return facts, parse_arguments(build_parser("recipe.py", facts, "offline"), ["in", "./out", *argv])
+
+
+def run_offline(
+    folder: Path,
+    reply: Reply,
+    count: int = 4,
+    facts: ModelFacts | None = None,
+    batch_size: int = 4,
+    page: bytes = PAGE,
+) -> tuple[dict[str, dict], Progress, JobFailed | None]:
+    default_facts, args = recipe()
+    progress = Progress(count, 0)
+    log = ProgressLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
+    runner = OfflineRunner(FakeLLM(reply), facts or default_facts, args, log, progress)
+    rows = [RowInput(index, f"train-{index}", {"bytes": page, "path": None}) for index in range(count)]
+    failure = None
+    try:
+        runner.run(iter(rows), batch_size)
+    except JobFailed as exc:
+        failure = exc
+    return {row["row_id"]: row for row in read_results(folder).to_pylist()}, progress, failure
+
+
+def test_every_page_refused_by_the_engine_stops_the_job(tmp_path):
+    refused = ValueError("chat_template_kwargs enable_thinking is not accepted")
+    results, _, failure = run_offline(tmp_path, lambda n: refused, count=40)
+    assert failure is not None
+    message = str(failure)
+    assert "engine rejected the page" in message and "chat template" in message and "--retry-errors" in message
+    assert len(results) == 8
+    assert all(row["error"].startswith("engine rejected the page") for row in results.values())
+
+
+def test_a_failing_parse_hook_fails_its_row_only(tmp_path):
+    facts, _ = recipe()
+
+    def parse(text: str, args: argparse.Namespace) -> Parsed:
+        if text == "poison":
+            raise ValueError("cannot parse")
+        return default_parse(text, args)
+
+    replies = {1: completion("poison")}
+    results, _, failure = run_offline(
+        tmp_path, lambda n: replies.get(n, completion()), facts=dataclasses.replace(facts, parse=parse)
+    )
+    assert failure is None
+    assert results["train-1"]["error"] == "internal error while parsing the answer: ValueError: cannot parse"
+    assert [results[f"train-{i}"]["text"] for i in (0, 2, 3)] == ["page text"] * 3
+
+
+def test_a_failing_build_content_hook_fails_its_row_only(tmp_path):
+    facts, _ = recipe()
+    calls = []
+
+    def build_content(image_part: dict, args: argparse.Namespace) -> list[dict]:
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("prompt template broke")
+        return [image_part]
+
+    results, _, failure = run_offline(
+        tmp_path, lambda n: completion(), facts=dataclasses.replace(facts, build_content=build_content)
+    )
+    assert failure is None
+    errors = [results[f"train-{i}"]["error"] for i in range(4)]
+    assert errors.count(None) == 3
+    assert "internal error while preparing the page: RuntimeError: prompt template broke" in errors
+
+
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_truncated_pages_keep_their_text_and_are_counted(tmp_path, batch_size):
+    replies = {0: completion("half a pa", "length")}
+    results, progress, failure = run_offline(tmp_path, lambda n: replies.get(n, completion()), batch_size=batch_size)
+    assert failure is None
+    assert results["train-0"]["text"] == "half a pa"
+    assert results["train-0"]["error"].startswith("truncated: the answer hit max_tokens")
+    assert (progress.tally.truncated, progress.tally.errors, progress.tally.loops) == (1, 1, 0)
+
+
+def test_a_multi_frame_page_keeps_its_text_and_says_what_was_not_read(tmp_path):
+    frames = [Image.new("RGB", (64, 48), colour) for colour in ("white", "gray")]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, format="GIF", save_all=True, append_images=frames[1:])
+    results, _, failure = run_offline(tmp_path, lambda n: completion(), count=1, page=buffer.getvalue())
+    assert failure is None
+    assert results["train-0"]["text"] == "page text"
+    assert results["train-0"]["error"].startswith("only frame 1 of 2")

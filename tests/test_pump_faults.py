@@ -1,0 +1,345 @@
+"""The server shape's fault suite: every answer a server can give, and what the pump makes of it.
+
+A fake server (httpx.MockTransport) stands in for vLLM, so status codes, bodies, timeouts and refused connections
+are exact and cost nothing; the pump is driven as run.py drives it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import io
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
+from pathlib import Path
+
+import httpx
+import pytest
+from PIL import Image
+
+from ocr_core import pump as pump_module
+from ocr_core.answers import requested_sampling
+from ocr_core.chat import JobFailed, Retryable, RowFailed, post_chat
+from ocr_core.cli import build_parser, parse_arguments
+from ocr_core.facts import ModelFacts, default_parse
+from ocr_core.progress import ProgressLog, read_results
+from ocr_core.pump import Pump, PumpSettings, Target, retry_delay
+from ocr_core.report import Progress
+from ocr_core.source import RowInput
+from ocr_core.window import Window
+from ocr_models import hpd_parsing, nanonets_ocr2
+
+URL = "http://vllm.test"
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def page_png() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 48), "white").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+PAGE = page_png()
+
+
+def answer(text: str = "page text", finish_reason: str = "stop") -> httpx.Response:
+    body = {
+        "choices": [{"message": {"content": text}, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 3},
+    }
+    return httpx.Response(200, json=body)
+
+
+def refusal(status: int, message: str = "no", headers: dict | None = None) -> httpx.Response:
+    return httpx.Response(status, json={"error": {"message": message}}, headers=headers)
+
+
+class FakeServer:
+    """Answers chat requests in turn from `script` (then with `rest`), and 404 to anything else."""
+
+    def __init__(self, script: list[httpx.Response | Exception], rest: Handler = lambda request: answer()) -> None:
+        self.script = list(script)
+        self.rest = rest
+        self.times: list[float] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/chat/completions":
+            return httpx.Response(404)
+        self.times.append(time.monotonic())
+        if not self.script:
+            return self.rest(request)
+        reply = self.script.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
+def recipe(module=nanonets_ocr2, *argv: str) -> tuple[ModelFacts, argparse.Namespace]:
+    facts = ModelFacts.from_namespace(vars(module))
+    return facts, parse_arguments(build_parser("recipe.py", facts, "server"), ["in", "./out", *argv])
+
+
+def rows(count: int, page: bytes = PAGE) -> list[RowInput]:
+    return [RowInput(index, f"train-{index}", {"bytes": page, "path": None}) for index in range(count)]
+
+
+@dataclasses.dataclass
+class Outcome:
+    results: dict[str, dict]
+    progress: Progress
+    failure: JobFailed | None
+    recovered: list[Retryable]
+
+
+def run_pump(
+    folder: Path,
+    server: Handler,
+    count: int = 4,
+    facts: ModelFacts | None = None,
+    args: argparse.Namespace | None = None,
+    retry_budget: float = 30.0,
+    page: bytes = PAGE,
+) -> Outcome:
+    """Pumps `count` pages through a window of one (so the fake server sees them in order)."""
+    default_facts, default_args = recipe()
+    facts, args = facts or default_facts, args or default_args
+    recovered: list[Retryable] = []
+
+    async def recover(error: Retryable, generation: int) -> int:
+        recovered.append(error)
+        return generation
+
+    settings = PumpSettings(requested_sampling(facts, args), request_timeout=5.0, retry_budget=retry_budget)
+    log = ProgressLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
+    progress = Progress(count, 0)
+    pump = Pump(
+        Target(URL, "m", {}), facts, args, settings, Window(1, 1), log, progress, recover,
+        transport=httpx.MockTransport(server),
+    )  # fmt: skip
+    failure = None
+    try:
+        asyncio.run(pump.run(iter(rows(count, page))))
+    except JobFailed as exc:
+        failure = exc
+    results = {row["row_id"]: row for row in read_results(folder).to_pylist()}
+    return Outcome(results, progress, failure, recovered)
+
+
+@pytest.fixture(autouse=True)
+def quick_backoff(monkeypatch):
+    """Backoff of milliseconds: the retry decisions are the point here, not the pauses."""
+    monkeypatch.setattr(pump_module, "BACKOFF_BASE_S", 0.001)
+
+
+# ---- one request: the status-to-outcome map ----
+
+
+async def post_once(reply: httpx.Response | Exception):
+    async with httpx.AsyncClient(transport=httpx.MockTransport(FakeServer([reply]))) as client:
+        return await post_chat(client, URL, b"{}")
+
+
+def outcome_of(reply: httpx.Response | Exception) -> BaseException | object:
+    try:
+        return asyncio.run(post_once(reply))
+    except (Retryable, RowFailed, JobFailed) as exc:
+        return exc
+
+
+def request() -> httpx.Request:
+    return httpx.Request("POST", f"{URL}/v1/chat/completions")
+
+
+def test_answer_is_read():
+    read = outcome_of(answer("hello", "length"))
+    assert (read.text, read.finish_reason, read.prompt_tokens, read.completion_tokens) == ("hello", "length", 10, 3)
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind", "words"),
+    [
+        (httpx.Response(200, text="<html>proxy</html>"), RowFailed, "internal error while reading the answer"),
+        (httpx.Response(200, json={"object": "error"}), RowFailed, "internal error while reading the answer"),
+        (httpx.Response(200, json={"choices": []}), RowFailed, "internal error while reading the answer"),
+        (refusal(400, "image input not supported"), RowFailed, "server rejected the page (400): image input"),
+        (refusal(413, "too large"), RowFailed, "server rejected the page (413)"),
+        (refusal(401), JobFailed, "API key"),
+        (refusal(403), JobFailed, "API key"),
+        (refusal(404, "model m does not exist"), JobFailed, "--model"),
+        (refusal(408), Retryable, "408"),
+        (refusal(425), Retryable, "425"),
+        (refusal(429), Retryable, "429"),
+        (refusal(500), Retryable, "500"),
+        (refusal(503), Retryable, "503"),
+        (httpx.ReadTimeout("slow", request=request()), Retryable, "--request-timeout"),
+        (httpx.ConnectError("refused", request=request()), Retryable, "connection failed"),
+    ],
+    ids=lambda value: None if isinstance(value, (str, type)) else type(value).__name__,
+)
+def test_status_to_outcome(reply, kind, words):
+    outcome = outcome_of(reply)
+    assert isinstance(outcome, kind), outcome
+    assert words in str(outcome)
+
+
+def test_retry_after_in_seconds_is_kept():
+    outcome = outcome_of(refusal(429, headers={"Retry-After": "7"}))
+    assert isinstance(outcome, Retryable) and outcome.retry_after == 7.0
+    assert outcome_of(refusal(503)).retry_after is None
+
+
+def test_retry_after_as_an_http_date_becomes_seconds():
+    when = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=40), usegmt=True)
+    outcome = outcome_of(refusal(503, headers={"Retry-After": when}))
+    assert 30.0 <= outcome.retry_after <= 40.0
+
+
+def test_retry_after_is_bounded_and_never_negative():
+    assert outcome_of(refusal(429, headers={"Retry-After": "86400"})).retry_after <= 600.0
+    past = format_datetime(datetime.now(timezone.utc) - timedelta(hours=1), usegmt=True)
+    assert outcome_of(refusal(429, headers={"Retry-After": past})).retry_after == 0.0
+    assert outcome_of(refusal(429, headers={"Retry-After": "soon"})).retry_after is None
+
+
+def test_retry_delay_grows_is_capped_and_honours_retry_after():
+    delays = [retry_delay(attempt) for attempt in range(1, 60)]
+    assert delays[0] <= 2 * pump_module.BACKOFF_BASE_S
+    assert max(delays) <= pump_module.BACKOFF_CAP_S
+    assert min(retry_delay(2, retry_after=20.0) for _ in range(50)) >= 20.0
+
+
+# ---- the pump: transient failures are retried, never a row's outcome ----
+
+
+def test_a_few_503s_then_answers_finish_every_page(tmp_path):
+    server = FakeServer([refusal(503), refusal(503), refusal(503)])
+    outcome = run_pump(tmp_path, server, count=3)
+    assert outcome.failure is None
+    assert [row["error"] for row in outcome.results.values()] == [None] * 3
+    assert outcome.results["train-0"]["attempts"] == 4
+    assert len(outcome.recovered) == 3
+
+
+@pytest.mark.parametrize("status", [408, 425, 429, 500, 502, 503, 504])
+def test_transient_statuses_are_retried(tmp_path, status):
+    outcome = run_pump(tmp_path, FakeServer([refusal(status)]), count=2)
+    assert outcome.failure is None
+    assert [row["error"] for row in outcome.results.values()] == [None, None]
+
+
+def test_timeouts_and_refused_connections_are_retried(tmp_path):
+    script = [httpx.ReadTimeout("slow", request=request()), httpx.ConnectError("refused", request=request())]
+    outcome = run_pump(tmp_path, FakeServer(script), count=2)
+    assert outcome.failure is None
+    assert outcome.results["train-0"]["attempts"] == 3
+    assert [row["error"] for row in outcome.results.values()] == [None, None]
+
+
+def test_past_its_retry_budget_the_job_stops_and_keeps_finished_rows(tmp_path):
+    server = FakeServer([answer("first page")], rest=lambda request: refusal(503, "overloaded"))
+    outcome = run_pump(tmp_path, server, count=3, retry_budget=0.3)
+    assert outcome.failure is not None
+    message = str(outcome.failure)
+    assert "503" in message and "overloaded" in message and "--retry-budget" in message
+    assert list(outcome.results) == ["train-0"]
+    assert outcome.results["train-0"]["text"] == "first page"
+
+
+def test_retry_after_is_waited_for(tmp_path):
+    server = FakeServer([refusal(429, headers={"Retry-After": "1"})])
+    outcome = run_pump(tmp_path, server, count=1)
+    assert outcome.failure is None
+    assert server.times[1] - server.times[0] >= 1.0
+
+
+# ---- one odd page is one error row, and the run goes on ----
+
+
+def test_answers_the_driver_cannot_read_fail_their_row_only(tmp_path):
+    script = [answer("zero"), httpx.Response(200, text="not json"), httpx.Response(200, json={"object": "x"})]
+    outcome = run_pump(tmp_path, FakeServer(script), count=4)
+    assert outcome.failure is None
+    errors = [row["error"] for row in outcome.results.values()]
+    assert errors[0] is None and errors[3] is None
+    assert errors[1].startswith("internal error while reading the answer: JSONDecodeError")
+    assert errors[2].startswith("internal error while reading the answer: KeyError")
+    assert outcome.results["train-3"]["text"] == "page text"
+
+
+def test_a_failing_build_content_hook_fails_its_row_only(tmp_path):
+    facts, args = recipe()
+    calls = []
+
+    def build_content(image_part: dict, args: argparse.Namespace) -> list[dict]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("prompt template broke")
+        return [image_part]
+
+    outcome = run_pump(tmp_path, FakeServer([]), 3, dataclasses.replace(facts, build_content=build_content), args)
+    assert outcome.failure is None
+    assert (
+        outcome.results["train-1"]["error"]
+        == "internal error while preparing the page: RuntimeError: prompt template broke"
+    )
+    assert outcome.results["train-0"]["error"] is None and outcome.results["train-2"]["error"] is None
+
+
+def test_a_failing_parse_hook_fails_its_row_only(tmp_path):
+    facts, args = recipe()
+
+    def parse(text: str, args: argparse.Namespace):
+        if text == "poison":
+            raise ValueError("cannot parse")
+        return default_parse(text, args)
+
+    server = FakeServer([answer("ok"), answer("poison")])
+    outcome = run_pump(tmp_path, server, 3, dataclasses.replace(facts, parse=parse), args)
+    assert outcome.failure is None
+    assert outcome.results["train-1"]["error"] == "internal error while parsing the answer: ValueError: cannot parse"
+    assert [outcome.results[f"train-{i}"]["text"] for i in (0, 2)] == ["ok", "page text"]
+
+
+def test_hpd_answer_with_an_absurd_bbox_is_one_error_row(tmp_path):
+    facts, args = recipe(hpd_parsing)
+    huge = f"<BLOCK>text [0, 0, {'9' * 400}, 10]<CHILD>Words"
+    outcome = run_pump(tmp_path, FakeServer([answer(huge)]), 2, facts, args)
+    assert outcome.failure is None
+    assert "cannot be stored in column hpd_blocks" in outcome.results["train-0"]["error"]
+    assert outcome.results["train-0"]["text"] == "Words"
+    assert outcome.results["train-1"]["error"] is None
+
+
+# ---- outcomes the run reports ----
+
+
+def test_truncated_pages_are_flagged_and_counted(tmp_path):
+    server = FakeServer([answer("half a pa", "length")])
+    outcome = run_pump(tmp_path, server, count=2)
+    assert outcome.results["train-0"]["text"] == "half a pa"
+    assert outcome.results["train-0"]["error"].startswith("truncated:")
+    assert outcome.results["train-1"]["error"] is None
+    assert (outcome.progress.tally.truncated, outcome.progress.tally.errors) == (1, 1)
+
+
+def test_every_page_refused_stops_the_job_with_the_cause(tmp_path):
+    server = FakeServer([], rest=lambda request: refusal(400, "this model does not take images"))
+    outcome = run_pump(tmp_path, server, count=40)
+    assert outcome.failure is not None
+    message = str(outcome.failure)
+    assert "server rejected the page" in message and "vision-language" in message and "--retry-errors" in message
+    assert len(outcome.results) == 8
+    assert all(row["error"].startswith("server rejected the page (400)") for row in outcome.results.values())
+
+
+def test_a_multi_frame_page_keeps_its_text_and_says_what_was_not_read(tmp_path):
+    frames = [Image.new("L", (64, 48), shade) for shade in (255, 128, 0)]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, format="TIFF", save_all=True, append_images=frames[1:])
+    outcome = run_pump(tmp_path, FakeServer([]), count=1, page=buffer.getvalue())
+    row = outcome.results["train-0"]
+    assert row["text"] == "page text"
+    assert row["error"].startswith("only frame 1 of 3")
