@@ -138,11 +138,26 @@ def prepare_job(
     check_ownership(destination, destination.listing(), args.overwrite)
     locks = LocalLocks(destination.progress_dir, lease_key(args.shard))
     locks.acquire(destination.where())
+    lease = None
     try:
-        return settle(args, facts, script, mode, argv, hub, destination, locks, run_id, started)
+        listing = destination.listing()
+        lease = claim_lease(destination, listing, run_id, args)
+        return settle(args, facts, script, mode, argv, hub, destination, listing, locks, lease, run_id, started)
     except BaseException:
-        locks.release()
+        release(destination, lease, locks)
         raise
+
+
+def release(destination: Destination, lease: Lease | None, locks: LocalLocks) -> None:
+    """Gives this run's slice of OUTPUT back: the Hub lease file (if it was written) and the local locks."""
+    try:
+        if lease is not None:
+            name = f"{destination.progress_prefix}/{lease.file_name}"
+            destination.push({}, [name], "OCR progress: lease released")
+    except Exception as exc:
+        say(f"warning: could not remove this run's lease from the Hub ({type(exc).__name__}: {exc}); it expires")
+    finally:
+        locks.release()
 
 
 def settle(
@@ -153,12 +168,12 @@ def settle(
     argv: list[str],
     hub: HubClient | None,
     destination: Destination,
+    listing: list[str],
     locks: LocalLocks,
+    lease: Lease | None,
     run_id: str,
     started: float,
 ) -> Job:
-    listing = destination.listing()
-    lease = claim_lease(destination, listing, run_id, args)
     previous = destination.fetch_manifest(listing)
     revision = input_revision(args, previous, hub)
     source = load_source(

@@ -33,7 +33,7 @@ from .engine import Engine
 from .facts import ModelFacts
 from .hostmem import MemoryGuard
 from .hub import HubClient, HubRefused
-from .job import Job, UsageError, prepare_job
+from .job import Job, UsageError, prepare_job, release
 from .lease import LeaseTaken
 from .mirror import ProgressMirror
 from .offline import NoGpu, OfflineRunner, open_llm, stdout_to_stderr
@@ -159,7 +159,7 @@ def run(
         summary.update(facts_of_run)
         return code
     finally:
-        release(job)
+        release(job.destination, job.lease, job.locks)
 
 
 def failure_code(exc: BaseException, stop: StopSignals, summary: dict[str, Any], verbose: bool) -> int:
@@ -181,18 +181,6 @@ def failure_code(exc: BaseException, stop: StopSignals, summary: dict[str, Any],
     detail = traceback.format_exc() if verbose else "Rerun with --verbose for the traceback."
     say(f"error: {type(exc).__name__}: {exc}\n{KEPT.capitalize()}. {detail}")
     return 1
-
-
-def release(job: Job) -> None:
-    """Gives this run's slice of OUTPUT back: the Hub lease file and the local locks."""
-    try:
-        if job.lease is not None:
-            lease = f"{job.destination.progress_prefix}/{job.lease.file_name}"
-            job.destination.push({}, [lease], "OCR progress: lease released")
-    except Exception as exc:
-        say(f"warning: could not remove this run's lease from the Hub ({type(exc).__name__}: {exc}); it expires")
-    finally:
-        job.locks.release()
 
 
 def versions() -> str:
