@@ -71,6 +71,17 @@ class StopSignals:
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, self.on_async_signal, signum, task)
 
+    def leave_async(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Back to the synchronous handlers before the loop closes (which would reset them to the default, under
+        which one more SIGTERM kills the process without its summary); signals in between wait, blocked."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            for signum in STOP_SIGNALS:
+                loop.remove_signal_handler(signum)
+            self.install()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
     def on_signal(self, signum: int, frame: object) -> None:
         if self.first(signum):
             raise Interrupted(signum)
@@ -88,8 +99,10 @@ class StopSignals:
         return True
 
     def restore(self) -> None:
+        """The handlers from before; after a stop, stop signals are ignored while the process winds down, so that
+        one more SIGTERM cannot turn the exit code the summary announced into a kill."""
         for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if self.signum is not None else handler)
 
 
 @dataclass
@@ -154,7 +167,6 @@ def run(
             drive = run_offline_job(job, stop)
         else:
             drive = asyncio.run(run_job(job, stop))
-            stop.install()
         code, facts_of_run = finish(job, drive, stop.signum)
         summary.update(facts_of_run)
         return code
@@ -252,6 +264,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     finally:
         progress.close()
         await finish_in_thread(engine.close)
+        stop.leave_async(asyncio.get_running_loop())
     drive.tally = progress.tally
     return drive
 

@@ -74,6 +74,13 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
 
+    def handle(self) -> None:
+        """A client that hangs up (a stopped run) is not the fake server's problem."""
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
 
 @dataclass
 class FakeServer:
