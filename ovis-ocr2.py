@@ -65,7 +65,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import IO, Any, NamedTuple, Protocol, TextIO, TypeVar
+from typing import IO, Any, NamedTuple, NoReturn, Protocol, TextIO, TypeVar
 from urllib.parse import urlsplit
 
 import datasets
@@ -154,6 +154,7 @@ class CardFacts:
     error_column: str
     rows: int
     errors: int
+    truncated: int
     pages_per_s: float
     tokens_per_s: float
     window: int
@@ -228,6 +229,7 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
 |---|---|
 | rows | {facts.rows} |
 | rows with an error | {facts.errors} |
+| of them cut off at max_tokens (text kept) | {facts.truncated} |
 | throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
 | pages in flight (final window) | {facts.window} |
 
@@ -972,14 +974,16 @@ MASK = "***"
 SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd"})
 SECRET_ENVIRONMENT = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY")
 URL_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+HF_TOKEN_SHAPE = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")
 SECRET_VALUES: set[str] = set()
 
 
 def redact(text: str) -> str:
-    """`text` with every registered secret, and any URL's userinfo, replaced by ***."""
+    """`text` with every registered secret, anything shaped like a Hub token (one typed under a mistyped flag is
+    never registered), and any URL's userinfo, replaced by ***."""
     for value in sorted(SECRET_VALUES, key=len, reverse=True):
         text = text.replace(value, MASK)
-    return URL_USERINFO.sub(MASK + "@", text)
+    return URL_USERINFO.sub(MASK + "@", HF_TOKEN_SHAPE.sub(MASK, text))
 
 
 def register_secret(value: str | None) -> None:
@@ -2485,8 +2489,16 @@ INPUT_DATASET is a Hub dataset id or a local folder; OUTPUT_DATASET is a Hub dat
 """
 
 
+class RecipeParser(argparse.ArgumentParser):
+    """argparse, except that its error messages (which quote the arguments) never show a secret."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, redact(f"{self.prog}: error: {message}\n"))
+
+
 def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = RecipeParser(
         prog=script,
         description=f"OCR a dataset of page images with {facts.model} on vLLM ({mode} mode).",
         epilog=f"Job command: {job_command(script, facts)}",
@@ -3864,14 +3876,15 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
     results = read_results(job.destination.progress_dir, ["error"])
     missing = missing_rows(job.source, results)
     selected = set(job.source.ids)
-    errors = sum(
-        1
+    errors = [
+        error
         for row_id, error in zip(results["row_id"].to_pylist(), results["error"].to_pylist())
         if error is not None and row_id in selected
-    )
+    ]
+    truncated = sum(error.startswith(TRUNCATED) for error in errors)
     published, code = None, 128 + stopped if stopped else 1
     if not missing and stopped is None and drive.failure is None:
-        published, code = publish_or_say(job, drive, errors)
+        published, code = publish_or_say(job, drive, len(errors), truncated)
     elif job.source.shard and stopped is None and drive.failure is None and not missing_rows(job.source, results, True):
         say(
             f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
@@ -3887,8 +3900,9 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
         "done_this_run": tally.done,
         "resumed": len(job.source.owned()) - job.todo,
         "shard": list(job.args.shard) if job.args.shard else None,
-        "errors": errors,
+        "errors": len(errors),
         "errors_this_run": tally.errors,
+        "truncated": truncated,
         "loops_this_run": tally.loops,
         "truncated_this_run": tally.truncated,
         "missing": missing,
@@ -3905,9 +3919,9 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
     }
 
 
-def publish_or_say(job: Job, drive: Drive, errors: int) -> tuple[str | None, int]:
+def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int) -> tuple[str | None, int]:
     try:
-        published = publish(job, drive, errors)
+        published = publish(job, drive, errors, truncated)
     except HubRefused:
         raise
     except Exception as exc:
@@ -3920,7 +3934,7 @@ def publish_or_say(job: Job, drive: Drive, errors: int) -> tuple[str | None, int
     return published, 0
 
 
-def publish(job: Job, drive: Drive, errors: int) -> str:
+def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:
     tally = drive.tally
     card = render_card(
         job.destination.existing_card(),
@@ -3938,6 +3952,7 @@ def publish(job: Job, drive: Drive, errors: int) -> str:
             error_column=job.args.error_column,
             rows=len(job.source.ids),
             errors=errors,
+            truncated=truncated,
             pages_per_s=tally.pages_per_s(),
             tokens_per_s=tally.tokens_per_s(),
             window=drive.window.limit,

@@ -102,6 +102,7 @@ def test_card_merges_configs():
         error_column="ocr_error",
         rows=3,
         errors=1,
+        truncated=0,
         pages_per_s=1.5,
         tokens_per_s=100.0,
         window=32,

@@ -190,7 +190,7 @@ def card_facts(config: str | None, **changes) -> CardFacts:
     values = dict(
         source="in/ds", split="train", config=config, data_prefix=config or "data", model="m/x", script="s.py",
         image="img", mode="server", command="hf jobs uv run ...", output_column="markdown", error_column="ocr_error",
-        rows=3, errors=1, pages_per_s=1.5, tokens_per_s=100.0, window=32,
+        rows=3, errors=1, truncated=0, pages_per_s=1.5, tokens_per_s=100.0, window=32,
     )  # fmt: skip
     return CardFacts(**{**values, **changes})
 

@@ -235,3 +235,13 @@ def test_the_server_log_header_masks_secret_arguments(tmp_path):
     spawned.stop()
     header = log_path.read_text().strip()
     assert header == f"==== {fake_bin / 'vllm'} serve m --api-key ***"
+
+
+def test_a_mistyped_token_flag_is_masked_in_argparse_s_own_error(capsys):
+    token = "hf_" + "A1b2C3d4" * 4
+    parser = build_parser(SCRIPT, FACTS, "saturate")
+    with pytest.raises(SystemExit) as stopped:
+        parser.parse_args(["in", "./out", "--hf_token", token])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments" in err and token not in err and "***" in err

@@ -31,6 +31,7 @@ class CardFacts:
     error_column: str
     rows: int
     errors: int
+    truncated: int
     pages_per_s: float
     tokens_per_s: float
     window: int
@@ -105,6 +106,7 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
 |---|---|
 | rows | {facts.rows} |
 | rows with an error | {facts.errors} |
+| of them cut off at max_tokens (text kept) | {facts.truncated} |
 | throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
 | pages in flight (final window) | {facts.window} |
 

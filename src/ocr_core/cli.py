@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from .breaker import MAX_ERROR_RATE
 from .facts import ModelFacts
@@ -82,8 +84,16 @@ INPUT_DATASET is a Hub dataset id or a local folder; OUTPUT_DATASET is a Hub dat
 """
 
 
+class RecipeParser(argparse.ArgumentParser):
+    """argparse, except that its error messages (which quote the arguments) never show a secret."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, redact(f"{self.prog}: error: {message}\n"))
+
+
 def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = RecipeParser(
         prog=script,
         description=f"OCR a dataset of page images with {facts.model} on vLLM ({mode} mode).",
         epilog=f"Job command: {job_command(script, facts)}",

@@ -19,14 +19,16 @@ MASK = "***"
 SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd"})
 SECRET_ENVIRONMENT = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY")
 URL_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+HF_TOKEN_SHAPE = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")
 SECRET_VALUES: set[str] = set()
 
 
 def redact(text: str) -> str:
-    """`text` with every registered secret, and any URL's userinfo, replaced by ***."""
+    """`text` with every registered secret, anything shaped like a Hub token (one typed under a mistyped flag is
+    never registered), and any URL's userinfo, replaced by ***."""
     for value in sorted(SECRET_VALUES, key=len, reverse=True):
         text = text.replace(value, MASK)
-    return URL_USERINFO.sub(MASK + "@", text)
+    return URL_USERINFO.sub(MASK + "@", HF_TOKEN_SHAPE.sub(MASK, text))
 
 
 def register_secret(value: str | None) -> None:

@@ -26,6 +26,7 @@ import httpx
 
 from .answers import requested_sampling
 from .assemble import assemble, missing_rows
+from .breaker import TRUNCATED
 from .card import CardFacts, render_card
 from .chat import JobFailed
 from .cli import SATURATE_MAX_INFLIGHT, SERVER_WINDOW, build_parser, job_command, parse_arguments, usage
@@ -407,14 +408,15 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
     results = read_results(job.destination.progress_dir, ["error"])
     missing = missing_rows(job.source, results)
     selected = set(job.source.ids)
-    errors = sum(
-        1
+    errors = [
+        error
         for row_id, error in zip(results["row_id"].to_pylist(), results["error"].to_pylist())
         if error is not None and row_id in selected
-    )
+    ]
+    truncated = sum(error.startswith(TRUNCATED) for error in errors)
     published, code = None, 128 + stopped if stopped else 1
     if not missing and stopped is None and drive.failure is None:
-        published, code = publish_or_say(job, drive, errors)
+        published, code = publish_or_say(job, drive, len(errors), truncated)
     elif job.source.shard and stopped is None and drive.failure is None and not missing_rows(job.source, results, True):
         say(
             f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
@@ -430,8 +432,9 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
         "done_this_run": tally.done,
         "resumed": len(job.source.owned()) - job.todo,
         "shard": list(job.args.shard) if job.args.shard else None,
-        "errors": errors,
+        "errors": len(errors),
         "errors_this_run": tally.errors,
+        "truncated": truncated,
         "loops_this_run": tally.loops,
         "truncated_this_run": tally.truncated,
         "missing": missing,
@@ -448,9 +451,9 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
     }
 
 
-def publish_or_say(job: Job, drive: Drive, errors: int) -> tuple[str | None, int]:
+def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int) -> tuple[str | None, int]:
     try:
-        published = publish(job, drive, errors)
+        published = publish(job, drive, errors, truncated)
     except HubRefused:
         raise
     except Exception as exc:
@@ -463,7 +466,7 @@ def publish_or_say(job: Job, drive: Drive, errors: int) -> tuple[str | None, int
     return published, 0
 
 
-def publish(job: Job, drive: Drive, errors: int) -> str:
+def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:
     tally = drive.tally
     card = render_card(
         job.destination.existing_card(),
@@ -481,6 +484,7 @@ def publish(job: Job, drive: Drive, errors: int) -> str:
             error_column=job.args.error_column,
             rows=len(job.source.ids),
             errors=errors,
+            truncated=truncated,
             pages_per_s=tally.pages_per_s(),
             tokens_per_s=tally.tokens_per_s(),
             window=drive.window.limit,

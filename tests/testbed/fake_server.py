@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class FakeState:
     model: str
     delay_s: float = 0.0
+    finish_reason: str = "stop"
     answered: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -65,7 +66,11 @@ class Handler(BaseHTTPRequestHandler):
             "object": "chat.completion",
             "model": self.state.model,
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": answer_text(body)}, "finish_reason": "stop"}
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": answer_text(body)},
+                    "finish_reason": self.state.finish_reason,
+                }
             ],
             "usage": {"prompt_tokens": 100, "completion_tokens": 8, "total_tokens": 108},
         }
@@ -76,10 +81,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def handle(self) -> None:
         """A client that hangs up (a stopped run) is not the fake server's problem."""
-        try:
+        with suppress(BrokenPipeError, ConnectionResetError):
             super().handle()
-        except (BrokenPipeError, ConnectionResetError):
-            pass
 
 
 @dataclass
@@ -89,9 +92,9 @@ class FakeServer:
 
 
 @contextmanager
-def fake_server(model: str = "fake/model", delay_s: float = 0.0) -> Iterator[FakeServer]:
+def fake_server(model: str = "fake/model", delay_s: float = 0.0, finish_reason: str = "stop") -> Iterator[FakeServer]:
     """A fake vLLM server on a free loopback port for the duration of the block."""
-    state = FakeState(model, delay_s)
+    state = FakeState(model, delay_s, finish_reason)
     handler = type("BoundHandler", (Handler,), {"state": state})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
