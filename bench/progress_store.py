@@ -40,11 +40,9 @@ class CountingHub(FolderHub):
         return super().commit(repo_id, add, delete, message, create_pr)
 
 
-def page_text(rng: random.Random, chars: int) -> str:
-    words = []
-    while sum(len(word) + 1 for word in words) < chars:
-        words.append(rng.choice(WORDS))
-    return " ".join(words)
+def corpus(rng: random.Random, chars: int) -> str:
+    """Random words; every page is a slice at its own offset, so no two pages share a text (as in real OCR)."""
+    return " ".join(rng.choice(WORDS) for _ in range(chars // 6))
 
 
 def simulate_run(hub: CountingHub, work: Path, rows: int, rows_per_part: int, cycle_rows: int, chars: int) -> dict:
@@ -53,12 +51,14 @@ def simulate_run(hub: CountingHub, work: Path, rows: int, rows_per_part: int, cy
     mirror = ProgressMirror(destination, upload_every_s=300.0, lease=Lease.new("bench", "all", 900.0))
     log = ProgressLog(destination.progress_dir, "20261130T000000Z-bench0", flush_rows=rows_per_part, on_part=mirror.add)
     rng = random.Random(0)
-    texts = [page_text(rng, chars) for _ in range(256)]
+    words = corpus(rng, 4_000_000)
     started = time.monotonic()
     peak_files = 0
     for index in range(rows):
         error = "bad image: not a readable image" if index % 997 == 0 else None
-        log.add(RowResult(index, f"train-{index}", text=None if error else texts[index % 256], error=error))
+        start = rng.randrange(len(words) - chars)
+        text = None if error else words[start : start + chars]
+        log.add(RowResult(index, f"train-{index}", text=text, error=error))
         if (index + 1) % cycle_rows == 0:
             mirror.compact()
             mirror.upload(final=False)
