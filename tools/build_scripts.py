@@ -22,7 +22,7 @@ MODELS = ROOT / "src" / "ocr_models"
 PACKAGES = ("ocr_core", "ocr_models")
 CORE_ORDER = (
     "facts", "images", "repeats", "hostmem", "scale", "server", "window", "chat", "report", "source", "progress", "hub",
-    "output", "assemble", "card", "cli", "answers", "pump", "engine", "offline", "run",
+    "output", "assemble", "card", "cli", "answers", "pump", "stall", "engine", "offline", "run",
 )  # fmt: skip
 DRIVER_DEPENDENCIES = ("datasets>=4.0", "huggingface-hub>=0.34", "httpx>=0.27", "pillow>=10.1", "tqdm>=4.66")
 

@@ -39,9 +39,10 @@ from .report import Progress, print_summary, say
 from .scale import ScalePlan, detect_gpus, plan_scale
 from .server import ServerError, is_local, kv_capacity, parse_metrics
 from .source import InputError, Source, load_source
+from .stall import beside, watch_for_stalls
 from .window import Window
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class UsageError(ValueError):
@@ -326,7 +327,8 @@ async def drive(
     uploader.start()
     progress.start()
     try:
-        await pump.run(job.source.rows(skip))
+        stalls = watch_for_stalls(target, job.args.stall_timeout, lambda: window.in_flight, engine)
+        await beside(pump.run(job.source.rows(skip)), stalls)
     finally:
         await asyncio.to_thread(uploader.close)
 
