@@ -2239,7 +2239,7 @@ class Engine:
         entries = list_models(self.url, self.headers)
         entry = matching_model(entries, self.args.model, served_names(self.facts.serve_args))
         if entry is None:
-            raise ServerError(mismatch_message(self.url, self.args.model, [entry["id"] for entry in entries]))
+            raise ServerError(mismatch_message(self.url, self.args.model, [item["id"] for item in entries]))
         served_len = entry.get("max_model_len")
         say(f"{self.url} serves {entry['id']} (max_model_len {served_len or 'not given'}); this run did not start it")
         for note in unapplied_flags(self.args, served_len):

@@ -42,8 +42,8 @@ class Recipe:
         self.url = f"http://127.0.0.1:{self.port}"
         self.out = tmp_path / "out"
         args = [
-            str(pages(tmp_path / "in", copies=4)), str(self.out), "--server", self.url, "--model", str(model),
-            "--max-model-len", "1024", "--max-tokens", "300", "--temperature", "0", "--max-inflight", "8",
+            str(pages(tmp_path / "in", copies=12)), str(self.out), "--server", self.url, "--model", str(model),
+            "--max-model-len", "1024", "--max-tokens", "300", "--temperature", "0", "--max-inflight", "4",
             "--ignore-eos", "--extra-serve-args=--enforce-eager", *extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(
@@ -82,7 +82,12 @@ class Recipe:
         raise AssertionError(f"no request ever ran:\n{self.stderr()[-3000:]}")
 
     def finish(self, timeout: float = 600) -> tuple[int, str]:
-        stdout, _ = self.process.communicate(timeout=timeout)
+        """Waits for the run; stdout is read here (not with communicate, which would race the stderr reader)."""
+        timer = threading.Timer(timeout, self.kill)
+        timer.start()
+        stdout = self.process.stdout.read()
+        self.process.wait()
+        timer.cancel()
         self.reader.join(timeout=10)
         return self.process.returncode, stdout
 
@@ -163,10 +168,12 @@ def test_sighup_stops_the_run_like_sigterm(tiny_model, tmp_path):
         recipe.wait_for_running_requests()
         group = server_group(recipe.port)
         recipe.process.send_signal(signal.SIGHUP)
+        sent = time.monotonic()
         code, stdout = recipe.finish(timeout=120)
+        print(f"run stopped {time.monotonic() - sent:.1f} s after SIGHUP, its server with it")
         assert code == 129, recipe.stderr()[-3000:]
         summary = json.loads(stdout.strip().splitlines()[-1])
-        assert summary["interrupted"] is True and summary["rows"] == 48
+        assert summary["interrupted"] is True and summary["rows"] == 144
         assert "stopped by SIGHUP" in recipe.stderr()
         assert group_members(group) == [] and not port_open(recipe.port)
     finally:
@@ -201,7 +208,7 @@ def test_hung_engine_is_restarted_and_the_run_completes(tiny_model, tmp_path):
         print(f"hung engine noticed after {noticed - hung:.1f} s (--stall-timeout 30), ready in {ready - hung:.1f} s")
         assert core not in group_members(group)
         summary = json.loads(stdout.strip().splitlines()[-1])
-        assert (summary["rows"], summary["missing"]) == (48, 0)
+        assert (summary["rows"], summary["missing"]) == (144, 0)
     finally:
         recipe.kill()
         if group is not None:
