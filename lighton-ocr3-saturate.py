@@ -37,6 +37,7 @@ import base64
 import contextlib
 import fcntl
 import io
+import itertools
 import json
 import math
 import os
@@ -1177,7 +1178,7 @@ def differences(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
     return [key for key in sorted(set(previous) | set(current)) if previous.get(key) != current.get(key)]
 
 
-def mismatch_message(where: str, previous: dict[str, Any], current: dict[str, Any], fields: list[str]) -> str:
+def settings_mismatch_message(where: str, previous: dict[str, Any], current: dict[str, Any], fields: list[str]) -> str:
     current = json.loads(json.dumps(current))
     changes = "\n".join(f"  {field}: {previous.get(field)!r} -> {current.get(field)!r}" for field in fields)
     return (
@@ -1986,6 +1987,8 @@ def plan_scale(
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
 HEALTH_POLL_S = 2.0
 STOP_GRACE_S = 30.0
+ORPHAN_GRACE_S = 5.0
+STOPPING = "the run is stopping, so vllm serve is not started or waited for"
 LOG_TAIL_LINES = 40
 
 
@@ -2009,8 +2012,8 @@ def healthy(url: str, headers: Mapping[str, str] | None = None, timeout: float =
         return False
 
 
-def served_model(url: str, wanted: str, headers: Mapping[str, str] | None = None) -> str:
-    """The name to put in requests: the wanted model if the server lists it, else the only one it serves."""
+def list_models(url: str, headers: Mapping[str, str] | None = None) -> list[dict]:
+    """The entries of /v1/models: `id` (the name requests use), `root` (what was loaded), `max_model_len`."""
     response = httpx.get(f"{url}/v1/models", headers=headers, timeout=30.0)
     if response.status_code in (401, 403):
         raise ServerError(
@@ -2018,12 +2021,26 @@ def served_model(url: str, wanted: str, headers: Mapping[str, str] | None = None
             "endpoint) to a key it accepts"
         )
     response.raise_for_status()
-    ids = [entry["id"] for entry in response.json().get("data", [])]
-    if wanted in ids or not ids:
-        return wanted
-    if len(ids) == 1:
-        return ids[0]
-    raise ServerError(f"{url} serves {ids}; pass --model with the one to use")
+    return [entry for entry in response.json().get("data", []) if isinstance(entry, dict) and "id" in entry]
+
+
+def served_names(argv: Sequence[str]) -> list[str]:
+    """The names given to `--served-model-name` in a serve command (the last use wins, as in vLLM)."""
+    names: list[str] = []
+    for index, arg in enumerate(argv):
+        if arg.startswith("--served-model-name="):
+            names = [arg.partition("=")[2]]
+        elif arg == "--served-model-name":
+            names = list(itertools.takewhile(lambda value: not value.startswith("--"), argv[index + 1 :]))
+    return names
+
+
+def matching_model(entries: Sequence[dict], model: str, names: Sequence[str]) -> dict | None:
+    """The entry that serves `model` (by name or by what it loaded), or one served under the recipe's own name."""
+    for entry in entries:
+        if model in (entry["id"], entry.get("root")):
+            return entry
+    return next((entry for entry in entries if entry["id"] in names), None)
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -2038,39 +2055,84 @@ def serve_command(model: str, serve_args: Sequence[str], port: int, extra: Seque
     return ["vllm", "serve", model, *serve_args, *extra, "--host", "127.0.0.1", "--port", str(port)]
 
 
+WATCHDOG = """
+import os, select, signal, subprocess, sys
+
+grace = float(sys.argv[1])
+signal.signal(signal.SIGTERM, lambda *_: None)
+server = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL)
+while server.poll() is None:
+    readable, _, _ = select.select([0], [], [], 1.0)
+    if readable and not os.read(0, 4096):
+        os.killpg(0, signal.SIGTERM)
+        try:
+            server.wait(grace)
+        except subprocess.TimeoutExpired:
+            pass
+        os.killpg(0, signal.SIGKILL)
+code = server.returncode
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
+def watched_command(argv: Sequence[str]) -> list[str]:
+    """Runs `argv` under the watchdog: it leads the process group and ends it when its stdin reaches EOF.
+
+    Its stdin is the read end of a pipe whose write end only the driver holds, so EOF means the driver is gone,
+    however it died; a SIGTERM to the group (a normal stop) leaves the watchdog waiting for the server, so the
+    driver still sees the server's own exit. The code runs inline so that the generated scripts stay one file.
+    """
+    return [sys.executable, "-c", WATCHDOG, str(ORPHAN_GRACE_S), *argv]
+
+
 @dataclass
 class SpawnedServer:
-    """One `vllm serve` process group that this run owns."""
+    """One `vllm serve` process group that this run owns; safe to stop, start and close from several threads.
+
+    A restart runs in a worker thread that cancellation cannot stop, so `close` may come while it is stopping the
+    old server, starting the new one or waiting for it: once closed, nothing starts and a wait gives up.
+    """
 
     argv: list[str]
     url: str
     env: Mapping[str, str] = field(default_factory=dict)
     log_path: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "vllm-serve.log")
     process: subprocess.Popen | None = None
+    lifeline: int | None = None
+    closed: threading.Event = field(default_factory=threading.Event)
+    state: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> None:
         if shutil.which("vllm", path=self.env.get("PATH")) is None:
             raise ServerError("the `vllm` command is not on PATH")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n==== {redact(' '.join(self.argv))}\n".encode())
-            log.flush()
-            self.process = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env},
-                start_new_session=True,
-            )
+        with self.state:
+            if self.closed.is_set():
+                raise ServerError(STOPPING)
+            read_end, self.lifeline = os.pipe()
+            with open(self.log_path, "ab") as log:
+                log.write(f"\n==== {redact(' '.join(self.argv))}\n".encode())
+                log.flush()
+                self.process = subprocess.Popen(
+                    watched_command(self.argv),
+                    stdin=read_end,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, **self.env},
+                    start_new_session=True,
+                )
+            os.close(read_end)
 
     def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        process = self.process
+        return process is not None and process.poll() is None
 
     def wait_ready(self, deadline_s: float) -> None:
-        """Polls /health until it answers, the process exits, or the deadline passes."""
+        """Polls /health until it answers, the process exits, the server is closed, or the deadline passes."""
         deadline = time.monotonic() + deadline_s
         while time.monotonic() < deadline:
+            if self.closed.is_set():
+                raise ServerError(STOPPING)
             if not self.alive():
                 code = self.process.returncode if self.process else None
                 raise ServerError(
@@ -2079,26 +2141,37 @@ class SpawnedServer:
                 )
             if healthy(self.url, timeout=HEALTH_POLL_S):
                 return
-            time.sleep(HEALTH_POLL_S)
+            self.closed.wait(HEALTH_POLL_S)
         raise ServerError(
             f"vllm serve was not ready after {deadline_s:.0f} s (raise --startup-timeout if the model is large). "
             f"Last lines of {self.log_path}:\n{log_tail(self.log_path)}"
         )
 
     def stop(self) -> None:
+        with self.state:
+            self.end_group()
+
+    def close(self) -> None:
+        """Stops the server for good: a start or a wait for readiness in another thread gives up."""
+        with self.state:
+            self.closed.set()
+            self.end_group()
+
+    def end_group(self) -> None:
         """SIGTERM to the whole group, then SIGKILL for whatever is still there after the grace period."""
-        if self.process is None:
-            return
         process, self.process = self.process, None
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-        except ProcessLookupError:
+        if process is None:
             return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=STOP_GRACE_S)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+        if self.lifeline is not None:
+            os.close(self.lifeline)
+            self.lifeline = None
 
 
 def parse_metrics(text: str, names: Sequence[str] | None = None) -> dict[str, float]:
@@ -2391,6 +2464,7 @@ SERVER_WINDOW = 32
 SATURATE_MAX_INFLIGHT = 512
 OFFLINE_BATCH = 16
 RETRY_BUDGET_S = 900.0
+STALL_TIMEOUT_S = 300.0
 SECRET_FLAGS = ("--hf-token", "--api-key")
 
 
@@ -2576,7 +2650,18 @@ def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
         f"(default: {RETRY_BUDGET_S:.0f})",
     )
     group.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for the server")
-    group.add_argument("--max-restarts", type=int, default=3, help="restarts of a spawned server that dies")
+    group.add_argument("--max-restarts", type=int, default=3, help="restarts of a spawned server that dies or hangs")
+    group.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=STALL_TIMEOUT_S,
+        help=(
+            "seconds the engine may go without finishing a request or computing a token (prompt or output) while "
+            "pages are in flight before it counts as hung: a spawned server is restarted, a reused one stops the "
+            f"job (default: {STALL_TIMEOUT_S:.0f}; one page's prefill takes seconds even on an L4, the slowest GPU "
+            "the recipes run on, and with many pages in flight tokens move every second; 0 turns the check off)"
+        ),
+    )
     group.add_argument(
         "--data-parallel-size", type=int, help="engines of a spawned server (default: one per visible GPU)"
     )
@@ -2771,7 +2856,7 @@ def settle(
     manifest = fingerprint(args, facts, script, revision)
     changed = differences(previous, manifest) if previous else []
     if changed and not args.overwrite:
-        raise UsageError(mismatch_message(destination.where(), previous, manifest, changed))
+        raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
     if changed:
         say(f"--overwrite: removing the results made another way ({', '.join(changed)} differ)")
         destination.discard_progress(listing)
@@ -3339,10 +3424,12 @@ def retry_delay(attempt: int, retry_after: float | None = None) -> float:
 
 
 # ---- ocr_core/engine.py ----
-HEALTH_CHECKS = 3
 HF_TOKEN_HOSTS = ("huggingface.co", "hf.co")
 HF_TOKEN_DOMAINS = (".huggingface.co", ".hf.co", ".hf.jobs")
 HEALTH_CHECK_GAP_S = 2.0
+HEALTH_CHECK_TIMEOUT_S = 20.0
+DEATH_BUDGET_S = 60.0
+SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count")
 
 
 def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> dict[str, str]:
@@ -3384,17 +3471,43 @@ class Engine:
         self.restarts = 0
         self.generation = 0
         self.lock = asyncio.Lock()
+        self.state = threading.Lock()
+        self.closed = False
 
     async def open(self) -> Target:
-        """Reuses a server that answers; spawns one for a local address; waits for a remote one."""
+        """Spawns a server for a local address where none answers; checks what a server it did not start serves."""
         if not healthy(self.url, self.headers):
             if is_local(self.url):
                 await asyncio.to_thread(self.spawn)
-            else:
-                say(f"waiting up to {self.args.startup_timeout:.0f} s for {self.url} to answer /health")
-                if not await self.poll_health(self.args.startup_timeout):
-                    raise ServerError(f"{self.url} did not answer /health within {self.args.startup_timeout:.0f} s")
-        return Target(self.url, served_model(self.url, self.args.model, self.headers), self.headers)
+                return Target(self.url, self.spawned_name(), self.headers)
+            say(f"waiting up to {self.args.startup_timeout:.0f} s for {self.url} to answer /health")
+            if not await self.poll_health(self.args.startup_timeout):
+                raise ServerError(f"{self.url} did not answer /health within {self.args.startup_timeout:.0f} s")
+        return Target(self.url, self.check_reused(), self.headers)
+
+    def spawned_name(self) -> str:
+        assert self.spawned is not None
+        names = served_names(self.spawned.argv)
+        return names[0] if names else self.args.model
+
+    def check_reused(self) -> str:
+        """The model name to request from a server this run did not start; refuses one that cannot do this job."""
+        entries = list_models(self.url, self.headers)
+        entry = matching_model(entries, self.args.model, served_names(self.facts.serve_args))
+        if entry is None:
+            raise ServerError(mismatch_message(self.url, self.args.model, [item["id"] for item in entries]))
+        served_len = entry.get("max_model_len")
+        say(f"{self.url} serves {entry['id']} (max_model_len {served_len or 'not given'}); this run did not start it")
+        for note in unapplied_flags(self.args, served_len):
+            say(note)
+        max_tokens = self.args.max_tokens
+        if isinstance(served_len, int) and max_tokens is not None and served_len <= max_tokens:
+            raise ServerError(
+                f"{self.url} serves max_model_len {served_len}, at or below --max-tokens {max_tokens}, so no page "
+                f"would fit (its image needs room too). Pass a --max-tokens well below {served_len}, or restart "
+                "that server with a larger --max-model-len"
+            )
+        return entry["id"]
 
     def spawn(self) -> None:
         if shutil.which("vllm") is None:
@@ -3409,24 +3522,29 @@ class Engine:
             *shlex.split(self.args.extra_serve_args),
         ]
         port = url_port(self.url)
-        self.spawned = SpawnedServer(
+        server = SpawnedServer(
             serve_command(self.args.model, serve_args, port, extra),
             self.url,
             env=dict(self.facts.serve_env),
             log_path=Path(tempfile.gettempdir()) / f"vllm-serve-{port}.log",
         )
+        with self.state:
+            if self.closed:
+                raise ServerError(STOPPING)
+            self.spawned = server
         say(f"machine: {self.scale.describe()}")
-        say(f"starting: {shlex.join(self.spawned.argv)}")
-        say(f"server log: {self.spawned.log_path}")
-        self.spawned.start()
-        self.spawned.wait_ready(self.args.startup_timeout)
+        say(f"starting: {shlex.join(server.argv)}")
+        say(f"server log: {server.log_path}")
+        server.start()
+        server.wait_ready(self.args.startup_timeout)
         say("server is ready")
 
-    async def poll_health(self, seconds: float) -> bool:
+    async def poll_health(self, seconds: float, running: Callable[[], bool] = lambda: True) -> bool:
+        """Looks at /health until it answers 200 or `seconds` pass; stops early once `running` says no."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
-        async with httpx.AsyncClient(timeout=5.0) as client:
-            while loop.time() < deadline:
+        async with httpx.AsyncClient(timeout=HEALTH_CHECK_TIMEOUT_S) as client:
+            while loop.time() < deadline and running():
                 try:
                     if (await client.get(f"{self.url}/health", headers=self.headers)).status_code == 200:
                         return True
@@ -3435,34 +3553,49 @@ class Engine:
                 await asyncio.sleep(HEALTH_CHECK_GAP_S)
         return False
 
-    async def still_healthy(self) -> bool:
-        """A few looks at /health, so one slow answer under load does not trigger a restart."""
-        if self.spawned is not None and not self.spawned.alive():
-            return False
-        for _ in range(HEALTH_CHECKS):
-            if await self.poll_health(HEALTH_CHECK_GAP_S * 2):
-                return True
-        return False
-
     async def recover(self, error: Retryable, generation: int) -> int:
         """Restarts a dead spawned server (bounded); returns the generation the caller should retry under."""
         async with self.lock:
-            if generation != self.generation or not error.engine_dead or await self.still_healthy():
+            if generation != self.generation or not error.engine_dead:
                 return self.generation
             if self.spawned is None:
                 if await self.poll_health(self.args.startup_timeout):
                     return self.generation
                 raise JobFailed(f"{self.url} stopped answering ({error}) and did not come back")
-            if self.restarts >= self.args.max_restarts:
-                raise JobFailed(
-                    f"the vLLM engine died {self.restarts + 1} times ({error}); last lines of "
-                    f"{self.spawned.log_path}:\n{log_tail(self.spawned.log_path)}"
-                )
-            self.restarts += 1
-            say(f"the vLLM server is down ({error}); restarting it ({self.restarts}/{self.args.max_restarts})")
-            await asyncio.to_thread(self.restart)
-            self.generation += 1
+            if await self.poll_health(DEATH_BUDGET_S, self.spawned.alive):
+                return self.generation
+            await self.restart_spawned(f"the vLLM server is down ({error})")
             return self.generation
+
+    async def stalled(self, reason: str, generation: int) -> None:
+        """The stall watcher's report: a spawned server is restarted; one this run did not start ends the job."""
+        async with self.lock:
+            if generation != self.generation:
+                return
+            if self.spawned is None:
+                raise JobFailed(
+                    f"the vLLM server at {self.url} answers /health, but its engine {reason}: it is hung. Restart "
+                    "that server (or run without --server so that this script starts and manages its own), then "
+                    "rerun the same command to resume; raise --stall-timeout only if single pages legitimately "
+                    "take that long"
+                )
+            await self.restart_spawned(f"the vLLM engine {reason}")
+
+    async def restart_spawned(self, why: str) -> None:
+        """One bounded restart; pages in flight fail with transport errors and are retried under the new generation."""
+        assert self.spawned is not None
+        if self.restarts >= self.args.max_restarts:
+            raise JobFailed(
+                f"{why}, and the server was already restarted {self.restarts} time(s) (--max-restarts). Last lines "
+                f"of {self.spawned.log_path}:\n{log_tail(self.spawned.log_path)}"
+            )
+        self.restarts += 1
+        say(f"{why}; restarting it ({self.restarts}/{self.args.max_restarts})")
+        try:
+            await asyncio.to_thread(self.restart)
+        except ServerError as exc:
+            raise JobFailed(f"restarting the vLLM server failed: {exc}") from exc
+        self.generation += 1
 
     def restart(self) -> None:
         assert self.spawned is not None
@@ -3472,8 +3605,118 @@ class Engine:
         say("server is ready again")
 
     def close(self) -> None:
-        if self.spawned is not None:
-            self.spawned.stop()
+        """Stops what this run started, also while a restart runs in a worker thread; nothing starts afterwards."""
+        with self.state:
+            self.closed = True
+            server = self.spawned
+        if server is not None:
+            server.close()
+
+
+def mismatch_message(url: str, model: str, served: list[str]) -> str:
+    if not served:
+        return f"{url} lists no model at /v1/models; point --server at a vLLM server of {model}"
+    use = f"--model {served[0]}" if len(served) == 1 else f"--model with one of {served}"
+    return (
+        f"{url} serves {served}, not {model} (a server left over from another job?). Stop it, or point --server "
+        f"at a server of {model}; to use what it serves anyway, pass {use}"
+    )
+
+
+def unapplied_flags(args: argparse.Namespace, served_len: object) -> list[str]:
+    """Notes for the flags that only shape a server this run starts, when they were given for one it did not."""
+    notes = []
+    if served_len != args.max_model_len:
+        notes.append(
+            f"--max-model-len {args.max_model_len} does not apply to a server this run did not start; it serves "
+            f"max_model_len {served_len or 'unknown'}"
+        )
+    for name in SPAWN_ONLY_FLAGS:
+        value = getattr(args, name, None)
+        if value:
+            notes.append(f"--{name.replace('_', '-')} {value} does not apply to a server this run did not start")
+    return notes
+
+
+# ---- ocr_core/stall.py ----
+PROGRESS_COUNTERS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total")
+STALL_POLL_S = 5.0
+STALL_METRICS_TIMEOUT_S = 30.0
+
+Result = TypeVar("Result")
+
+
+@dataclass
+class StallDetector:
+    """The stall decision alone, fed one reading at a time, so that each case is a plain scenario test."""
+
+    bound_s: float
+    seen: tuple[float | None, ...] | None = None
+    since: float = 0.0
+
+    def observe(self, now: float, counters: Mapping[str, float] | None, in_flight: int) -> float | None:
+        """Seconds without progress once they reach the bound while pages are in flight; else None.
+
+        Any change counts as progress, a drop too (a restarted server counts from zero); an unreadable page or one
+        without the counters restarts the clock, as does a moment with nothing in flight.
+        """
+        values = progress_of(counters)
+        if values is None or values != self.seen or in_flight == 0:
+            self.seen, self.since = values, now
+            return None
+        frozen = now - self.since
+        return frozen if frozen >= self.bound_s else None
+
+
+def progress_of(counters: Mapping[str, float] | None) -> tuple[float | None, ...] | None:
+    """The progress counters in a fixed order; None when the server publishes none of them."""
+    values = tuple((counters or {}).get(name) for name in PROGRESS_COUNTERS)
+    return None if all(value is None for value in values) else values
+
+
+class StallHandler(Protocol):
+    """What the watcher tells about a stall: the engine, which restarts its server or ends the job."""
+
+    generation: int
+
+    async def stalled(self, reason: str, generation: int) -> None: ...
+
+
+async def watch_for_stalls(target: Target, bound_s: float, in_flight: Callable[[], int], handler: StallHandler) -> None:
+    """Polls /metrics beside the pump for as long as it runs; a bound of 0 turns the check off."""
+    if bound_s <= 0:
+        return
+    detector = StallDetector(bound_s)
+    generation = handler.generation
+    async with httpx.AsyncClient(timeout=STALL_METRICS_TIMEOUT_S) as client:
+        while True:
+            await asyncio.sleep(STALL_POLL_S)
+            if handler.generation != generation:
+                detector, generation = StallDetector(bound_s), handler.generation
+            pages = in_flight()
+            counters = parse_metrics(await metrics_page(client, target), PROGRESS_COUNTERS)
+            frozen = detector.observe(time.monotonic(), counters, pages)
+            if frozen is not None:
+                reason = (
+                    f"made no progress (no token computed, no request finished) for {frozen:.0f} s "
+                    f"with {pages} page(s) in flight"
+                )
+                await handler.stalled(reason, generation)
+
+
+async def beside(work: Awaitable[Result], watcher: Awaitable[None]) -> Result:
+    """Runs `work` with `watcher` next to it: a watcher that fails ends the work with its error."""
+    work_task = asyncio.ensure_future(work)
+    watch_task = asyncio.ensure_future(watcher)
+    try:
+        await asyncio.wait({work_task, watch_task}, return_when=asyncio.FIRST_COMPLETED)
+        if watch_task.done() and watch_task.exception() is not None:
+            raise watch_task.exception()
+        return await work_task
+    finally:
+        work_task.cancel()
+        watch_task.cancel()
+        await asyncio.gather(work_task, watch_task, return_exceptions=True)
 
 
 # ---- ocr_core/run.py ----
@@ -3741,7 +3984,8 @@ async def pump_pages(
     pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard)
     progress.start()
     try:
-        await pump.run(job.source.rows(job.skip))
+        stalls = watch_for_stalls(target, job.args.stall_timeout, lambda: window.in_flight, engine)
+        await beside(pump.run(job.source.rows(job.skip)), stalls)
     finally:
         await finish_in_thread(lambda: close_mirror(job, mirror))
 

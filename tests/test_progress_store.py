@@ -14,7 +14,7 @@ import yaml
 from ocr_core.card import CardFacts, render_card, split_front_matter
 from ocr_core.compaction import FAN_IN, TOP_CLASS, compact, plan_merges, size_class
 from ocr_core.lease import Lease, LeaseTaken, LocalLocks, conflicts, lease_key, overlaps, yields_to
-from ocr_core.manifest import differences, fingerprint, mismatch_message
+from ocr_core.manifest import differences, fingerprint, settings_mismatch_message
 from ocr_core.output import foreign_files, owned_configs, unsafe_local_output
 from ocr_core.progress import ProgressLog, RowResult, finished_ids, part_files, read_results
 
@@ -149,7 +149,9 @@ def test_the_fingerprint_sees_every_setting_that_changes_a_rows_text():
 
 
 def test_the_mismatch_message_names_the_fields_and_both_ways_out():
-    message = mismatch_message("./out (config default, split train)", {"model": "a"}, {"model": "b"}, ["model"])
+    message = settings_mismatch_message(
+        "./out (config default, split train)", {"model": "a"}, {"model": "b"}, ["model"]
+    )
     assert "model: 'a' -> 'b'" in message and "--config" in message and "--overwrite" in message
 
 

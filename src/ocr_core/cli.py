@@ -24,6 +24,7 @@ SERVER_WINDOW = 32
 SATURATE_MAX_INFLIGHT = 512
 OFFLINE_BATCH = 16
 RETRY_BUDGET_S = 900.0
+STALL_TIMEOUT_S = 300.0
 SECRET_FLAGS = ("--hf-token", "--api-key")
 
 
@@ -209,7 +210,18 @@ def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
         f"(default: {RETRY_BUDGET_S:.0f})",
     )
     group.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for the server")
-    group.add_argument("--max-restarts", type=int, default=3, help="restarts of a spawned server that dies")
+    group.add_argument("--max-restarts", type=int, default=3, help="restarts of a spawned server that dies or hangs")
+    group.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=STALL_TIMEOUT_S,
+        help=(
+            "seconds the engine may go without finishing a request or computing a token (prompt or output) while "
+            "pages are in flight before it counts as hung: a spawned server is restarted, a reused one stops the "
+            f"job (default: {STALL_TIMEOUT_S:.0f}; one page's prefill takes seconds even on an L4, the slowest GPU "
+            "the recipes run on, and with many pages in flight tokens move every second; 0 turns the check off)"
+        ),
+    )
     group.add_argument(
         "--data-parallel-size", type=int, help="engines of a spawned server (default: one per visible GPU)"
     )

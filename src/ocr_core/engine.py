@@ -1,7 +1,9 @@
-"""The server one run talks to: found or spawned at the start, restarted when it dies, stopped at the end.
+"""The server one run talks to: found or spawned at the start, restarted when it dies or hangs, stopped at the end.
 
 Recovery is single-flight: when many pages in flight fail together because the engine died, one of them restarts
-it and the others see the new generation number and simply retry.
+it and the others see the new generation number and simply retry. Death is decided from the process for a server
+this run spawned (exited means dead, at once) and from /health over a long budget while it runs, because one failed
+look at a server busy with a large window proves nothing; a hung engine is reported by the stall watcher.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import os
 import shlex
 import shutil
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,20 +29,25 @@ from .redact import redact
 from .report import say
 from .scale import ScalePlan
 from .server import (
+    STOPPING,
     ServerError,
     SpawnedServer,
     healthy,
     is_local,
+    list_models,
     log_tail,
+    matching_model,
     serve_command,
-    served_model,
+    served_names,
     url_port,
 )
 
-HEALTH_CHECKS = 3
 HF_TOKEN_HOSTS = ("huggingface.co", "hf.co")
 HF_TOKEN_DOMAINS = (".huggingface.co", ".hf.co", ".hf.jobs")
 HEALTH_CHECK_GAP_S = 2.0
+HEALTH_CHECK_TIMEOUT_S = 20.0
+DEATH_BUDGET_S = 60.0
+SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count")
 
 
 def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> dict[str, str]:
@@ -80,17 +89,43 @@ class Engine:
         self.restarts = 0
         self.generation = 0
         self.lock = asyncio.Lock()
+        self.state = threading.Lock()
+        self.closed = False
 
     async def open(self) -> Target:
-        """Reuses a server that answers; spawns one for a local address; waits for a remote one."""
+        """Spawns a server for a local address where none answers; checks what a server it did not start serves."""
         if not healthy(self.url, self.headers):
             if is_local(self.url):
                 await asyncio.to_thread(self.spawn)
-            else:
-                say(f"waiting up to {self.args.startup_timeout:.0f} s for {self.url} to answer /health")
-                if not await self.poll_health(self.args.startup_timeout):
-                    raise ServerError(f"{self.url} did not answer /health within {self.args.startup_timeout:.0f} s")
-        return Target(self.url, served_model(self.url, self.args.model, self.headers), self.headers)
+                return Target(self.url, self.spawned_name(), self.headers)
+            say(f"waiting up to {self.args.startup_timeout:.0f} s for {self.url} to answer /health")
+            if not await self.poll_health(self.args.startup_timeout):
+                raise ServerError(f"{self.url} did not answer /health within {self.args.startup_timeout:.0f} s")
+        return Target(self.url, self.check_reused(), self.headers)
+
+    def spawned_name(self) -> str:
+        assert self.spawned is not None
+        names = served_names(self.spawned.argv)
+        return names[0] if names else self.args.model
+
+    def check_reused(self) -> str:
+        """The model name to request from a server this run did not start; refuses one that cannot do this job."""
+        entries = list_models(self.url, self.headers)
+        entry = matching_model(entries, self.args.model, served_names(self.facts.serve_args))
+        if entry is None:
+            raise ServerError(mismatch_message(self.url, self.args.model, [item["id"] for item in entries]))
+        served_len = entry.get("max_model_len")
+        say(f"{self.url} serves {entry['id']} (max_model_len {served_len or 'not given'}); this run did not start it")
+        for note in unapplied_flags(self.args, served_len):
+            say(note)
+        max_tokens = self.args.max_tokens
+        if isinstance(served_len, int) and max_tokens is not None and served_len <= max_tokens:
+            raise ServerError(
+                f"{self.url} serves max_model_len {served_len}, at or below --max-tokens {max_tokens}, so no page "
+                f"would fit (its image needs room too). Pass a --max-tokens well below {served_len}, or restart "
+                "that server with a larger --max-model-len"
+            )
+        return entry["id"]
 
     def spawn(self) -> None:
         if shutil.which("vllm") is None:
@@ -105,24 +140,29 @@ class Engine:
             *shlex.split(self.args.extra_serve_args),
         ]
         port = url_port(self.url)
-        self.spawned = SpawnedServer(
+        server = SpawnedServer(
             serve_command(self.args.model, serve_args, port, extra),
             self.url,
             env=dict(self.facts.serve_env),
             log_path=Path(tempfile.gettempdir()) / f"vllm-serve-{port}.log",
         )
+        with self.state:
+            if self.closed:
+                raise ServerError(STOPPING)
+            self.spawned = server
         say(f"machine: {self.scale.describe()}")
-        say(f"starting: {shlex.join(self.spawned.argv)}")
-        say(f"server log: {self.spawned.log_path}")
-        self.spawned.start()
-        self.spawned.wait_ready(self.args.startup_timeout)
+        say(f"starting: {shlex.join(server.argv)}")
+        say(f"server log: {server.log_path}")
+        server.start()
+        server.wait_ready(self.args.startup_timeout)
         say("server is ready")
 
-    async def poll_health(self, seconds: float) -> bool:
+    async def poll_health(self, seconds: float, running: Callable[[], bool] = lambda: True) -> bool:
+        """Looks at /health until it answers 200 or `seconds` pass; stops early once `running` says no."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
-        async with httpx.AsyncClient(timeout=5.0) as client:
-            while loop.time() < deadline:
+        async with httpx.AsyncClient(timeout=HEALTH_CHECK_TIMEOUT_S) as client:
+            while loop.time() < deadline and running():
                 try:
                     if (await client.get(f"{self.url}/health", headers=self.headers)).status_code == 200:
                         return True
@@ -131,34 +171,49 @@ class Engine:
                 await asyncio.sleep(HEALTH_CHECK_GAP_S)
         return False
 
-    async def still_healthy(self) -> bool:
-        """A few looks at /health, so one slow answer under load does not trigger a restart."""
-        if self.spawned is not None and not self.spawned.alive():
-            return False
-        for _ in range(HEALTH_CHECKS):
-            if await self.poll_health(HEALTH_CHECK_GAP_S * 2):
-                return True
-        return False
-
     async def recover(self, error: Retryable, generation: int) -> int:
         """Restarts a dead spawned server (bounded); returns the generation the caller should retry under."""
         async with self.lock:
-            if generation != self.generation or not error.engine_dead or await self.still_healthy():
+            if generation != self.generation or not error.engine_dead:
                 return self.generation
             if self.spawned is None:
                 if await self.poll_health(self.args.startup_timeout):
                     return self.generation
                 raise JobFailed(f"{self.url} stopped answering ({error}) and did not come back")
-            if self.restarts >= self.args.max_restarts:
-                raise JobFailed(
-                    f"the vLLM engine died {self.restarts + 1} times ({error}); last lines of "
-                    f"{self.spawned.log_path}:\n{log_tail(self.spawned.log_path)}"
-                )
-            self.restarts += 1
-            say(f"the vLLM server is down ({error}); restarting it ({self.restarts}/{self.args.max_restarts})")
-            await asyncio.to_thread(self.restart)
-            self.generation += 1
+            if await self.poll_health(DEATH_BUDGET_S, self.spawned.alive):
+                return self.generation
+            await self.restart_spawned(f"the vLLM server is down ({error})")
             return self.generation
+
+    async def stalled(self, reason: str, generation: int) -> None:
+        """The stall watcher's report: a spawned server is restarted; one this run did not start ends the job."""
+        async with self.lock:
+            if generation != self.generation:
+                return
+            if self.spawned is None:
+                raise JobFailed(
+                    f"the vLLM server at {self.url} answers /health, but its engine {reason}: it is hung. Restart "
+                    "that server (or run without --server so that this script starts and manages its own), then "
+                    "rerun the same command to resume; raise --stall-timeout only if single pages legitimately "
+                    "take that long"
+                )
+            await self.restart_spawned(f"the vLLM engine {reason}")
+
+    async def restart_spawned(self, why: str) -> None:
+        """One bounded restart; pages in flight fail with transport errors and are retried under the new generation."""
+        assert self.spawned is not None
+        if self.restarts >= self.args.max_restarts:
+            raise JobFailed(
+                f"{why}, and the server was already restarted {self.restarts} time(s) (--max-restarts). Last lines "
+                f"of {self.spawned.log_path}:\n{log_tail(self.spawned.log_path)}"
+            )
+        self.restarts += 1
+        say(f"{why}; restarting it ({self.restarts}/{self.args.max_restarts})")
+        try:
+            await asyncio.to_thread(self.restart)
+        except ServerError as exc:
+            raise JobFailed(f"restarting the vLLM server failed: {exc}") from exc
+        self.generation += 1
 
     def restart(self) -> None:
         assert self.spawned is not None
@@ -168,5 +223,34 @@ class Engine:
         say("server is ready again")
 
     def close(self) -> None:
-        if self.spawned is not None:
-            self.spawned.stop()
+        """Stops what this run started, also while a restart runs in a worker thread; nothing starts afterwards."""
+        with self.state:
+            self.closed = True
+            server = self.spawned
+        if server is not None:
+            server.close()
+
+
+def mismatch_message(url: str, model: str, served: list[str]) -> str:
+    if not served:
+        return f"{url} lists no model at /v1/models; point --server at a vLLM server of {model}"
+    use = f"--model {served[0]}" if len(served) == 1 else f"--model with one of {served}"
+    return (
+        f"{url} serves {served}, not {model} (a server left over from another job?). Stop it, or point --server "
+        f"at a server of {model}; to use what it serves anyway, pass {use}"
+    )
+
+
+def unapplied_flags(args: argparse.Namespace, served_len: object) -> list[str]:
+    """Notes for the flags that only shape a server this run starts, when they were given for one it did not."""
+    notes = []
+    if served_len != args.max_model_len:
+        notes.append(
+            f"--max-model-len {args.max_model_len} does not apply to a server this run did not start; it serves "
+            f"max_model_len {served_len or 'unknown'}"
+        )
+    for name in SPAWN_ONLY_FLAGS:
+        value = getattr(args, name, None)
+        if value:
+            notes.append(f"--{name.replace('_', '-')} {value} does not apply to a server this run did not start")
+    return notes

@@ -18,7 +18,7 @@ from .card import split_front_matter
 from .facts import ModelFacts
 from .hub import HfHub, HubClient, with_retries
 from .lease import Lease, LeaseTaken, LocalLocks, conflicts, lease_key, lease_ttl, taken_message, yields_to
-from .manifest import differences, fingerprint, mismatch_message, write_manifest
+from .manifest import differences, fingerprint, settings_mismatch_message, write_manifest
 from .mirror import write_lease
 from .output import (
     Destination,
@@ -190,7 +190,7 @@ def settle(
     manifest = fingerprint(args, facts, script, revision)
     changed = differences(previous, manifest) if previous else []
     if changed and not args.overwrite:
-        raise UsageError(mismatch_message(destination.where(), previous, manifest, changed))
+        raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
     if changed:
         say(f"--overwrite: removing the results made another way ({', '.join(changed)} differ)")
         destination.discard_progress(listing)

@@ -57,7 +57,7 @@ def differences(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
     return [key for key in sorted(set(previous) | set(current)) if previous.get(key) != current.get(key)]
 
 
-def mismatch_message(where: str, previous: dict[str, Any], current: dict[str, Any], fields: list[str]) -> str:
+def settings_mismatch_message(where: str, previous: dict[str, Any], current: dict[str, Any], fields: list[str]) -> str:
     current = json.loads(json.dumps(current))
     changes = "\n".join(f"  {field}: {previous.get(field)!r} -> {current.get(field)!r}" for field in fields)
     return (

@@ -45,6 +45,7 @@ from .report import Progress, Tally, print_summary, say
 from .scale import ScalePlan, detect_gpus, plan_scale
 from .server import ServerError, is_local, kv_capacity, parse_metrics
 from .source import InputError
+from .stall import beside, watch_for_stalls
 from .window import Window
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -311,7 +312,8 @@ async def pump_pages(
     pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard)
     progress.start()
     try:
-        await pump.run(job.source.rows(job.skip))
+        stalls = watch_for_stalls(target, job.args.stall_timeout, lambda: window.in_flight, engine)
+        await beside(pump.run(job.source.rows(job.skip)), stalls)
     finally:
         await finish_in_thread(lambda: close_mirror(job, mirror))
 

@@ -1,18 +1,23 @@
 """Finds or starts the vLLM server a run talks to, and stops what it started on every way out.
 
-A recipe reuses any server whose /health answers; otherwise, for a local address, it spawns `vllm serve` with the
-model card's flags in its own process group, so that one kill takes the API servers and engine cores with it.
+A recipe reuses a server whose /health answers once /v1/models shows it serves the job's model; otherwise, for a
+local address, it spawns `vllm serve` with the model card's flags. The server runs under a small watchdog that
+leads its process group: one kill takes the API servers and engine cores with it, and the watchdog kills the group
+itself when the driver dies in a way that runs no cleanup (kill -9, the OOM killer), so no orphan keeps the GPU.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +31,8 @@ from .redact import redact
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
 HEALTH_POLL_S = 2.0
 STOP_GRACE_S = 30.0
+ORPHAN_GRACE_S = 5.0
+STOPPING = "the run is stopping, so vllm serve is not started or waited for"
 LOG_TAIL_LINES = 40
 
 
@@ -49,8 +56,8 @@ def healthy(url: str, headers: Mapping[str, str] | None = None, timeout: float =
         return False
 
 
-def served_model(url: str, wanted: str, headers: Mapping[str, str] | None = None) -> str:
-    """The name to put in requests: the wanted model if the server lists it, else the only one it serves."""
+def list_models(url: str, headers: Mapping[str, str] | None = None) -> list[dict]:
+    """The entries of /v1/models: `id` (the name requests use), `root` (what was loaded), `max_model_len`."""
     response = httpx.get(f"{url}/v1/models", headers=headers, timeout=30.0)
     if response.status_code in (401, 403):
         raise ServerError(
@@ -58,12 +65,26 @@ def served_model(url: str, wanted: str, headers: Mapping[str, str] | None = None
             "endpoint) to a key it accepts"
         )
     response.raise_for_status()
-    ids = [entry["id"] for entry in response.json().get("data", [])]
-    if wanted in ids or not ids:
-        return wanted
-    if len(ids) == 1:
-        return ids[0]
-    raise ServerError(f"{url} serves {ids}; pass --model with the one to use")
+    return [entry for entry in response.json().get("data", []) if isinstance(entry, dict) and "id" in entry]
+
+
+def served_names(argv: Sequence[str]) -> list[str]:
+    """The names given to `--served-model-name` in a serve command (the last use wins, as in vLLM)."""
+    names: list[str] = []
+    for index, arg in enumerate(argv):
+        if arg.startswith("--served-model-name="):
+            names = [arg.partition("=")[2]]
+        elif arg == "--served-model-name":
+            names = list(itertools.takewhile(lambda value: not value.startswith("--"), argv[index + 1 :]))
+    return names
+
+
+def matching_model(entries: Sequence[dict], model: str, names: Sequence[str]) -> dict | None:
+    """The entry that serves `model` (by name or by what it loaded), or one served under the recipe's own name."""
+    for entry in entries:
+        if model in (entry["id"], entry.get("root")):
+            return entry
+    return next((entry for entry in entries if entry["id"] in names), None)
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -78,39 +99,84 @@ def serve_command(model: str, serve_args: Sequence[str], port: int, extra: Seque
     return ["vllm", "serve", model, *serve_args, *extra, "--host", "127.0.0.1", "--port", str(port)]
 
 
+WATCHDOG = """
+import os, select, signal, subprocess, sys
+
+grace = float(sys.argv[1])
+signal.signal(signal.SIGTERM, lambda *_: None)
+server = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL)
+while server.poll() is None:
+    readable, _, _ = select.select([0], [], [], 1.0)
+    if readable and not os.read(0, 4096):
+        os.killpg(0, signal.SIGTERM)
+        try:
+            server.wait(grace)
+        except subprocess.TimeoutExpired:
+            pass
+        os.killpg(0, signal.SIGKILL)
+code = server.returncode
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
+def watched_command(argv: Sequence[str]) -> list[str]:
+    """Runs `argv` under the watchdog: it leads the process group and ends it when its stdin reaches EOF.
+
+    Its stdin is the read end of a pipe whose write end only the driver holds, so EOF means the driver is gone,
+    however it died; a SIGTERM to the group (a normal stop) leaves the watchdog waiting for the server, so the
+    driver still sees the server's own exit. The code runs inline so that the generated scripts stay one file.
+    """
+    return [sys.executable, "-c", WATCHDOG, str(ORPHAN_GRACE_S), *argv]
+
+
 @dataclass
 class SpawnedServer:
-    """One `vllm serve` process group that this run owns."""
+    """One `vllm serve` process group that this run owns; safe to stop, start and close from several threads.
+
+    A restart runs in a worker thread that cancellation cannot stop, so `close` may come while it is stopping the
+    old server, starting the new one or waiting for it: once closed, nothing starts and a wait gives up.
+    """
 
     argv: list[str]
     url: str
     env: Mapping[str, str] = field(default_factory=dict)
     log_path: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "vllm-serve.log")
     process: subprocess.Popen | None = None
+    lifeline: int | None = None
+    closed: threading.Event = field(default_factory=threading.Event)
+    state: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> None:
         if shutil.which("vllm", path=self.env.get("PATH")) is None:
             raise ServerError("the `vllm` command is not on PATH")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n==== {redact(' '.join(self.argv))}\n".encode())
-            log.flush()
-            self.process = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env},
-                start_new_session=True,
-            )
+        with self.state:
+            if self.closed.is_set():
+                raise ServerError(STOPPING)
+            read_end, self.lifeline = os.pipe()
+            with open(self.log_path, "ab") as log:
+                log.write(f"\n==== {redact(' '.join(self.argv))}\n".encode())
+                log.flush()
+                self.process = subprocess.Popen(
+                    watched_command(self.argv),
+                    stdin=read_end,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, **self.env},
+                    start_new_session=True,
+                )
+            os.close(read_end)
 
     def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        process = self.process
+        return process is not None and process.poll() is None
 
     def wait_ready(self, deadline_s: float) -> None:
-        """Polls /health until it answers, the process exits, or the deadline passes."""
+        """Polls /health until it answers, the process exits, the server is closed, or the deadline passes."""
         deadline = time.monotonic() + deadline_s
         while time.monotonic() < deadline:
+            if self.closed.is_set():
+                raise ServerError(STOPPING)
             if not self.alive():
                 code = self.process.returncode if self.process else None
                 raise ServerError(
@@ -119,26 +185,37 @@ class SpawnedServer:
                 )
             if healthy(self.url, timeout=HEALTH_POLL_S):
                 return
-            time.sleep(HEALTH_POLL_S)
+            self.closed.wait(HEALTH_POLL_S)
         raise ServerError(
             f"vllm serve was not ready after {deadline_s:.0f} s (raise --startup-timeout if the model is large). "
             f"Last lines of {self.log_path}:\n{log_tail(self.log_path)}"
         )
 
     def stop(self) -> None:
+        with self.state:
+            self.end_group()
+
+    def close(self) -> None:
+        """Stops the server for good: a start or a wait for readiness in another thread gives up."""
+        with self.state:
+            self.closed.set()
+            self.end_group()
+
+    def end_group(self) -> None:
         """SIGTERM to the whole group, then SIGKILL for whatever is still there after the grace period."""
-        if self.process is None:
-            return
         process, self.process = self.process, None
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-        except ProcessLookupError:
+        if process is None:
             return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=STOP_GRACE_S)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+        if self.lifeline is not None:
+            os.close(self.lifeline)
+            self.lifeline = None
 
 
 def parse_metrics(text: str, names: Sequence[str] | None = None) -> dict[str, float]:

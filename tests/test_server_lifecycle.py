@@ -1,0 +1,215 @@
+"""A spawned server's life is tied to its run, on the real CPU engine: a killed driver, SIGHUP, a hung engine.
+
+Each test runs a recipe that spawns its own `vllm serve` of the tiny model on a free port (about a minute of both
+cores each), so there are only a few. The times they print are the figures SERVING.md quotes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import datasets
+import httpx
+
+from ocr_core.stall import PROGRESS_COUNTERS
+from tests.testbed.env import REPO_ROOT, VENV_PYTHON
+from tests.testbed.env import testbed_env as bed_env
+from tests.testbed.server import free_port
+
+SAMPLES = REPO_ROOT / "samples" / "dataset"
+GONE_WITHIN_S = 15.0
+
+
+def pages(folder: Path, copies: int) -> Path:
+    """The sample pages several times over, so that a run lasts long enough to be interrupted."""
+    samples = datasets.load_dataset(str(SAMPLES), split="train")
+    datasets.concatenate_datasets([samples] * copies).save_to_disk(str(folder))
+    return folder
+
+
+class Recipe:
+    """lighton-ocr3-saturate.py spawning its own server on a free port; its stderr is kept line by line, timed."""
+
+    def __init__(self, tmp_path: Path, model: Path, *extra: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.out = tmp_path / "out"
+        args = [
+            str(pages(tmp_path / "in", copies=12)), str(self.out), "--server", self.url, "--model", str(model),
+            "--max-model-len", "1024", "--max-tokens", "300", "--temperature", "0", "--max-inflight", "4",
+            "--ignore-eos", "--extra-serve-args=--enforce-eager", *extra,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            [str(VENV_PYTHON), str(REPO_ROOT / "lighton-ocr3-saturate.py"), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=bed_env(),
+        )
+        self.lines: list[tuple[float, str]] = []
+        self.reader = threading.Thread(target=self.read_stderr, daemon=True)
+        self.reader.start()
+
+    def read_stderr(self) -> None:
+        for line in self.process.stderr:
+            self.lines.append((time.monotonic(), line.rstrip()))
+
+    def stderr(self) -> str:
+        return "\n".join(line for _, line in self.lines)
+
+    def first_line_with(self, text: str) -> float | None:
+        return next((when for when, line in self.lines if text in line), None)
+
+    def wait_for_running_requests(self) -> str:
+        """Waits until the engine decodes pages; returns the /metrics page of that moment."""
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and self.process.poll() is None:
+            try:
+                metrics = httpx.get(f"{self.url}/metrics", timeout=5).text
+            except httpx.HTTPError:
+                metrics = ""
+            running = [line for line in metrics.splitlines() if line.startswith("vllm:num_requests_running")]
+            if any(not line.endswith(" 0.0") for line in running):
+                return metrics
+            time.sleep(0.3)
+        raise AssertionError(f"no request ever ran:\n{self.stderr()[-3000:]}")
+
+    def finish(self, timeout: float = 600) -> tuple[int, str]:
+        """Waits for the run; stdout is read here (not with communicate, which would race the stderr reader)."""
+        timer = threading.Timer(timeout, self.kill)
+        timer.start()
+        stdout = self.process.stdout.read()
+        self.process.wait()
+        timer.cancel()
+        self.reader.join(timeout=10)
+        return self.process.returncode, stdout
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def server_group(port: int) -> int:
+    """The process group of the `vllm serve` listening on `port`."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in argv and b"--port" in argv and str(port).encode() in argv:
+            return os.getpgid(int(proc.name))
+    raise AssertionError(f"no vllm serve on port {port}")
+
+
+def group_members(pgid: int) -> list[int]:
+    """Running (not zombie) processes of one process group."""
+    members = []
+    for proc in Path("/proc").iterdir():
+        try:
+            fields = (proc / "stat").read_text().rpartition(")")[2].split()
+        except (OSError, ValueError):
+            continue
+        if proc.name.isdigit() and int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(proc.name))
+    return members
+
+
+def port_open(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+def seconds_until_gone(group: int, port: int, limit: float = GONE_WITHIN_S) -> float:
+    """How long the server's processes and port took to disappear (polled; `limit` when they did not)."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        if not group_members(group) and not port_open(port):
+            return time.monotonic() - started
+        time.sleep(0.1)
+    return limit
+
+
+def leftover(group: int) -> None:
+    if group_members(group):
+        os.killpg(group, signal.SIGKILL)
+
+
+def test_killing_the_driver_takes_its_server_along(tiny_model, tmp_path):
+    recipe = Recipe(tmp_path, tiny_model)
+    group = None
+    try:
+        recipe.wait_for_running_requests()
+        group = server_group(recipe.port)
+        recipe.kill()
+        gone = seconds_until_gone(group, recipe.port)
+        print(f"spawned server gone {gone:.1f} s after kill -9 of its driver")
+        assert gone < GONE_WITHIN_S, f"still there {GONE_WITHIN_S:.0f} s after the driver died: {group_members(group)}"
+    finally:
+        recipe.kill()
+        if group is not None:
+            leftover(group)
+
+
+def test_sighup_stops_the_run_like_sigterm(tiny_model, tmp_path):
+    recipe = Recipe(tmp_path, tiny_model)
+    group = None
+    try:
+        recipe.wait_for_running_requests()
+        group = server_group(recipe.port)
+        recipe.process.send_signal(signal.SIGHUP)
+        sent = time.monotonic()
+        code, stdout = recipe.finish(timeout=120)
+        print(f"run stopped {time.monotonic() - sent:.1f} s after SIGHUP, its server with it")
+        assert code == 129, recipe.stderr()[-3000:]
+        summary = json.loads(stdout.strip().splitlines()[-1])
+        assert summary["interrupted"] is True and summary["rows"] == 144
+        assert "stopped by SIGHUP" in recipe.stderr()
+        assert group_members(group) == [] and not port_open(recipe.port)
+    finally:
+        recipe.kill()
+        if group is not None:
+            leftover(group)
+
+
+def engine_core(group: int) -> int:
+    for pid in group_members(group):
+        if b"EngineCore" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pid
+    raise AssertionError(f"no engine core process in group {group}")
+
+
+def test_hung_engine_is_restarted_and_the_run_completes(tiny_model, tmp_path):
+    recipe = Recipe(tmp_path, tiny_model, "--stall-timeout", "30")
+    group = None
+    try:
+        metrics = recipe.wait_for_running_requests()
+        assert all(name in metrics for name in PROGRESS_COUNTERS), "vLLM renamed its progress counters"
+        group = server_group(recipe.port)
+        core = engine_core(group)
+        os.kill(core, signal.SIGSTOP)
+        hung = time.monotonic()
+        assert httpx.get(f"{recipe.url}/health", timeout=10).status_code == 200, "a hung engine answers /health"
+        code, stdout = recipe.finish()
+        assert code == 0, recipe.stderr()[-3000:]
+        noticed = recipe.first_line_with("made no progress")
+        assert noticed is not None and "restarting it (1/3)" in recipe.stderr()
+        ready = recipe.first_line_with("server is ready again")
+        print(f"hung engine noticed after {noticed - hung:.1f} s (--stall-timeout 30), ready in {ready - hung:.1f} s")
+        assert core not in group_members(group)
+        summary = json.loads(stdout.strip().splitlines()[-1])
+        assert (summary["rows"], summary["missing"]) == (144, 0)
+    finally:
+        recipe.kill()
+        if group is not None:
+            leftover(group)
