@@ -215,8 +215,9 @@ def test_hub_output_through_a_client_double(vllm_server, tmp_path, monkeypatch):
     monkeypatch.setenv("OCR_WORK_DIR", str(tmp_path / "fresh-machine"))
     assert main(vars(hpd_parsing), "hpd-parsing-saturate.py", "saturate", argv, hub=resumed_from_hub) == 0
     assert (tmp_path / "fresh-machine").exists()
-    last = resumed_from_hub.commits[-1]
-    assert last.added == ["README.md", "hpd/train-00000-of-00001.parquet"]
+    published = [commit for commit in resumed_from_hub.commits if commit.message.startswith("OCR with")]
+    assert published[-1].added == ["README.md", "hpd/train-00000-of-00001.parquet"]
+    assert resumed_from_hub.commits[-1].message == "OCR progress: lease released"
 
 
 def test_missing_vllm_prints_the_job_command(tmp_path):
