@@ -81,7 +81,7 @@ def test_final_dataset_keeps_input_order_and_columns(tmp_path):
     originals = datasets.load_dataset(str(SAMPLE_DATASET), split="train")
     assert output["page_id"] == [originals[index]["page_id"] for index in source.selected]
     for index, text, error in zip(source.selected, output["markdown"], output["ocr_error"]):
-        assert (text is None) == (index % 2 == 1)
+        assert (text == "[OCR ERROR]") == (index % 2 == 1)
         assert (error is not None) == (index % 2 == 1)
     assert json.loads(output[0]["inference_info"]) == [{"model_id": "m"}]
     assert output[0]["image"].size == (originals[source.selected[0]]["width"], originals[source.selected[0]]["height"])
@@ -103,6 +103,8 @@ def test_card_merges_configs():
         rows=3,
         errors=1,
         truncated=0,
+        failed_text="[OCR ERROR]",
+        runs=(),
         pages_per_s=1.5,
         tokens_per_s=100.0,
         window=32,

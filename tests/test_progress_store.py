@@ -192,7 +192,8 @@ def card_facts(config: str | None, **changes) -> CardFacts:
     values = dict(
         source="in/ds", split="train", config=config, data_prefix=config or "data", model="m/x", script="s.py",
         image="img", mode="server", command="hf jobs uv run ...", output_column="markdown", error_column="ocr_error",
-        rows=3, errors=1, truncated=0, pages_per_s=1.5, tokens_per_s=100.0, window=32,
+        rows=3, errors=1, truncated=0, failed_text="[OCR ERROR]", runs=(), pages_per_s=1.5, tokens_per_s=100.0,
+        window=32,
     )  # fmt: skip
     return CardFacts(**{**values, **changes})
 
@@ -263,3 +264,9 @@ def test_two_runs_on_one_machine_cannot_hold_one_slice(tmp_path):
         LocalLocks(tmp_path, "all").acquire("here")
     shard_0.release()
     shard_1.release()
+
+
+def test_the_card_says_which_inference_info_entry_describes_which_column():
+    _, body = split_front_matter(render_card(None, card_facts(None, runs=(("text_v1", "earlier/model"),))))
+    assert "1. `text_v1`: earlier/model\n2. `markdown`: m/x (this run)" in body
+    assert "`[OCR ERROR]` where the row failed" in body

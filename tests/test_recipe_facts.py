@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ocr_core.cli import job_command, without_secrets
+from ocr_core.cli import job_command, job_timeout, without_secrets
 from ocr_core.facts import ModelFacts
 from ocr_core.server import parse_metrics
 from ocr_models import hpd_parsing, lighton_ocr3, nanonets_ocr2, ovis_ocr2
@@ -60,7 +60,7 @@ def test_job_command_never_carries_the_token():
     facts = ModelFacts.from_namespace(vars(lighton_ocr3))
     command = job_command("lighton-ocr3-saturate.py", facts, ["a/b", "c/d", "--hf-token", "hf_secret", "--shuffle"])
     assert "hf_secret" not in command
-    assert command.startswith("hf jobs uv run --flavor l4x1 --image vllm/vllm-openai:v0.30.0 -s HF_TOKEN ")
+    assert command.startswith("hf jobs uv run --flavor l4x1 --timeout 4h --image vllm/vllm-openai:v0.30.0 -s HF_TOKEN ")
     assert command.endswith("a/b c/d --shuffle")
     assert without_secrets(["--hf-token=hf_x", "x"]) == ["x"]
 
@@ -68,7 +68,7 @@ def test_job_command_never_carries_the_token():
 def test_hpd_job_command_installs_uv_on_the_vendor_image():
     facts = ModelFacts.from_namespace(vars(hpd_parsing))
     command = job_command("hpd-parsing-saturate.py", facts, ["a/b", "c/d"])
-    assert command.startswith(f"hf jobs run --flavor l4x1 -s HF_TOKEN {hpd_parsing.IMAGE} bash -lc")
+    assert command.startswith(f"hf jobs run --flavor l4x1 --timeout 4h -s HF_TOKEN {hpd_parsing.IMAGE} bash -lc")
     assert "pip install -q uv && uv run" in command
 
 
@@ -164,3 +164,11 @@ def test_parse_metrics_sums_label_sets():
     )
     assert parse_metrics(text, ["vllm:num_requests_waiting"]) == {"vllm:num_requests_waiting": 5.0}
     assert parse_metrics(text)["vllm:num_requests_running"] == 7.0
+
+
+@pytest.mark.parametrize(
+    ("rows", "pages_per_s", "timeout"),
+    [(None, None, "4h"), (12, 0.0, "4h"), (100, 10.0, "1h"), (100_000, 5.0, "9h"), (1_000_000, 5.0, "84h")],
+)
+def test_job_timeout_is_sized_for_the_run(rows, pages_per_s, timeout):
+    assert job_timeout(rows, pages_per_s) == timeout

@@ -286,8 +286,10 @@ def test_create_pr_keeps_mirroring_progress(server, tmp_path, capsys, monkeypatc
     code, _, err = run_main("ovis-ocr2-server.py", argv, capsys, hub=hub)
     assert code == 0
     assert hub_parts(hub), "no progress part reached the Hub"
-    assert [commit.create_pr for commit in hub.commits][-1] is True
-    assert not any(commit.create_pr for commit in hub.commits[:-1])
+    opened = [commit for commit in hub.commits if commit.create_pr]
+    assert len(opened) == 1, "the dataset must open one pull request, in one commit"
+    assert opened[0].message.endswith("[default]"), "ocr-bench finds a PR's config by the title's [config]"
+    assert opened[0].added == ["README.md", "data/train-00000-of-00001.parquet"]
     assert "main branch" in err
 
 

@@ -171,6 +171,7 @@ def header(recipe: Recipe, facts: dict) -> str:
         "# [tool.hf-jobs]\n"
         f'# image = "{facts["IMAGE"]}"\n'
         f'# flavor = "{facts.get("FLAVOR", "l4x1")}"\n'
+        f'# timeout = "{literal_facts(CORE / "cli.py")["DEFAULT_JOB_TIMEOUT"]}"\n'
         '# secrets = ["HF_TOKEN"]\n'
         "# ///\n"
     )
@@ -189,11 +190,12 @@ def literal_facts(path: Path) -> dict:
 
 
 def job_line(recipe: Recipe, facts: dict) -> str:
-    url = f"{literal_facts(CORE / 'cli.py')['SCRIPTS_URL']}/{recipe.script}"
-    flavor = facts.get("FLAVOR", "l4x1")
-    if "JOB_COMMAND" in facts:
-        return facts["JOB_COMMAND"].format(flavor=flavor, image=facts["IMAGE"], url=url, args="INPUT OUTPUT")
-    return f"hf jobs uv run --flavor {flavor} --image {facts['IMAGE']} -s HF_TOKEN {url} INPUT OUTPUT"
+    cli = literal_facts(CORE / "cli.py")
+    template = facts.get("JOB_COMMAND", cli["JOB_COMMAND_TEMPLATE"])
+    return template.format(
+        flavor=facts.get("FLAVOR", "l4x1"), timeout=cli["DEFAULT_JOB_TIMEOUT"], image=facts["IMAGE"],
+        url=f"{cli['SCRIPTS_URL']}/{recipe.script}", args="INPUT OUTPUT",
+    )  # fmt: skip
 
 
 def docstring(recipe: Recipe, model: Split, facts: dict) -> str:

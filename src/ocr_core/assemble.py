@@ -15,6 +15,7 @@ from typing import Any
 
 import datasets
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasets.table import embed_table_storage
 
@@ -24,13 +25,18 @@ from .source import Source
 SHARD_BYTES = 500 * 1024**2
 SAMPLE_ROWS = 32
 INFO_COLUMN = "inference_info"
+FAILED_TEXT = "[OCR ERROR]"
 
 
 @dataclass(frozen=True)
 class Columns:
+    """Where results go. A row with no text holds `failed_text`: ocr-bench and the other OCR scripts recognise
+    `[OCR ERROR]` as a failure and leave it out of judging, where an empty answer would count as a losing one."""
+
     output: str
     error: str
     extra: Mapping[str, pa.DataType]
+    failed_text: str | None = FAILED_TEXT
 
     def names(self) -> list[str]:
         return [self.output, self.error, *self.extra]
@@ -99,12 +105,30 @@ def shard_table(
     previous_info = table[INFO_COLUMN].to_pylist() if INFO_COLUMN in table.column_names else None
     table = table.drop_columns([name for name in [*columns.names(), INFO_COLUMN] if name in table.column_names])
     picked = results.take([position[row_id] for row_id in ids]) if ids else RESULT_SCHEMA.empty_table()
-    table = table.append_column(columns.output, picked["text"])
+    table = table.append_column(columns.output, text_or_failed(picked, columns.failed_text))
     table = table.append_column(columns.error, picked["error"])
     extras = [json.loads(value) if value else {} for value in picked["extra"].to_pylist()]
     for name, arrow_type in columns.extra.items():
         table = table.append_column(name, pa.array([extra.get(name) for extra in extras], type=arrow_type))
     return table.append_column(INFO_COLUMN, pa.array(info_values(previous_info, info, len(ids)), pa.string()))
+
+
+def text_or_failed(results: pa.Table, failed_text: str | None) -> pa.ChunkedArray:
+    """The text column, with `failed_text` in the rows that have an error and no text."""
+    text = results["text"]
+    if failed_text is None:
+        return text
+    failed = pc.and_(pc.is_null(text), pc.is_valid(results["error"]))
+    return pc.if_else(failed, pa.scalar(failed_text, pa.string()), text)
+
+
+def inference_history(source: Source) -> list[dict[str, Any]]:
+    """The `inference_info` entries the input already carries (earlier runs over these rows), oldest first."""
+    if INFO_COLUMN not in source.dataset.column_names or not source.selected:
+        return []
+    value = source.dataset.select_columns([INFO_COLUMN])[source.selected[0]][INFO_COLUMN]
+    history = json.loads(value) if value else []
+    return history if isinstance(history, list) else [history]
 
 
 def info_values(previous: list[str | None] | None, entry: dict[str, Any], count: int) -> list[str]:

@@ -32,6 +32,8 @@ class CardFacts:
     rows: int
     errors: int
     truncated: int
+    failed_text: str | None
+    runs: tuple[tuple[str, str], ...]
     pages_per_s: float
     tokens_per_s: float
     window: int
@@ -89,6 +91,19 @@ def job_line() -> str:
     return f"Produced on [Hugging Face Jobs](https://huggingface.co/docs/huggingface_hub/guides/jobs) ({flavor}).\n\n"
 
 
+def failed_note(facts: CardFacts) -> str:
+    if facts.failed_text is None:
+        return " (empty where the row failed)"
+    return f" (`{facts.failed_text}` where the row failed, the marker ocr-bench leaves out of judging)"
+
+
+def runs_list(facts: CardFacts) -> str:
+    """Which inference_info entry describes which column."""
+    lines = [f"{number}. `{column}`: {model}" for number, (column, model) in enumerate(facts.runs, 1)]
+    lines.append(f"{len(facts.runs) + 1}. `{facts.output_column}`: {facts.model} (this run)")
+    return "\n".join(lines)
+
+
 def render_card(existing: str | None, facts: CardFacts) -> str:
     meta, prose = split_front_matter(existing)
     meta = without_stale_info(meta, facts.config or "default")
@@ -110,15 +125,20 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
 | throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
 | pages in flight (final window) | {facts.window} |
 
-Columns: every input column, `{facts.output_column}` (the model's text), `{facts.error_column}` (empty, or why the row
-has no trustworthy text: unreadable image, rejected request, repetition loop) and `inference_info` (a JSON list
-with one entry per model run over these rows).
+Columns: every input column; `{facts.output_column}`, the model's text{failed_note(facts)};
+`{facts.error_column}`, empty or why the row has no trustworthy text (unreadable image, rejected request, repetition
+loop, cut off at max_tokens);
+and `inference_info`, a JSON list with one entry per model run over these rows, oldest first (ocr-bench reads
+the first entry's `column_name` and the last entry's `model_id`):
+
+{runs_list(facts)}
 
 ```python
 from datasets import load_dataset
 
 ds = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
 failed = ds.filter(lambda row: row["{facts.error_column}"] is not None)
+trusted = ds.filter(lambda row: row["{facts.error_column}"] is None)
 ```
 
 ## Reproduce

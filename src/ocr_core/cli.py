@@ -7,6 +7,7 @@ recipe works for another.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import sys
@@ -26,22 +27,36 @@ OFFLINE_BATCH = 16
 RETRY_BUDGET_S = 900.0
 STALL_TIMEOUT_S = 300.0
 SECRET_FLAGS = ("--hf-token", "--api-key")
+DEFAULT_JOB_TIMEOUT = "4h"
+JOB_STARTUP_S = 900
+JOB_COMMAND_TEMPLATE = "hf jobs uv run --flavor {flavor} --timeout {timeout} --image {image} -s HF_TOKEN {url} {args}"
 
 
 def script_url(script: str) -> str:
     return f"{SCRIPTS_URL}/{script}"
 
 
-def job_command(script: str, facts: ModelFacts, arguments: Sequence[str] = ("INPUT", "OUTPUT")) -> str:
+def job_timeout(rows: int | None = None, pages_per_s: float | None = None) -> str:
+    """An HF Jobs --timeout for the run: its measured rate with half again as margin, plus start-up; 4h when unknown.
+
+    HF Jobs stop a job after 30 minutes unless told otherwise, which kills most real runs.
+    """
+    if not rows or not pages_per_s:
+        return DEFAULT_JOB_TIMEOUT
+    return f"{max(1, math.ceil((rows / pages_per_s * 1.5 + JOB_STARTUP_S) / 3600))}h"
+
+
+def job_command(
+    script: str, facts: ModelFacts, arguments: Sequence[str] = ("INPUT", "OUTPUT"), timeout: str = DEFAULT_JOB_TIMEOUT
+) -> str:
     """The exact HF Jobs command that runs this script where `vllm` exists, with the model's image tag.
 
     It is printed and written into the card, so the token and key flags are left out (the job gets the token
     through `-s HF_TOKEN`) and any other secret in the arguments is masked.
     """
     rest = " ".join(shlex.quote(redact(arg)) for arg in without_secrets(arguments))
-    if facts.job_command:
-        return facts.job_command.format(url=script_url(script), image=facts.image, flavor=facts.flavor, args=rest)
-    return f"hf jobs uv run --flavor {facts.flavor} --image {facts.image} -s HF_TOKEN {script_url(script)} {rest}"
+    template = facts.job_command or JOB_COMMAND_TEMPLATE
+    return template.format(url=script_url(script), image=facts.image, flavor=facts.flavor, timeout=timeout, args=rest)
 
 
 def without_secrets(arguments: Sequence[str]) -> list[str]:
@@ -131,6 +146,12 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("output")
     group.add_argument("--output-column", default="markdown", help="column for the text (default: markdown)")
     group.add_argument("--error-column", default="ocr_error", help="column for per-row errors (default: ocr_error)")
+    group.add_argument(
+        "--null-failed-text",
+        action="store_true",
+        help="leave the text of a failed row empty (null) instead of [OCR ERROR], the marker ocr-bench and the "
+        "other OCR scripts recognise",
+    )
     group.add_argument("--config", help="write the results as this config (subset) of the output dataset")
     group.add_argument("--create-pr", action="store_true", help="publish to the Hub as a pull request")
     group.add_argument("--private", action="store_true", help="create the output repo as private")

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .assemble import Columns, collisions
+from .assemble import FAILED_TEXT, Columns, collisions
 from .card import split_front_matter
 from .facts import ModelFacts
 from .hub import HfHub, HubClient, with_retries
@@ -180,7 +180,8 @@ def settle(
         args.input, args.split, args.image_column, args.input_config, args.id_column, args.max_samples,
         args.shuffle, args.seed, args.shard, revision,
     )  # fmt: skip
-    columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns))
+    failed_text = None if args.null_failed_text else FAILED_TEXT
+    columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns), failed_text)
     clashing = collisions(source, columns)
     if clashing and not args.overwrite:
         raise UsageError(

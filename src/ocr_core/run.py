@@ -25,11 +25,19 @@ from typing import Any, TextIO
 import httpx
 
 from .answers import requested_sampling
-from .assemble import assemble, missing_rows
+from .assemble import assemble, inference_history, missing_rows
 from .breaker import TRUNCATED
 from .card import CardFacts, render_card
 from .chat import JobFailed
-from .cli import SATURATE_MAX_INFLIGHT, SERVER_WINDOW, build_parser, job_command, parse_arguments, usage
+from .cli import (
+    SATURATE_MAX_INFLIGHT,
+    SERVER_WINDOW,
+    build_parser,
+    job_command,
+    job_timeout,
+    parse_arguments,
+    usage,
+)
 from .engine import Engine
 from .facts import ModelFacts
 from .hostmem import MemoryGuard
@@ -481,12 +489,18 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:
             script=job.script,
             image=job.facts.image,
             mode=job.mode,
-            command=job_command(job.script, job.facts, job.argv),
+            command=job_command(
+                job.script, job.facts, job.argv, job_timeout(len(job.source.ids), tally.pages_per_s() or None)
+            ),
             output_column=job.args.output_column,
             error_column=job.args.error_column,
             rows=len(job.source.ids),
             errors=errors,
             truncated=truncated,
+            failed_text=job.columns.failed_text,
+            runs=tuple(
+                (entry.get("column_name", "?"), entry.get("model_id", "?")) for entry in inference_history(job.source)
+            ),
             pages_per_s=tally.pages_per_s(),
             tokens_per_s=tally.tokens_per_s(),
             window=drive.window.limit,
@@ -497,4 +511,5 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:
         files = assemble(
             job.source, results, job.columns, inference_info(job, drive), Path(folder), job.destination.data_prefix
         )
-        return job.destination.publish(files, card, f"OCR with {job.args.model}: {len(job.source.ids)} rows")
+        title = f"OCR with {job.args.model}: {len(job.source.ids)} rows [{job.args.config or 'default'}]"
+        return job.destination.publish(files, card, title)
