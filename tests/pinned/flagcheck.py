@@ -27,10 +27,15 @@ class ParseError(Exception):
 
 
 def serve_parser() -> tuple[argparse.ArgumentParser, Any]:
-    """`vllm`'s parser with this release's own `serve` subcommand (positional model included), raising instead of
-    exiting; and the subcommand, whose `validate` runs the checks `vllm serve` makes before it starts anything."""
-    from vllm.entrypoints.cli.serve import ServeSubcommand
+    """`vllm serve`'s parser as this release builds it (its make_arg_parser behind the positional model), raising
+    instead of exiting; and the checks `vllm serve` makes on the parsed arguments before it starts anything.
 
+    Built from the parser module rather than the `serve` subcommand, whose package also imports the benchmarks and,
+    through them, the compiled kernels that a "flags" venv cannot load."""
+    try:
+        from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+    except ImportError:
+        from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:
@@ -39,18 +44,18 @@ def serve_parser() -> tuple[argparse.ArgumentParser, Any]:
     def refuse(message: str) -> None:
         raise ParseError(message)
 
-    parser = FlexibleArgumentParser(prog="vllm")
-    command = ServeSubcommand()
-    serve = command.subparser_init(parser.add_subparsers(dest="subparser"))
-    parser.error = serve.error = refuse
-    return parser, command
+    parser = FlexibleArgumentParser(prog="vllm serve")
+    parser.add_argument("model_tag", nargs="?")
+    parser = make_arg_parser(parser)
+    parser.error = refuse
+    return parser, validate_parsed_serve_args
 
 
 def parse_serve(argv: list[str]) -> argparse.Namespace:
     """argv as it follows `vllm serve`, parsed and validated."""
-    parser, command = serve_parser()
-    args = parser.parse_args(["serve", *argv])
-    command.validate(args)
+    parser, validate = serve_parser()
+    args = parser.parse_args(argv)
+    validate(args)
     return args
 
 
@@ -76,7 +81,7 @@ def refused_flags(model_dir: str, argv: list[str]) -> dict[str, str]:
     return refused
 
 
-def engine_check(serve_args: list[str]) -> dict[str, Any]:
+def engine_check(serve_args: list[str], model_dir: str) -> dict[str, Any]:
     """The offline recipe's `LLM(...)` kwargs, and any this release's EngineArgs does not take."""
     from vllm.engine.arg_utils import EngineArgs
 
@@ -91,7 +96,7 @@ def engine_check(serve_args: list[str]) -> dict[str, Any]:
     error = None
     if not unknown:
         try:
-            EngineArgs(model="model", **kwargs)
+            EngineArgs(model=model_dir, **kwargs)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
     return {"kwargs": {key: repr(value) for key, value in kwargs.items()}, "unknown": unknown, "error": error}
@@ -114,7 +119,7 @@ def check(module_name: str, model_dir: str) -> dict[str, Any]:
         serve = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     serve["refused"] = refused_flags(model_dir, argv[1:])
     serve["parsed"] = {key: repr(value) for key, value in parsed.items()}
-    return {"vllm": vllm.__version__, "serve": serve, "engine": engine_check(serve_args)}
+    return {"vllm": vllm.__version__, "serve": serve, "engine": engine_check(serve_args, model_dir)}
 
 
 if __name__ == "__main__":
