@@ -10,6 +10,7 @@ its mm_processor_kwargs the image processor, rather than being ignored.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import math
@@ -28,6 +29,7 @@ from ocr_core.output import PROGRESS_ROOT
 from ocr_core.server import serve_command
 from tests.testbed.env import REPO_ROOT
 from tests.testbed.pinned import PinnedVllm
+from tests.testbed.server import free_port
 
 pytestmark = pytest.mark.pinned
 
@@ -35,7 +37,6 @@ PAGE_SIDES = [(400, 300), (300, 400), (280, 200)]  # the last one is below OvisO
 TEST_SERVE_ARGS = ["--load-format", "dummy", "--enforce-eager"]
 MAX_MODEL_LEN = 1024
 MAX_TOKENS = 24
-PORT = 18731
 # The random model never emits its end token, so every page runs to --max-tokens: --ignore-eos says so.
 COMMON = ["--max-model-len", str(MAX_MODEL_LEN), "--max-tokens", str(MAX_TOKENS), "--temperature", "0", "--ignore-eos"]
 EXTRA = f"--extra-serve-args={shlex.join(TEST_SERVE_ARGS)}"
@@ -146,14 +147,15 @@ def test_recipe_runs_on_its_pinned_vllm(twins, pinned_model, tmp_path):
     assert twins.vllm.level == "runs"
     pages = small_pages(tmp_path)
     model = ["--model", str(pinned_model), *COMMON, EXTRA]
+    port = free_port()
 
     served = run(
-        twins, twins.server, str(pages), str(tmp_path / "server"), *model, "--server", f"http://127.0.0.1:{PORT}",
+        twins, twins.server, str(pages), str(tmp_path / "server"), *model, "--server", f"http://127.0.0.1:{port}",
         "--max-inflight", "1", tmp=tmp_path,
     )  # fmt: skip
     assert served.returncode == 0, served.stderr[-4000:]
     flags = [*twins.facts.SERVE_ARGS, "--max-model-len", str(MAX_MODEL_LEN), *TEST_SERVE_ARGS]
-    assert spawned_argv(served.stderr) == serve_command(str(pinned_model), flags, PORT)
+    assert spawned_argv(served.stderr) == serve_command(str(pinned_model), flags, port)
 
     offline = run(
         twins, twins.offline, str(pages), str(tmp_path / "offline"), *model, "--batch-size", "1", tmp=tmp_path
@@ -168,7 +170,7 @@ def test_recipe_runs_on_its_pinned_vllm(twins, pinned_model, tmp_path):
     assert server_rows["markdown"] == offline_rows["markdown"]
     parse = getattr(twins.facts, "parse", None)
     if parse is not None:
-        hook_args = pytest.importorskip("argparse").Namespace(keep_image_tags=False)
+        hook_args = argparse.Namespace(keep_image_tags=False)
         assert [parse(text, hook_args).text for text in server_rows["markdown"]] == server_rows["markdown"]
 
     for out in (tmp_path / "server", tmp_path / "offline"):
