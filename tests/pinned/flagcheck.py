@@ -1,0 +1,127 @@
+"""Run by a pinned venv's python: a recipe's serve flags and offline engine kwargs, read by that vLLM's own parsers.
+
+    python tests/pinned/flagcheck.py MODULE MODEL_DIR    # MODULE: ocr_models.<name>; prints one JSON object
+
+The `vllm serve` argv is the one the recipe spawns (SERVE_ARGS, --max-model-len, the multi-GPU scale flags, host
+and port); each flag is also parsed alone, so a failure names the flags this release does not know. The offline
+kwargs are the recipe's own `engine_kwargs`, checked against this release's EngineArgs. Nothing is loaded: the
+engine's compiled ops are never imported, which is why this runs even where the pinned release cannot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+PORT = 8000
+MULTI_GPU = ["--data-parallel-size", "2", "--api-server-count", "4"]
+
+
+class ParseError(Exception):
+    """argparse refused the arguments; the message is its own."""
+
+
+def serve_parser() -> tuple[argparse.ArgumentParser, Any]:
+    """`vllm serve`'s parser as this release builds it (its make_arg_parser behind the positional model), raising
+    instead of exiting; and the checks `vllm serve` makes on the parsed arguments before it starts anything.
+
+    Built from the parser module rather than the `serve` subcommand, whose package also imports the benchmarks and,
+    through them, the compiled kernels that a "flags" venv cannot load."""
+    try:
+        from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+    except ImportError:
+        from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        from vllm.utils import FlexibleArgumentParser
+
+    def refuse(message: str) -> None:
+        raise ParseError(message)
+
+    parser = FlexibleArgumentParser(prog="vllm serve")
+    parser.add_argument("model_tag", nargs="?")
+    parser = make_arg_parser(parser)
+    parser.error = refuse
+    return parser, validate_parsed_serve_args
+
+
+def parse_serve(argv: list[str]) -> argparse.Namespace:
+    """argv as it follows `vllm serve`, parsed and validated."""
+    parser, validate = serve_parser()
+    args = parser.parse_args(argv)
+    validate(args)
+    return args
+
+
+def flag_groups(argv: list[str]) -> list[list[str]]:
+    """argv cut into one flag and its values each."""
+    groups: list[list[str]] = []
+    for arg in argv:
+        if arg.startswith("--") or not groups:
+            groups.append([arg])
+        else:
+            groups[-1].append(arg)
+    return groups
+
+
+def refused_flags(model_dir: str, argv: list[str]) -> dict[str, str]:
+    """Each flag group that this release refuses when parsed alone, with its error."""
+    refused = {}
+    for group in flag_groups(argv):
+        try:
+            parse_serve([model_dir, *group])
+        except (ParseError, ValueError, TypeError, SystemExit) as exc:
+            refused[" ".join(group)] = f"{type(exc).__name__}: {exc}"
+    return refused
+
+
+def engine_check(serve_args: list[str], model_dir: str) -> dict[str, Any]:
+    """The offline recipe's `LLM(...)` kwargs, and any this release's EngineArgs does not take."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    from ocr_core.offline import engine_kwargs
+
+    try:
+        kwargs = engine_kwargs(serve_args)
+    except BaseException as exc:
+        return {"kwargs": None, "error": f"{type(exc).__name__}: {exc}"}
+    fields = {field.name for field in dataclasses.fields(EngineArgs)}
+    unknown = sorted(set(kwargs) - fields)
+    error = None
+    if not unknown:
+        try:
+            EngineArgs(model=model_dir, **kwargs)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+    return {"kwargs": {key: repr(value) for key, value in kwargs.items()}, "unknown": unknown, "error": error}
+
+
+def check(module_name: str, model_dir: str) -> dict[str, Any]:
+    import vllm
+
+    module = importlib.import_module(module_name)
+    serve_args = list(module.SERVE_ARGS)
+    argv = [
+        model_dir, *serve_args, "--max-model-len", str(module.MAX_MODEL_LEN), *MULTI_GPU,
+        "--host", "127.0.0.1", "--port", str(PORT),
+    ]  # fmt: skip
+    try:
+        parsed = vars(parse_serve(argv))
+        serve = {"ok": True, "error": None}
+    except (ParseError, ValueError, TypeError, SystemExit) as exc:
+        parsed = {}
+        serve = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    serve["refused"] = refused_flags(model_dir, argv[1:])
+    serve["parsed"] = {key: repr(value) for key, value in parsed.items()}
+    return {"vllm": vllm.__version__, "serve": serve, "engine": engine_check(serve_args, model_dir)}
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+    print(json.dumps(check(sys.argv[1], sys.argv[2])))

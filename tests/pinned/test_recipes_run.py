@@ -1,0 +1,182 @@
+"""The recipes whose pinned vLLM runs on this CPU, run end to end on that vLLM with their model's architecture.
+
+Each server recipe spawns `vllm serve` from its own SERVE_ARGS (only --load-format dummy, --enforce-eager and a
+small --max-model-len are added) and OCRs three small pages; its offline twin runs `vllm.LLM` from the same
+version on the same pages. One page at a time on both sides, so the two engines see the same batches and the
+nearly flat logits of a random model cannot tip differently: at temperature 0 both must agree byte for byte.
+The exact prompt length of every page proves that the recipe's chat_template_kwargs reached the chat template and
+its mm_processor_kwargs the image processor, rather than being ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import datasets
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from ocr_core.output import PROGRESS_ROOT
+from ocr_core.server import serve_command
+from tests.testbed.env import REPO_ROOT
+from tests.testbed.pinned import PinnedVllm
+from tests.testbed.server import free_port
+
+pytestmark = pytest.mark.pinned
+
+PAGE_SIDES = [(400, 300), (300, 400), (280, 200)]  # the last one is below OvisOCR2's min_pixels band
+TEST_SERVE_ARGS = ["--load-format", "dummy", "--enforce-eager"]
+MAX_MODEL_LEN = 1024
+MAX_TOKENS = 24
+# The random model never emits its end token, so every page runs to --max-tokens: --ignore-eos says so.
+COMMON = ["--max-model-len", str(MAX_MODEL_LEN), "--max-tokens", str(MAX_TOKENS), "--temperature", "0", "--ignore-eos"]
+EXTRA = f"--extra-serve-args={shlex.join(TEST_SERVE_ARGS)}"
+RUN_TIMEOUT_S = 900
+# The pixel band a model card asks the image processor for (OvisOCR2's card: 448x448 to 2880x2880 pixels).
+CARD_PIXEL_BANDS = {"ovis_ocr2": {"min_pixels": 200704, "max_pixels": 8294400}}
+
+
+@dataclass(frozen=True)
+class Twins:
+    module: str
+    server: str
+    offline: str
+
+    @property
+    def facts(self) -> ModuleType:
+        return importlib.import_module(f"ocr_models.{self.module}")
+
+    @property
+    def vllm(self) -> PinnedVllm:
+        return PinnedVllm(self.facts.VLLM_PIN)
+
+
+TWINS = [
+    Twins("lighton_ocr3", "lighton-ocr3-saturate.py", "lighton-ocr3.py"),
+    Twins("ovis_ocr2", "ovis-ocr2-server.py", "ovis-ocr2.py"),
+]
+
+
+def small_pages(folder: Path) -> Path:
+    """Three sample pages shrunk to a few hundred pixels: the vision tower's cost grows with the patch count."""
+    sources = sorted((REPO_ROOT / "samples" / "pages").glob("*.png"))
+    pages = []
+    for index, size in enumerate(PAGE_SIDES):
+        path = folder / f"page-{index}.png"
+        Image.open(sources[index % len(sources)]).convert("RGB").resize(size).save(path)
+        pages.append(str(path))
+    features = datasets.Features({"page_id": datasets.Value("string"), "image": datasets.Image()})
+    rows = {"page_id": [f"p{index}" for index in range(len(pages))], "image": pages}
+    datasets.Dataset.from_dict(rows, features=features).save_to_disk(str(folder / "dataset"))
+    return folder / "dataset"
+
+
+def run(twins: Twins, script: str, *args: str, tmp: Path) -> subprocess.CompletedProcess:
+    """A recipe as a user runs it, with the pinned venv's python and `vllm`; TMPDIR keeps its server log here."""
+    env = {**twins.vllm.env(), "TMPDIR": str(tmp)}
+    command = [str(twins.vllm.python), str(REPO_ROOT / script), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
+
+
+def spawned_argv(stderr: str) -> list[str]:
+    """The `vllm serve` command line the recipe printed as it started the server."""
+    line = next(line for line in stderr.splitlines() if "starting: vllm serve" in line)
+    return shlex.split(line.split("starting: ", 1)[1])
+
+
+def results(out: Path) -> dict[str, dict]:
+    """Each row's newest record in the run's progress parts (its tokens as the engine counted them)."""
+    rows: dict[str, dict] = {}
+    for path in sorted((out / PROGRESS_ROOT).rglob("*.parquet")):
+        for row in pq.read_table(path).to_pylist():
+            if row["row_id"] not in rows or row["recorded_at"] > rows[row["row_id"]]["recorded_at"]:
+                rows[row["row_id"]] = row
+    return rows
+
+
+def load(folder: Path) -> datasets.Dataset:
+    return datasets.load_dataset(str(folder), split="train", cache_dir=str(folder) + ".cache")
+
+
+def image_tokens(width: int, height: int, processor: dict, band: dict) -> int:
+    """Qwen2-VL's smart_resize (which Qwen3.5's processor uses): the side lengths round to the 32-px grid of
+    2x2-merged 16-px patches, then scale into [min_pixels, max_pixels]; one token per merged patch."""
+    factor = processor["patch_size"] * processor["merge_size"]
+    low = band.get("min_pixels", processor["size"]["shortest_edge"])
+    high = band.get("max_pixels", processor["size"]["longest_edge"])
+    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
+    if h_bar * w_bar > high:
+        beta = math.sqrt(height * width / high)
+        h_bar, w_bar = math.floor(height / beta / factor) * factor, math.floor(width / beta / factor) * factor
+    elif h_bar * w_bar < low:
+        beta = math.sqrt(low / (height * width))
+        h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return (h_bar // factor) * (w_bar // factor)
+
+
+def expected_prompt_tokens(facts: ModuleType, model: Path, width: int, height: int) -> int:
+    """What the engine must count for one page if the recipe's template and processor kwargs are honoured."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    image_part = {"type": "image_url", "image_url": {"url": "data:,"}}
+    build = getattr(facts, "build_content", lambda part, args: [part])
+    messages = [{"role": "user", "content": build(image_part, None)}]
+    template_kwargs = getattr(facts, "REQUEST_EXTRAS", {}).get("chat_template_kwargs", {})
+    prompt = AutoTokenizer.from_pretrained(str(model)).apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False, **template_kwargs
+    )
+    # Counted by the tokenizers library itself: transformers 5.19 (this venv's) drops unknown words when it encodes.
+    ids = Tokenizer.from_file(str(model / "tokenizer.json")).encode(prompt, add_special_tokens=False).ids
+    processor = json.loads((model / "preprocessor_config.json").read_text())
+    band = CARD_PIXEL_BANDS.get(facts.__name__.rsplit(".", 1)[1], {})
+    return len(ids) - 1 + image_tokens(width, height, processor, band)
+
+
+@pytest.mark.parametrize("twins", TWINS, ids=[twins.module for twins in TWINS])
+def test_recipe_runs_on_its_pinned_vllm(twins, pinned_model, tmp_path):
+    assert twins.vllm.level == "runs"
+    pages = small_pages(tmp_path)
+    model = ["--model", str(pinned_model), *COMMON, EXTRA]
+    port = free_port()
+
+    served = run(
+        twins, twins.server, str(pages), str(tmp_path / "server"), *model, "--server", f"http://127.0.0.1:{port}",
+        "--max-inflight", "1", tmp=tmp_path,
+    )  # fmt: skip
+    assert served.returncode == 0, served.stderr[-4000:]
+    flags = [*twins.facts.SERVE_ARGS, "--max-model-len", str(MAX_MODEL_LEN), *TEST_SERVE_ARGS]
+    assert spawned_argv(served.stderr) == serve_command(str(pinned_model), flags, port)
+
+    offline = run(
+        twins, twins.offline, str(pages), str(tmp_path / "offline"), *model, "--batch-size", "1", tmp=tmp_path
+    )
+    assert offline.returncode == 0, offline.stderr[-4000:]
+    assert json.loads(offline.stdout.strip().splitlines()[-1])["mode"] == "offline"
+
+    server_rows, offline_rows = load(tmp_path / "server"), load(tmp_path / "offline")
+    assert server_rows["page_id"] == offline_rows["page_id"] == ["p0", "p1", "p2"]
+    assert server_rows["ocr_error"] == offline_rows["ocr_error"] == [None] * 3
+    assert all(server_rows["markdown"])
+    assert server_rows["markdown"] == offline_rows["markdown"]
+    parse = getattr(twins.facts, "parse", None)
+    if parse is not None:
+        hook_args = argparse.Namespace(keep_image_tags=False)
+        assert [parse(text, hook_args).text for text in server_rows["markdown"]] == server_rows["markdown"]
+
+    for out in (tmp_path / "server", tmp_path / "offline"):
+        counted = results(out)
+        assert sorted(counted) == ["train-0", "train-1", "train-2"], out
+        for index, (width, height) in enumerate(PAGE_SIDES):
+            row = counted[f"train-{index}"]
+            assert row["completion_tokens"] == MAX_TOKENS
+            assert row["prompt_tokens"] == expected_prompt_tokens(twins.facts, pinned_model, width, height), out
