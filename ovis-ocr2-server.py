@@ -982,6 +982,22 @@ class LocalLocks:
                 handle.flush()
             self.handles.append(handle)
 
+    @contextlib.contextmanager
+    def whole(self, where: str) -> Iterator[None]:
+        """The whole output to this run alone for a moment (to delete every slice's results): a shard's shared hold
+        on it is converted to an exclusive one, and back."""
+        handle = self.handles[0]
+        if self.key != WHOLE:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LeaseTaken(taken_message("another shard's run on this machine", where)) from None
+        try:
+            yield
+        finally:
+            if self.key != WHOLE:
+                fcntl.flock(handle, fcntl.LOCK_SH)
+
     def release(self) -> None:
         for handle in self.handles:
             with contextlib.suppress(OSError):
@@ -1198,8 +1214,12 @@ def storage_problem(extra: Mapping[str, Any], columns: Mapping[str, pa.DataType]
 MANIFEST = "manifest.json"
 
 
-class ManifestMismatch(ValueError):
-    """The results at OUTPUT were made another way; the message names the fields and the ways out."""
+LEGACY_FIELDS = {"input", "split", "model", "output_column"}
+LEGACY_MATCH = ("input", "split", "model")
+
+
+class ManifestUnreadable(ValueError):
+    """The manifest cannot be read (a crash while it was written): nothing says how the results were made."""
 
 
 def model_options(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
@@ -1211,12 +1231,17 @@ def model_options(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]
     return {name: getattr(args, name) for name in vars(own.parse_args([]))}
 
 
-def fingerprint(args: argparse.Namespace, facts: ModelFacts, script: str, input_revision: str | None) -> dict[str, Any]:
+def fingerprint(
+    args: argparse.Namespace, facts: ModelFacts, script: str, input_revision: str | None, input_rows: int
+) -> dict[str, Any]:
+    """`input_rows` (the split's length) tells a regenerated local input folder apart: row ids are positions, so
+    another folder under the same path would map old results onto other pages."""
     return {
         "script": script,
         "input": args.input,
         "input_config": args.input_config,
         "input_revision": input_revision,
+        "input_rows": input_rows,
         "split": args.split,
         "image_column": args.image_column,
         "id_column": args.id_column,
@@ -1246,15 +1271,35 @@ def settings_mismatch_message(where: str, previous: dict[str, Any], current: dic
     )
 
 
+def is_legacy_match(previous: dict[str, Any], current: dict[str, Any]) -> bool:
+    """A manifest written before the fingerprint existed, for the same input, split and model: its results can be
+    adopted (they were made by the recipe's own settings, which is all that version could run)."""
+    return set(previous) == LEGACY_FIELDS and all(previous[key] == current.get(key) for key in LEGACY_MATCH)
+
+
 def read_manifest(folder: Path) -> dict[str, Any] | None:
     path = folder / MANIFEST
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ManifestUnreadable(f"{path} cannot be read ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise ManifestUnreadable(f"{path} holds no manifest")
+    return manifest
 
 
 def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
+    """Written aside, fsynced and renamed, so a crash leaves the old manifest or the new one, never half of one."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / MANIFEST
-    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    temporary = folder / f".{MANIFEST}.tmp"
+    with open(temporary, "w") as handle:
+        handle.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
     return path
 
 
@@ -1361,7 +1406,7 @@ class HubClient(Protocol):
 
     def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path: ...
 
-    def download_folder(self, repo_id: str, folder: str, local_dir: Path) -> None: ...
+    def download_parts(self, repo_id: str, folder: str, local_dir: Path) -> None: ...
 
     def input_revision(self, repo_id: str) -> str | None: ...
 
@@ -1397,10 +1442,11 @@ class HfHub:
     def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path:
         return Path(self.api.hf_hub_download(repo_id, path_in_repo, repo_type="dataset", local_dir=str(local_dir)))
 
-    def download_folder(self, repo_id: str, folder: str, local_dir: Path) -> None:
-        """Every file under `folder`, fetched in parallel; files already here and unchanged are not fetched again."""
+    def download_parts(self, repo_id: str, folder: str, local_dir: Path) -> None:
+        """Every parquet file under `folder`, fetched in parallel; files already here and unchanged are not fetched
+        again."""
         self.api.snapshot_download(
-            repo_id, repo_type="dataset", allow_patterns=[f"{folder}/*"], local_dir=str(local_dir),
+            repo_id, repo_type="dataset", allow_patterns=[f"{folder}/*.parquet"], local_dir=str(local_dir),
             max_workers=DOWNLOAD_WORKERS,
         )  # fmt: skip
 
@@ -1505,13 +1551,17 @@ def new_run_id() -> str:
 def write_durably(path: Path, tables: Iterable[pa.Table]) -> None:
     """Writes the tables, one after another, as one part that is complete on disk before this returns."""
     temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "wb") as handle:
-        with pq.ParquetWriter(handle, RESULT_SCHEMA) as writer:
-            for table in tables:
-                writer.write_table(table)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "wb") as handle:
+            with pq.ParquetWriter(handle, RESULT_SCHEMA) as writer:
+                for table in tables:
+                    writer.write_table(table)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     sync_folder(path.parent)
 
 
@@ -1524,10 +1574,7 @@ def sync_folder(folder: Path) -> None:
 
 
 class ProgressLog:
-    """Buffers results and writes a part every `flush_rows` rows or `flush_seconds` seconds.
-
-    `on_part` hears of every part written (the Hub mirror), so both recipe shapes mirror the same way.
-    """
+    """Buffers results and writes a part every `flush_rows` rows or `flush_seconds` seconds."""
 
     def __init__(
         self,
@@ -1535,13 +1582,11 @@ class ProgressLog:
         run_id: str,
         flush_rows: int = 64,
         flush_seconds: float = 30.0,
-        on_part: Callable[[Path], None] | None = None,
     ) -> None:
         self.folder = folder
         self.run_id = run_id
         self.flush_rows = flush_rows
         self.flush_seconds = flush_seconds
-        self.on_part = on_part
         self.buffer: list[RowResult] = []
         self.sequence = 0
         self.last_flush = time.monotonic()
@@ -1561,8 +1606,6 @@ class ProgressLog:
         write_durably(path, [table])
         self.sequence += 1
         self.buffer.clear()
-        if self.on_part is not None:
-            self.on_part(path)
 
 
 @contextlib.contextmanager
@@ -1602,10 +1645,13 @@ def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table | No
 
 
 def newest_rows(table: pa.Table) -> pa.Table:
-    """One row per row_id: the one recorded last."""
+    """One row per row_id: a success over an error (no run redoes a success, so a later error can only come from
+    two runs that overlapped, or a clock that lags), then the one recorded last."""
     if table.num_rows == 0:
         return table
-    order = pc.sort_indices(table, sort_keys=[("row_id", "ascending"), ("recorded_at", "descending")])
+    failed = pc.is_valid(table["error"])
+    keys = [("row_id", "ascending"), ("_failed", "ascending"), ("recorded_at", "descending")]
+    order = pc.sort_indices(table.append_column("_failed", failed), sort_keys=keys)
     table = table.take(order)
     ids = table["row_id"].combine_chunks()
     first = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
@@ -1615,7 +1661,7 @@ def newest_rows(table: pa.Table) -> pa.Table:
 
 def read_results(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
     """Every row's newest result (only `columns`, if given), in no particular order."""
-    wanted = list(dict.fromkeys([*columns, "row_id", "recorded_at"])) if columns else None
+    wanted = list(dict.fromkeys([*columns, "row_id", "error", "recorded_at"])) if columns else None
     with folder_lock(folder, exclusive=False):
         tables = [table for table in (read_part(part, wanted) for part in part_files(folder)) if table is not None]
     schema = pa.schema([RESULT_SCHEMA.field(name) for name in wanted]) if wanted else RESULT_SCHEMA
@@ -1664,7 +1710,7 @@ def merge(folder: Path, names: list[str]) -> Path:
     """Writes one file holding the newest record of every row in `names`, then removes `names`."""
     keys = []
     for position, name in enumerate(names):
-        table = read_part(folder / name, ["row_id", "recorded_at"])
+        table = read_part(folder / name, ["row_id", "error", "recorded_at"])
         if table is not None:
             table = table.append_column("_file", pa.array([position] * table.num_rows, pa.int32()))
             keys.append(table.append_column("_row", pa.array(range(table.num_rows), pa.int64())))
@@ -1687,16 +1733,14 @@ def kept_rows(folder: Path, names: list[str], kept: pa.Table | None) -> Iterator
             yield source.take(kept.filter(pc.equal(kept["_file"], position))["_row"])
 
 
-def compact(folder: Path) -> tuple[list[Path], list[str]]:
-    """Runs every merge that is due; returns the files written and the names removed."""
-    written: list[Path] = []
-    removed: list[str] = []
+def compact(folder: Path) -> Iterator[list[str]]:
+    """Runs every merge that is due, yielding the names each merge removed as soon as it is on disk, so a caller
+    that stops early (a full disk in a later merge) still knows of the merges already done."""
     with folder_lock(folder, exclusive=True):
         while groups := plan_merges(row_counts(folder)):
             for names in groups:
-                written.append(merge(folder, names))
-                removed += names
-    return written, removed
+                merge(folder, names)
+                yield names
 
 
 # ---- ocr_core/output.py ----
@@ -1781,6 +1825,7 @@ class Destination:
         self.private = private
         self.create_pr = create_pr
         self.work_dir = work_dir or Path(tempfile.gettempdir()) / "ocr-work"
+        self.mirror_progress = hub is not None
 
     @property
     def local(self) -> bool:
@@ -1819,36 +1864,66 @@ class Destination:
             return sorted(self.in_repo(path) for path in self.root.rglob("*") if path.is_file())
         return with_retries(lambda: self.hub.list_files(self.spec), "listing the output repo")
 
+    def manifest_on_hub(self, listing: Iterable[str]) -> dict | None:
+        """The manifest the Hub holds for this config and split now, or None (read aside, never over ours)."""
+        name = f"{self.progress_prefix}/{MANIFEST}"
+        if self.local or name not in set(listing):
+            return None
+        with tempfile.TemporaryDirectory() as folder:
+            with_retries(lambda: self.hub.download(self.spec, name, Path(folder)), "reading the manifest")
+            return read_manifest(Path(folder) / self.progress_prefix)
+
     def fetch_manifest(self, listing: list[str]) -> dict | None:
-        if not self.local and f"{self.progress_prefix}/{MANIFEST}" in listing:
-            with_retries(
-                lambda: self.hub.download(self.spec, f"{self.progress_prefix}/{MANIFEST}", self.root), "reading"
-            )
-        return read_manifest(self.progress_dir)
+        """The results' manifest. A local copy left by an earlier job whose manifest differs from the Hub's is
+        stale (another run replaced those results since): its parts are dropped before they can be trusted."""
+        local = read_manifest(self.progress_dir)
+        remote = self.manifest_on_hub(listing)
+        if remote is None:
+            return local
+        if local is not None and differences(local, remote):
+            say(f"dropping this machine's copy of results made another way ({', '.join(differences(local, remote))})")
+            self.clear_local_progress()
+        write_manifest(self.progress_dir, remote)
+        return remote
 
     def leases(self, listing: list[str]) -> list[Lease]:
-        """The lease files other runs left on the Hub for this config and split."""
+        """The lease files runs left on the Hub for this config and split; one that vanished meanwhile (its run
+        ended) or cannot be read is passed over."""
         names = [name for name in listing if name.startswith(f"{self.progress_prefix}/{LEASE_PREFIX}")]
         if self.local or not names:
             return []
+        found = []
         with tempfile.TemporaryDirectory() as folder:
-            fetch = [lambda name=name: self.hub.download(self.spec, name, Path(folder)) for name in names]
-            return [Lease.from_json(with_retries(action, "reading a lease").read_text()) for action in fetch]
+            for name in names:
+                try:
+                    found.append(Lease.from_json(self.hub.download(self.spec, name, Path(folder)).read_text()))
+                except Exception as exc:
+                    say(f"passing over lease {name}: {type(exc).__name__}: {exc}")
+        return found
+
+    def lease_file(self, lease: Lease) -> tuple[str, Path]:
+        """The lease written here, and its name in the repo."""
+        path = self.progress_dir / lease.file_name
+        path.write_text(lease.to_json())
+        return self.in_repo(path), path
+
+    def clear_local_progress(self) -> None:
+        if self.progress_dir.is_dir():
+            for path in self.progress_dir.iterdir():
+                if path.is_file() and not path.name.startswith("."):
+                    path.unlink()
 
     def pull_progress(self) -> int:
         """Fetches (in parallel) the parts earlier or other jobs pushed to the Hub; returns how many are new here."""
         if self.local:
             return 0
         before = {path.name for path in part_files(self.progress_dir)}
-        with_retries(lambda: self.hub.download_folder(self.spec, self.progress_prefix, self.root), "fetching progress")
+        with_retries(lambda: self.hub.download_parts(self.spec, self.progress_prefix, self.root), "fetching progress")
         return len({path.name for path in part_files(self.progress_dir)} - before)
 
     def discard_progress(self, listing: list[str]) -> None:
         """--overwrite after a fingerprint change: this config's earlier results go, here and on the Hub."""
-        if self.progress_dir.is_dir():
-            for path in self.progress_dir.iterdir():
-                if path.is_file() and not path.name.startswith("."):
-                    path.unlink()
+        self.clear_local_progress()
         if not self.local:
             old = [name for name in listing if name.startswith(self.progress_prefix + "/")]
             self.push({}, old, "OCR progress: --overwrite removes results made another way")
@@ -1912,77 +1987,78 @@ COMPACT_EVERY_S = 60.0
 
 
 class ProgressMirror:
-    def __init__(self, destination: Destination, upload_every_s: float, lease: Lease | None = None) -> None:
+    def __init__(
+        self, destination: Destination, upload_every_s: float, manifest: dict, lease: Lease | None = None
+    ) -> None:
         self.destination = destination
         self.upload_every_s = upload_every_s
+        self.manifest = manifest
         self.lease = lease
-        self.added: set[Path] = set()
         self.removed: set[str] = set()
-        self.lock = threading.Lock()
+        self.replaced: str | None = None
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.loop, name="progress-mirror", daemon=True)
         self.last_upload = time.monotonic()
 
+    @property
+    def mirrored(self) -> bool:
+        return self.destination.mirror_progress
+
     def start(self) -> None:
         self.thread.start()
-
-    def add(self, part: Path) -> None:
-        """Called from the driver for every part it writes."""
-        with self.lock:
-            self.added.add(part)
 
     def loop(self) -> None:
         while not self.stopping.wait(min(COMPACT_EVERY_S, self.upload_every_s)):
             try:
                 self.compact()
-                if not self.destination.local and time.monotonic() - self.last_upload >= self.upload_every_s:
-                    self.upload(final=False)
+                if self.mirrored and time.monotonic() - self.last_upload >= self.upload_every_s:
+                    self.upload()
             except Exception as exc:
                 say(f"progress upkeep failed, will retry: {type(exc).__name__}: {exc}")
 
     def compact(self) -> None:
-        written, removed = compact(self.destination.progress_dir)
-        with self.lock:
-            self.added = {path for path in self.added if path.name not in removed} | set(written)
-            self.removed |= {f"{self.destination.progress_prefix}/{name}" for name in removed}
+        for names in compact(self.destination.progress_dir):
+            self.removed |= {f"{self.destination.progress_prefix}/{name}" for name in names}
 
-    def upload(self, final: bool) -> None:
-        """One commit: new files, files merged away, and the lease (renewed, or removed at the end)."""
+    def upload(self) -> None:
+        """One commit that makes the Hub hold what the folder holds, with the lease renewed."""
         self.last_upload = time.monotonic()
-        with self.lock:
-            added, removed = set(self.added), set(self.removed)
-        files = {self.destination.in_repo(path): path for path in added}
+        if self.replaced is not None:
+            return
+        listing = set(self.destination.listing())
+        theirs = self.destination.manifest_on_hub(listing)
+        if theirs is not None and differences(theirs, self.manifest):
+            self.replaced = (
+                f"another run replaced the results at {self.destination.where()} with other settings "
+                f"({', '.join(differences(theirs, self.manifest))} differ) while this one ran; nothing more was "
+                "uploaded and nothing is published, so the two jobs' text never mix"
+            )
+            say(f"error: {self.replaced}")
+            return
+        files = {self.destination.in_repo(path): path for path in part_files(self.destination.progress_dir)}
+        files = {name: path for name, path in files.items() if name not in listing}
+        removed = sorted(self.removed & listing)
         if self.lease is not None:
-            lease_name = f"{self.destination.progress_prefix}/{self.lease.file_name}"
-            if final:
-                removed.add(lease_name)
-            else:
-                self.lease = self.lease.renewed(lease_ttl(self.upload_every_s))
-                files[lease_name] = write_lease(self.destination, self.lease)
+            self.lease = self.lease.renewed(lease_ttl(self.upload_every_s))
+            name, path = self.destination.lease_file(self.lease)
+            files[name] = path
         started = time.monotonic()
-        self.destination.push(files, sorted(removed), f"OCR progress: {len(added)} file(s) in, {len(removed)} out")
-        with self.lock:
-            self.added -= added
-            self.removed -= removed
-        if final and added:
-            say(f"uploaded {len(added)} progress file(s) in {time.monotonic() - started:.1f} s")
+        self.destination.push(files, removed, f"OCR progress: {len(files)} file(s) in, {len(removed)} out")
+        self.removed -= set(removed)
+        if len(files) > 1:
+            say(f"mirrored {len(files)} progress file(s) in {time.monotonic() - started:.1f} s")
 
     def close(self) -> None:
-        """Stops the thread, then merges and uploads what is left; raises if the Hub stays unreachable."""
+        """Stops the thread, then merges and uploads what is left; raises if the Hub stays unreachable, or if
+        another run replaced the results meanwhile."""
         self.stopping.set()
         if self.thread.is_alive():
             self.thread.join()
         self.compact()
-        if not self.destination.local:
-            self.upload(final=True)
-        if self.lease is not None:
-            (self.destination.progress_dir / self.lease.file_name).unlink(missing_ok=True)
-
-
-def write_lease(destination: Destination, lease: Lease) -> Path:
-    path = destination.progress_dir / lease.file_name
-    path.write_text(lease.to_json())
-    return path
+        if self.mirrored:
+            self.upload()
+        if self.replaced is not None:
+            raise JobFailed(self.replaced)
 
 
 # ---- ocr_core/scale.py ----
@@ -2819,10 +2895,14 @@ class Job:
     locks: LocalLocks
     lease: Lease | None
     run_id: str
+    manifest: dict
     started: float = field(default_factory=time.monotonic)
 
     @property
     def todo(self) -> int:
+        """Rows this run drives: none with --finalize, which only publishes."""
+        if self.args.finalize:
+            return 0
         return sum(row_id not in self.skip for row_id in self.source.owned())
 
 
@@ -2940,7 +3020,7 @@ def settle(
     run_id: str,
     started: float,
 ) -> Job:
-    previous = destination.fetch_manifest(listing)
+    previous = earlier_manifest(destination, listing, args.overwrite)
     revision = input_revision(args, previous, hub)
     source = load_source(
         args.input, args.split, args.image_column, args.input_config, args.id_column, args.max_samples,
@@ -2954,35 +3034,97 @@ def settle(
             f"{args.input} already has column(s) {clashing}; pass --overwrite to replace them, "
             "or --output-column / --error-column to write elsewhere"
         )
-    manifest = fingerprint(args, facts, script, revision)
-    changed = differences(previous, manifest) if previous else []
+    manifest = fingerprint(args, facts, script, revision, len(source.dataset))
+    changed = settings_changes(previous, manifest)
     if changed and not args.overwrite:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
     if changed:
-        say(f"--overwrite: removing the results made another way ({', '.join(changed)} differ)")
-        destination.discard_progress(listing)
-    start_progress(destination, manifest, lease, args.take_over)
+        replace_results(destination, listing, lease, locks, args.take_over, changed)
+    start_progress(destination, listing, manifest, lease, args.take_over)
     fetched = destination.pull_progress()
     if fetched:
         say(f"fetched {fetched} progress file(s) from {destination.describe()}")
     skip = finished_ids(read_results(destination.progress_dir, ["error"]), args.retry_errors)
-    job = Job(args, facts, script, mode, argv, destination, source, columns, skip, locks, lease, run_id, started)
+    job = Job(
+        args, facts, script, mode, argv, destination, source, columns, skip, locks, lease, run_id, manifest, started
+    )
     owned = source.owned()
     shard = f" (shard {args.shard[0]}/{args.shard[1]}: {len(owned)} of them)" if args.shard else ""
-    todo = 0 if args.finalize else job.todo
-    say(f"{len(source.ids)} row(s) selected from {args.input}{shard}; {len(owned) - todo} already done, {todo} to do")
+    say(f"{len(source.ids)} row(s) selected from {args.input}{shard}; {len(owned) - job.todo} already done, "
+        f"{job.todo} to do")  # fmt: skip
     return job
 
 
-def start_progress(destination: Destination, manifest: dict, lease: Lease | None, take_over: bool) -> None:
-    """Writes the manifest (and, on the Hub, the lease) before the first result, in one commit."""
+def earlier_manifest(destination: Destination, listing: list[str], overwrite: bool) -> dict | None:
+    """The manifest of the results already at OUTPUT; an unreadable one is refused unless --overwrite."""
+    try:
+        return destination.fetch_manifest(listing)
+    except ManifestUnreadable as exc:
+        if not overwrite:
+            raise UsageError(
+                f"{exc}: nothing says how the results at {destination.where()} were made. Pass --overwrite to start "
+                "this config over, or write elsewhere (another --config or OUTPUT)"
+            ) from exc
+        return {"manifest": "unreadable"}
+
+
+def settings_changes(previous: dict | None, current: dict) -> list[str]:
+    """The fields that differ; a manifest from before the fingerprint existed, for the same input, split and
+    model, is adopted (its results were made by the recipe's own settings)."""
+    if previous is None:
+        return []
+    if is_legacy_match(previous, current):
+        say("adopting results written by an earlier version of this script (same input, split and model)")
+        return []
+    return differences(previous, current)
+
+
+def replace_results(
+    destination: Destination,
+    listing: list[str],
+    lease: Lease | None,
+    locks: LocalLocks,
+    take_over: bool,
+    changed: list[str],
+) -> None:
+    """--overwrite after a settings change: every slice's results go, so no run may be writing any slice now."""
+    if lease is not None and not take_over:
+        taken = conflicts(destination.leases(listing), replace(lease, key=WHOLE), time.time())
+        if taken:
+            raise LeaseTaken(taken_message(taken[0].describe(), destination.where()))
+    with locks.whole(destination.where()):
+        say(f"--overwrite: removing the results made another way ({', '.join(changed)} differ)")
+        destination.discard_progress(listing)
+
+
+def start_progress(
+    destination: Destination, listing: list[str], manifest: dict, lease: Lease | None, take_over: bool
+) -> None:
+    """Writes the manifest and, on the Hub, the lease before the first result, in one commit that also clears the
+    leases of runs long gone."""
     path = write_manifest(destination.progress_dir, manifest)
     if destination.local:
         return
     files = {destination.in_repo(path): path}
     if lease is not None:
-        files[f"{destination.progress_prefix}/{lease.file_name}"] = write_lease(destination, lease)
-    destination.push(files, [], "OCR progress: manifest and lease")
+        name, lease_path = destination.lease_file(lease)
+        files[name] = lease_path
+    now = time.time()
+    expired = [
+        f"{destination.progress_prefix}/{old.file_name}" for old in destination.leases(listing) if old.expires <= now
+    ]
+    try:
+        destination.push(files, expired, "OCR progress: manifest and lease")
+    except HubRefused:
+        if not destination.create_pr:
+            raise
+        destination.mirror_progress = False
+        say(
+            f"--create-pr: this token may not write to the main branch of {destination.spec}, so progress stays on "
+            f"this machine ({destination.progress_dir}; rerun here to resume); the dataset still opens as a pull "
+            "request at the end"
+        )
+        return
     if destination.create_pr:
         say(
             "--create-pr: the dataset opens as a pull request at the end; progress goes to the main branch "
@@ -3906,14 +4048,14 @@ def main(
         print(usage(script, facts, mode))
         return 0
     args = parse_arguments(build_parser(script, facts, mode), argv)
-    register_run_secrets(args)
-    if args.verbose:
-        say(versions())
     summary: dict[str, Any] = {"script": script, "model": args.model, "mode": mode, "output": args.output}
     streams: list[TextIO] = [sys.stdout]
     stop = StopSignals()
     stop.install()
     try:
+        register_run_secrets(args)
+        if args.verbose:
+            say(versions())
         code = run(args, facts, script, mode, argv, hub, stop, summary, streams)
     except BaseException as exc:
         code = failure_code(exc, stop, summary, args.verbose)
@@ -3937,11 +4079,17 @@ def run(
 ) -> int:
     job = prepare_job(args, facts, script, mode, argv, hub)
     try:
-        if mode == "offline":
-            streams.append(stdout_to_stderr())
-            drive = run_offline_job(job, stop)
-        else:
-            drive = asyncio.run(run_job(job, stop))
+        mirror = ProgressMirror(job.destination, job.args.upload_every, job.manifest, job.lease)
+        mirror.start()
+        try:
+            if mode == "offline":
+                streams.append(stdout_to_stderr())
+                drive = run_offline_job(job, stop)
+            else:
+                drive = asyncio.run(run_job(job, stop))
+        finally:
+            closed = uninterrupted(lambda: close_mirror(job, mirror))
+        drive.failure = drive.failure or closed
         code, facts_of_run = finish(job, drive, stop.signum)
         summary.update(facts_of_run)
         return code
@@ -3962,6 +4110,9 @@ def failure_code(exc: BaseException, stop: StopSignals, summary: dict[str, Any],
         summary["failure"] = str(exc)
         say(f"error: {exc}\n{KEPT.capitalize()}.")
         return 1
+    if isinstance(exc, SystemExit):
+        summary["failure"] = f"exited with {exc.code}"
+        return exc.code if isinstance(exc.code, int) else 1
     if not isinstance(exc, Exception):
         raise exc
     summary["failure"] = f"internal error: {type(exc).__name__}: {exc}"
@@ -4055,28 +4206,54 @@ async def finish_in_thread(action: Callable[[], None]) -> None:
     done.result()
 
 
-def start_mirror(job: Job) -> ProgressMirror:
-    mirror = ProgressMirror(job.destination, job.args.upload_every, job.lease)
-    mirror.start()
-    return mirror
-
-
-def close_mirror(job: Job, mirror: ProgressMirror) -> None:
+def close_mirror(job: Job, mirror: ProgressMirror) -> str | None:
+    """Merges and uploads what is left; the reason the results could not reach the Hub, or None."""
     try:
         mirror.close()
+    except JobFailed as exc:
+        return str(exc)
     except Exception as exc:
-        raise JobFailed(
+        reason = (
             f"progress could not reach {job.destination.describe()} ({type(exc).__name__}: {exc}); every result is "
             f"kept in {job.destination.progress_dir}; rerun the same command on this machine to upload it"
-        ) from exc
+        )
+        say(f"error: {reason}")
+        return reason
+    return None
+
+
+def uninterrupted(action: Callable[[], str | None]) -> str | None:
+    """Runs `action` to its end in a thread; a stop signal meanwhile is held until it is done, then raised, so a
+    SIGTERM during the last upload cannot cut it short."""
+    outcome: list = []
+    worker = threading.Thread(target=lambda: outcome.append(capture(action)), name="closing")
+    worker.start()
+    held: Interrupted | None = None
+    while worker.is_alive():
+        try:
+            worker.join()
+        except Interrupted as exc:
+            held = exc
+    if held is not None:
+        raise held
+    value, error = outcome[0]
+    if error is not None:
+        raise error
+    return value
+
+
+def capture(action: Callable[[], str | None]) -> tuple[str | None, BaseException | None]:
+    try:
+        return action(), None
+    except BaseException as exc:
+        return None, exc
 
 
 async def pump_pages(
     job: Job, target: Target, engine: Engine, window: Window, guard: MemoryGuard | None, progress: Progress
 ) -> None:
-    """Pumps the rows still to do; their results reach the Hub in the background and once more at the end."""
-    mirror = start_mirror(job)
-    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit), on_part=mirror.add)
+    """Pumps the rows still to do, with a watch for an engine that stops making progress beside it."""
+    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit))
     settings = PumpSettings(
         requested_sampling(job.facts, job.args),
         request_timeout=job.args.request_timeout,
@@ -4084,11 +4261,8 @@ async def pump_pages(
     )
     pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard)
     progress.start()
-    try:
-        stalls = watch_for_stalls(target, job.args.stall_timeout, lambda: window.in_flight, engine)
-        await beside(pump.run(job.source.rows(job.skip)), stalls)
-    finally:
-        await finish_in_thread(lambda: close_mirror(job, mirror))
+    stalls = watch_for_stalls(target, job.args.stall_timeout, lambda: window.in_flight, engine)
+    await beside(pump.run(job.source.rows(job.skip)), stalls)
 
 
 def run_offline_job(job: Job, stop: StopSignals) -> Drive:
@@ -4116,16 +4290,10 @@ def drive_offline(job: Job, progress: Progress, stop: StopSignals) -> None:
     """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
     llm = open_llm(job.facts, job.args, job_command(job.script, job.facts, job.argv))
     stop.install()
-    mirror = start_mirror(job)
-    log = ProgressLog(
-        job.destination.progress_dir, job.run_id, flush_rows=max(16, job.args.batch_size), on_part=mirror.add
-    )
+    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.args.batch_size))
     runner = OfflineRunner(llm, job.facts, job.args, log, progress)
     progress.start()
-    try:
-        runner.run(job.source.rows(job.skip), job.args.batch_size)
-    finally:
-        close_mirror(job, mirror)
+    runner.run(job.source.rows(job.skip), job.args.batch_size)
 
 
 def vllm_version() -> str | None:
@@ -4227,6 +4395,11 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
 
 
 def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int) -> tuple[str | None, int]:
+    replaced = replaced_meanwhile(job)
+    if replaced:
+        drive.failure = replaced
+        say(f"error: {replaced}")
+        return None, 1
     try:
         published = publish(job, drive, errors, truncated)
     except HubRefused:
@@ -4239,6 +4412,20 @@ def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int) -> tuple
         return None, 1
     say(f"published {len(job.source.ids)} row(s) ({errors} with an error) to {published}")
     return published, 0
+
+
+def replaced_meanwhile(job: Job) -> str | None:
+    """Why not to publish: another run replaced this config's results with other settings while this one ran."""
+    destination = job.destination
+    if not destination.mirror_progress:
+        return None
+    theirs = destination.manifest_on_hub(destination.listing())
+    if theirs is None or not differences(theirs, job.manifest):
+        return None
+    return (
+        f"another run replaced the results at {destination.where()} with other settings "
+        f"({', '.join(differences(theirs, job.manifest))} differ) while this one ran; not publishing"
+    )
 
 
 def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:

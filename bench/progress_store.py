@@ -48,8 +48,8 @@ def corpus(rng: random.Random, chars: int) -> str:
 def simulate_run(hub: CountingHub, work: Path, rows: int, rows_per_part: int, cycle_rows: int, chars: int) -> dict:
     """Writes `rows` results as a run would; returns the figures of the Hub side."""
     destination = Destination(REPO, "train", None, hub, work_dir=work)
-    mirror = ProgressMirror(destination, upload_every_s=300.0, lease=Lease.new("bench", "all", 900.0))
-    log = ProgressLog(destination.progress_dir, "20261130T000000Z-bench0", flush_rows=rows_per_part, on_part=mirror.add)
+    mirror = ProgressMirror(destination, 300.0, {"bench": True}, Lease.new("bench", "all", 900.0))
+    log = ProgressLog(destination.progress_dir, "20261130T000000Z-bench0", flush_rows=rows_per_part)
     rng = random.Random(0)
     words = corpus(rng, 4_000_000)
     started = time.monotonic()
@@ -61,11 +61,11 @@ def simulate_run(hub: CountingHub, work: Path, rows: int, rows_per_part: int, cy
         log.add(RowResult(index, f"train-{index}", text=text, error=error))
         if (index + 1) % cycle_rows == 0:
             mirror.compact()
-            mirror.upload(final=False)
+            mirror.upload()
             peak_files = max(peak_files, len(progress_files(hub)))
     log.flush()
     mirror.compact()
-    mirror.upload(final=False)
+    mirror.upload()
     written_s = time.monotonic() - started
     uploaded = sum(path.stat().st_size for path in part_files(destination.progress_dir))
     return {

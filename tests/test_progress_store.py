@@ -43,14 +43,23 @@ def test_the_newest_record_wins_whatever_the_file_names(tmp_path):
 
 
 def test_parts_are_written_whole_under_their_final_name(tmp_path):
-    seen = []
-    log = ProgressLog(tmp_path, "run", flush_rows=2, on_part=seen.append)
+    log = ProgressLog(tmp_path, "run", flush_rows=2)
     log.add(RowResult(0, "a", text="x"))
-    assert seen == [] and part_files(tmp_path) == []
+    assert part_files(tmp_path) == []
     log.add(RowResult(1, "b", text="y"))
-    assert seen == part_files(tmp_path)
-    assert pq.read_table(seen[0]).num_rows == 2
+    assert [pq.read_table(part).num_rows for part in part_files(tmp_path)] == [2]
     assert [path.name for path in tmp_path.iterdir() if path.name.endswith(".tmp")] == []
+
+
+def test_a_later_error_never_replaces_a_success(tmp_path):
+    log = ProgressLog(tmp_path, "run", flush_rows=1)
+    log.add(RowResult(0, "train-0", text="done", recorded_at=100.0))
+    log.add(RowResult(0, "train-0", error="server rejected the page (400)", recorded_at=200.0))
+    log.add(RowResult(1, "train-1", error="first failure", recorded_at=100.0))
+    log.add(RowResult(1, "train-1", error="second failure", recorded_at=200.0))
+    results = {row["row_id"]: row for row in read_results(tmp_path).to_pylist()}
+    assert results["train-0"]["text"] == "done" and results["train-0"]["error"] is None
+    assert results["train-1"]["error"] == "second failure"
 
 
 @pytest.mark.parametrize("damage", [b"", b"PAR1 not really parquet"], ids=["zero-length", "corrupt"])
@@ -100,9 +109,9 @@ def test_size_classes_are_a_factor_of_fan_in_apart():
 def test_compaction_keeps_every_row_and_bounds_the_file_count(tmp_path):
     write_parts(tmp_path, count=300, rows_per_part=16)
     before = texts(tmp_path)
-    written, removed = compact(tmp_path)
+    removed = [name for names in compact(tmp_path) for name in names]
     assert len(part_files(tmp_path)) < 2 * FAN_IN
-    assert len(removed) >= 300 - 2 * FAN_IN and written
+    assert len(removed) >= 300 - 2 * FAN_IN
     assert texts(tmp_path) == before and len(before) == 4800
 
 
@@ -110,7 +119,7 @@ def test_compaction_keeps_the_newest_record_of_a_row_merged_with_an_older_one(tm
     log = ProgressLog(tmp_path, "run", flush_rows=1)
     for attempt in range(FAN_IN):
         log.add(RowResult(0, "train-0", text=f"attempt {attempt}", recorded_at=1000.0 + attempt))
-    compact(tmp_path)
+    list(compact(tmp_path))
     assert len(part_files(tmp_path)) == 1
     assert texts(tmp_path) == {"train-0": f"attempt {FAN_IN - 1}"}
 
@@ -129,7 +138,7 @@ def manifest_args(**changes):
 
 
 def test_the_fingerprint_sees_every_setting_that_changes_a_rows_text():
-    base = fingerprint(*manifest_args(), "ovis-ocr2-server.py", None)
+    base = fingerprint(*manifest_args(), "ovis-ocr2-server.py", None, 12)
     for option, value, field in [
         ("input-config", "fr", "input_config"),
         ("image-column", "scan", "image_column"),
@@ -138,14 +147,15 @@ def test_the_fingerprint_sees_every_setting_that_changes_a_rows_text():
         ("temperature", "0.3", "sampling"),
         ("model", "other/model", "model"),
     ]:
-        changed = fingerprint(*manifest_args(**{option: value}), "ovis-ocr2-server.py", None)
+        changed = fingerprint(*manifest_args(**{option: value}), "ovis-ocr2-server.py", None, 12)
         assert differences(json.loads(json.dumps(base)), changed) == [field], option
-    parse = fingerprint(*manifest_args(), "ovis-ocr2-server.py", None)
+    parse = fingerprint(*manifest_args(), "ovis-ocr2-server.py", None, 12)
     args, facts = manifest_args()
     args.keep_image_tags = True
-    assert differences(parse, fingerprint(args, facts, "ovis-ocr2-server.py", None)) == ["parse_options"]
-    assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2.py", None)) == ["script"]
-    assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2-server.py", "abc123")) == ["input_revision"]
+    assert differences(parse, fingerprint(args, facts, "ovis-ocr2-server.py", None, 12)) == ["parse_options"]
+    assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2.py", None, 12)) == ["script"]
+    assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2-server.py", "abc123", 12)) == ["input_revision"]
+    assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2-server.py", None, 13)) == ["input_rows"]
 
 
 def test_the_mismatch_message_names_the_fields_and_both_ways_out():

@@ -60,7 +60,7 @@ def merge(folder: Path, names: list[str]) -> Path:
     """Writes one file holding the newest record of every row in `names`, then removes `names`."""
     keys = []
     for position, name in enumerate(names):
-        table = read_part(folder / name, ["row_id", "recorded_at"])
+        table = read_part(folder / name, ["row_id", "error", "recorded_at"])
         if table is not None:
             table = table.append_column("_file", pa.array([position] * table.num_rows, pa.int32()))
             keys.append(table.append_column("_row", pa.array(range(table.num_rows), pa.int64())))
@@ -83,13 +83,11 @@ def kept_rows(folder: Path, names: list[str], kept: pa.Table | None) -> Iterator
             yield source.take(kept.filter(pc.equal(kept["_file"], position))["_row"])
 
 
-def compact(folder: Path) -> tuple[list[Path], list[str]]:
-    """Runs every merge that is due; returns the files written and the names removed."""
-    written: list[Path] = []
-    removed: list[str] = []
+def compact(folder: Path) -> Iterator[list[str]]:
+    """Runs every merge that is due, yielding the names each merge removed as soon as it is on disk, so a caller
+    that stops early (a full disk in a later merge) still knows of the merges already done."""
     with folder_lock(folder, exclusive=True):
         while groups := plan_merges(row_counts(folder)):
             for names in groups:
-                written.append(merge(folder, names))
-                removed += names
-    return written, removed
+                merge(folder, names)
+                yield names

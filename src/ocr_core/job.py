@@ -10,16 +10,32 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .assemble import FAILED_TEXT, Columns, collisions
 from .card import split_front_matter
 from .facts import ModelFacts
-from .hub import HfHub, HubClient, with_retries
-from .lease import Lease, LeaseTaken, LocalLocks, conflicts, lease_key, lease_ttl, taken_message, yields_to
-from .manifest import differences, fingerprint, settings_mismatch_message, write_manifest
-from .mirror import write_lease
+from .hub import HfHub, HubClient, HubRefused, with_retries
+from .lease import (
+    WHOLE,
+    Lease,
+    LeaseTaken,
+    LocalLocks,
+    conflicts,
+    lease_key,
+    lease_ttl,
+    taken_message,
+    yields_to,
+)
+from .manifest import (
+    ManifestUnreadable,
+    differences,
+    fingerprint,
+    is_legacy_match,
+    settings_mismatch_message,
+    write_manifest,
+)
 from .output import (
     Destination,
     foreign_files,
@@ -53,10 +69,14 @@ class Job:
     locks: LocalLocks
     lease: Lease | None
     run_id: str
+    manifest: dict
     started: float = field(default_factory=time.monotonic)
 
     @property
     def todo(self) -> int:
+        """Rows this run drives: none with --finalize, which only publishes."""
+        if self.args.finalize:
+            return 0
         return sum(row_id not in self.skip for row_id in self.source.owned())
 
 
@@ -174,7 +194,7 @@ def settle(
     run_id: str,
     started: float,
 ) -> Job:
-    previous = destination.fetch_manifest(listing)
+    previous = earlier_manifest(destination, listing, args.overwrite)
     revision = input_revision(args, previous, hub)
     source = load_source(
         args.input, args.split, args.image_column, args.input_config, args.id_column, args.max_samples,
@@ -188,35 +208,97 @@ def settle(
             f"{args.input} already has column(s) {clashing}; pass --overwrite to replace them, "
             "or --output-column / --error-column to write elsewhere"
         )
-    manifest = fingerprint(args, facts, script, revision)
-    changed = differences(previous, manifest) if previous else []
+    manifest = fingerprint(args, facts, script, revision, len(source.dataset))
+    changed = settings_changes(previous, manifest)
     if changed and not args.overwrite:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
     if changed:
-        say(f"--overwrite: removing the results made another way ({', '.join(changed)} differ)")
-        destination.discard_progress(listing)
-    start_progress(destination, manifest, lease, args.take_over)
+        replace_results(destination, listing, lease, locks, args.take_over, changed)
+    start_progress(destination, listing, manifest, lease, args.take_over)
     fetched = destination.pull_progress()
     if fetched:
         say(f"fetched {fetched} progress file(s) from {destination.describe()}")
     skip = finished_ids(read_results(destination.progress_dir, ["error"]), args.retry_errors)
-    job = Job(args, facts, script, mode, argv, destination, source, columns, skip, locks, lease, run_id, started)
+    job = Job(
+        args, facts, script, mode, argv, destination, source, columns, skip, locks, lease, run_id, manifest, started
+    )
     owned = source.owned()
     shard = f" (shard {args.shard[0]}/{args.shard[1]}: {len(owned)} of them)" if args.shard else ""
-    todo = 0 if args.finalize else job.todo
-    say(f"{len(source.ids)} row(s) selected from {args.input}{shard}; {len(owned) - todo} already done, {todo} to do")
+    say(f"{len(source.ids)} row(s) selected from {args.input}{shard}; {len(owned) - job.todo} already done, "
+        f"{job.todo} to do")  # fmt: skip
     return job
 
 
-def start_progress(destination: Destination, manifest: dict, lease: Lease | None, take_over: bool) -> None:
-    """Writes the manifest (and, on the Hub, the lease) before the first result, in one commit."""
+def earlier_manifest(destination: Destination, listing: list[str], overwrite: bool) -> dict | None:
+    """The manifest of the results already at OUTPUT; an unreadable one is refused unless --overwrite."""
+    try:
+        return destination.fetch_manifest(listing)
+    except ManifestUnreadable as exc:
+        if not overwrite:
+            raise UsageError(
+                f"{exc}: nothing says how the results at {destination.where()} were made. Pass --overwrite to start "
+                "this config over, or write elsewhere (another --config or OUTPUT)"
+            ) from exc
+        return {"manifest": "unreadable"}
+
+
+def settings_changes(previous: dict | None, current: dict) -> list[str]:
+    """The fields that differ; a manifest from before the fingerprint existed, for the same input, split and
+    model, is adopted (its results were made by the recipe's own settings)."""
+    if previous is None:
+        return []
+    if is_legacy_match(previous, current):
+        say("adopting results written by an earlier version of this script (same input, split and model)")
+        return []
+    return differences(previous, current)
+
+
+def replace_results(
+    destination: Destination,
+    listing: list[str],
+    lease: Lease | None,
+    locks: LocalLocks,
+    take_over: bool,
+    changed: list[str],
+) -> None:
+    """--overwrite after a settings change: every slice's results go, so no run may be writing any slice now."""
+    if lease is not None and not take_over:
+        taken = conflicts(destination.leases(listing), replace(lease, key=WHOLE), time.time())
+        if taken:
+            raise LeaseTaken(taken_message(taken[0].describe(), destination.where()))
+    with locks.whole(destination.where()):
+        say(f"--overwrite: removing the results made another way ({', '.join(changed)} differ)")
+        destination.discard_progress(listing)
+
+
+def start_progress(
+    destination: Destination, listing: list[str], manifest: dict, lease: Lease | None, take_over: bool
+) -> None:
+    """Writes the manifest and, on the Hub, the lease before the first result, in one commit that also clears the
+    leases of runs long gone."""
     path = write_manifest(destination.progress_dir, manifest)
     if destination.local:
         return
     files = {destination.in_repo(path): path}
     if lease is not None:
-        files[f"{destination.progress_prefix}/{lease.file_name}"] = write_lease(destination, lease)
-    destination.push(files, [], "OCR progress: manifest and lease")
+        name, lease_path = destination.lease_file(lease)
+        files[name] = lease_path
+    now = time.time()
+    expired = [
+        f"{destination.progress_prefix}/{old.file_name}" for old in destination.leases(listing) if old.expires <= now
+    ]
+    try:
+        destination.push(files, expired, "OCR progress: manifest and lease")
+    except HubRefused:
+        if not destination.create_pr:
+            raise
+        destination.mirror_progress = False
+        say(
+            f"--create-pr: this token may not write to the main branch of {destination.spec}, so progress stays on "
+            f"this machine ({destination.progress_dir}; rerun here to resume); the dataset still opens as a pull "
+            "request at the end"
+        )
+        return
     if destination.create_pr:
         say(
             "--create-pr: the dataset opens as a pull request at the end; progress goes to the main branch "

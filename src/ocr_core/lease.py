@@ -15,6 +15,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -124,6 +125,22 @@ class LocalLocks:
                 handle.write(f"pid {os.getpid()} on {socket.gethostname()}, slice {self.key}")
                 handle.flush()
             self.handles.append(handle)
+
+    @contextlib.contextmanager
+    def whole(self, where: str) -> Iterator[None]:
+        """The whole output to this run alone for a moment (to delete every slice's results): a shard's shared hold
+        on it is converted to an exclusive one, and back."""
+        handle = self.handles[0]
+        if self.key != WHOLE:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LeaseTaken(taken_message("another shard's run on this machine", where)) from None
+        try:
+            yield
+        finally:
+            if self.key != WHOLE:
+                fcntl.flock(handle, fcntl.LOCK_SH)
 
     def release(self) -> None:
         for handle in self.handles:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,12 @@ from .images import placeholder_part
 MANIFEST = "manifest.json"
 
 
-class ManifestMismatch(ValueError):
-    """The results at OUTPUT were made another way; the message names the fields and the ways out."""
+LEGACY_FIELDS = {"input", "split", "model", "output_column"}
+LEGACY_MATCH = ("input", "split", "model")
+
+
+class ManifestUnreadable(ValueError):
+    """The manifest cannot be read (a crash while it was written): nothing says how the results were made."""
 
 
 def model_options(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
@@ -33,12 +38,17 @@ def model_options(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]
     return {name: getattr(args, name) for name in vars(own.parse_args([]))}
 
 
-def fingerprint(args: argparse.Namespace, facts: ModelFacts, script: str, input_revision: str | None) -> dict[str, Any]:
+def fingerprint(
+    args: argparse.Namespace, facts: ModelFacts, script: str, input_revision: str | None, input_rows: int
+) -> dict[str, Any]:
+    """`input_rows` (the split's length) tells a regenerated local input folder apart: row ids are positions, so
+    another folder under the same path would map old results onto other pages."""
     return {
         "script": script,
         "input": args.input,
         "input_config": args.input_config,
         "input_revision": input_revision,
+        "input_rows": input_rows,
         "split": args.split,
         "image_column": args.image_column,
         "id_column": args.id_column,
@@ -68,13 +78,33 @@ def settings_mismatch_message(where: str, previous: dict[str, Any], current: dic
     )
 
 
+def is_legacy_match(previous: dict[str, Any], current: dict[str, Any]) -> bool:
+    """A manifest written before the fingerprint existed, for the same input, split and model: its results can be
+    adopted (they were made by the recipe's own settings, which is all that version could run)."""
+    return set(previous) == LEGACY_FIELDS and all(previous[key] == current.get(key) for key in LEGACY_MATCH)
+
+
 def read_manifest(folder: Path) -> dict[str, Any] | None:
     path = folder / MANIFEST
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ManifestUnreadable(f"{path} cannot be read ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise ManifestUnreadable(f"{path} holds no manifest")
+    return manifest
 
 
 def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
+    """Written aside, fsynced and renamed, so a crash leaves the old manifest or the new one, never half of one."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / MANIFEST
-    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    temporary = folder / f".{MANIFEST}.tmp"
+    with open(temporary, "w") as handle:
+        handle.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
     return path

@@ -1,95 +1,101 @@
 """Keeps the progress folder compact and, for a Hub output, mirrored, from a background thread.
 
-Every cycle it merges parts that piled up; every `upload_every_s` it commits to the Hub what changed since the last
-commit (new files, files merged away) with the run's renewed lease. The driver only hands it paths, so it never
-waits on the disk or the Hub; a failed upload keeps its changes for the next cycle and the final one at close. With
---create-pr the progress still goes to the main branch (only the finished dataset is a pull request): that is where
-a rerun on a fresh machine looks for it.
+It runs for the whole job, from the end of the checks to the end of the driving. Every cycle it merges parts that
+piled up; every `upload_every_s` it makes the Hub hold what the folder holds: one commit adds every local file the
+Hub lacks, deletes the files merged away, and renews the run's lease. What to upload is read from the folder and
+the Hub's listing each time, never kept in memory, so nothing a crash, a failed upload or an earlier run left
+behind on this machine stays off the Hub. Before each commit it checks that the Hub's manifest is still this run's:
+if another run replaced it (an --overwrite with other settings), it uploads nothing more and the run fails at the
+end instead of mixing two jobs' text. With --create-pr the progress still goes to the main branch (only the
+finished dataset is a pull request): that is where a rerun on a fresh machine looks for it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
+from .chat import JobFailed
 from .compaction import compact
 from .lease import Lease, lease_ttl
+from .manifest import differences
 from .output import Destination
+from .progress import part_files
 from .report import say
 
 COMPACT_EVERY_S = 60.0
 
 
 class ProgressMirror:
-    def __init__(self, destination: Destination, upload_every_s: float, lease: Lease | None = None) -> None:
+    def __init__(
+        self, destination: Destination, upload_every_s: float, manifest: dict, lease: Lease | None = None
+    ) -> None:
         self.destination = destination
         self.upload_every_s = upload_every_s
+        self.manifest = manifest
         self.lease = lease
-        self.added: set[Path] = set()
         self.removed: set[str] = set()
-        self.lock = threading.Lock()
+        self.replaced: str | None = None
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.loop, name="progress-mirror", daemon=True)
         self.last_upload = time.monotonic()
 
+    @property
+    def mirrored(self) -> bool:
+        return self.destination.mirror_progress
+
     def start(self) -> None:
         self.thread.start()
-
-    def add(self, part: Path) -> None:
-        """Called from the driver for every part it writes."""
-        with self.lock:
-            self.added.add(part)
 
     def loop(self) -> None:
         while not self.stopping.wait(min(COMPACT_EVERY_S, self.upload_every_s)):
             try:
                 self.compact()
-                if not self.destination.local and time.monotonic() - self.last_upload >= self.upload_every_s:
-                    self.upload(final=False)
+                if self.mirrored and time.monotonic() - self.last_upload >= self.upload_every_s:
+                    self.upload()
             except Exception as exc:
                 say(f"progress upkeep failed, will retry: {type(exc).__name__}: {exc}")
 
     def compact(self) -> None:
-        written, removed = compact(self.destination.progress_dir)
-        with self.lock:
-            self.added = {path for path in self.added if path.name not in removed} | set(written)
-            self.removed |= {f"{self.destination.progress_prefix}/{name}" for name in removed}
+        for names in compact(self.destination.progress_dir):
+            self.removed |= {f"{self.destination.progress_prefix}/{name}" for name in names}
 
-    def upload(self, final: bool) -> None:
-        """One commit: new files, files merged away, and the lease (renewed, or removed at the end)."""
+    def upload(self) -> None:
+        """One commit that makes the Hub hold what the folder holds, with the lease renewed."""
         self.last_upload = time.monotonic()
-        with self.lock:
-            added, removed = set(self.added), set(self.removed)
-        files = {self.destination.in_repo(path): path for path in added}
+        if self.replaced is not None:
+            return
+        listing = set(self.destination.listing())
+        theirs = self.destination.manifest_on_hub(listing)
+        if theirs is not None and differences(theirs, self.manifest):
+            self.replaced = (
+                f"another run replaced the results at {self.destination.where()} with other settings "
+                f"({', '.join(differences(theirs, self.manifest))} differ) while this one ran; nothing more was "
+                "uploaded and nothing is published, so the two jobs' text never mix"
+            )
+            say(f"error: {self.replaced}")
+            return
+        files = {self.destination.in_repo(path): path for path in part_files(self.destination.progress_dir)}
+        files = {name: path for name, path in files.items() if name not in listing}
+        removed = sorted(self.removed & listing)
         if self.lease is not None:
-            lease_name = f"{self.destination.progress_prefix}/{self.lease.file_name}"
-            if final:
-                removed.add(lease_name)
-            else:
-                self.lease = self.lease.renewed(lease_ttl(self.upload_every_s))
-                files[lease_name] = write_lease(self.destination, self.lease)
+            self.lease = self.lease.renewed(lease_ttl(self.upload_every_s))
+            name, path = self.destination.lease_file(self.lease)
+            files[name] = path
         started = time.monotonic()
-        self.destination.push(files, sorted(removed), f"OCR progress: {len(added)} file(s) in, {len(removed)} out")
-        with self.lock:
-            self.added -= added
-            self.removed -= removed
-        if final and added:
-            say(f"uploaded {len(added)} progress file(s) in {time.monotonic() - started:.1f} s")
+        self.destination.push(files, removed, f"OCR progress: {len(files)} file(s) in, {len(removed)} out")
+        self.removed -= set(removed)
+        if len(files) > 1:
+            say(f"mirrored {len(files)} progress file(s) in {time.monotonic() - started:.1f} s")
 
     def close(self) -> None:
-        """Stops the thread, then merges and uploads what is left; raises if the Hub stays unreachable."""
+        """Stops the thread, then merges and uploads what is left; raises if the Hub stays unreachable, or if
+        another run replaced the results meanwhile."""
         self.stopping.set()
         if self.thread.is_alive():
             self.thread.join()
         self.compact()
-        if not self.destination.local:
-            self.upload(final=True)
-        if self.lease is not None:
-            (self.destination.progress_dir / self.lease.file_name).unlink(missing_ok=True)
-
-
-def write_lease(destination: Destination, lease: Lease) -> Path:
-    path = destination.progress_dir / lease.file_name
-    path.write_text(lease.to_json())
-    return path
+        if self.mirrored:
+            self.upload()
+        if self.replaced is not None:
+            raise JobFailed(self.replaced)

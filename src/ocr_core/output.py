@@ -20,8 +20,9 @@ from pathlib import Path
 
 from .hub import HubClient, with_retries
 from .lease import LEASE_PREFIX, Lease
-from .manifest import MANIFEST, read_manifest
+from .manifest import MANIFEST, differences, read_manifest, write_manifest
 from .progress import part_files
+from .report import say
 
 PROGRESS_ROOT = ".ocr-progress"
 HUB_OWN_FILES = ("README.md", ".gitattributes")
@@ -104,6 +105,7 @@ class Destination:
         self.private = private
         self.create_pr = create_pr
         self.work_dir = work_dir or Path(tempfile.gettempdir()) / "ocr-work"
+        self.mirror_progress = hub is not None
 
     @property
     def local(self) -> bool:
@@ -142,36 +144,66 @@ class Destination:
             return sorted(self.in_repo(path) for path in self.root.rglob("*") if path.is_file())
         return with_retries(lambda: self.hub.list_files(self.spec), "listing the output repo")
 
+    def manifest_on_hub(self, listing: Iterable[str]) -> dict | None:
+        """The manifest the Hub holds for this config and split now, or None (read aside, never over ours)."""
+        name = f"{self.progress_prefix}/{MANIFEST}"
+        if self.local or name not in set(listing):
+            return None
+        with tempfile.TemporaryDirectory() as folder:
+            with_retries(lambda: self.hub.download(self.spec, name, Path(folder)), "reading the manifest")
+            return read_manifest(Path(folder) / self.progress_prefix)
+
     def fetch_manifest(self, listing: list[str]) -> dict | None:
-        if not self.local and f"{self.progress_prefix}/{MANIFEST}" in listing:
-            with_retries(
-                lambda: self.hub.download(self.spec, f"{self.progress_prefix}/{MANIFEST}", self.root), "reading"
-            )
-        return read_manifest(self.progress_dir)
+        """The results' manifest. A local copy left by an earlier job whose manifest differs from the Hub's is
+        stale (another run replaced those results since): its parts are dropped before they can be trusted."""
+        local = read_manifest(self.progress_dir)
+        remote = self.manifest_on_hub(listing)
+        if remote is None:
+            return local
+        if local is not None and differences(local, remote):
+            say(f"dropping this machine's copy of results made another way ({', '.join(differences(local, remote))})")
+            self.clear_local_progress()
+        write_manifest(self.progress_dir, remote)
+        return remote
 
     def leases(self, listing: list[str]) -> list[Lease]:
-        """The lease files other runs left on the Hub for this config and split."""
+        """The lease files runs left on the Hub for this config and split; one that vanished meanwhile (its run
+        ended) or cannot be read is passed over."""
         names = [name for name in listing if name.startswith(f"{self.progress_prefix}/{LEASE_PREFIX}")]
         if self.local or not names:
             return []
+        found = []
         with tempfile.TemporaryDirectory() as folder:
-            fetch = [lambda name=name: self.hub.download(self.spec, name, Path(folder)) for name in names]
-            return [Lease.from_json(with_retries(action, "reading a lease").read_text()) for action in fetch]
+            for name in names:
+                try:
+                    found.append(Lease.from_json(self.hub.download(self.spec, name, Path(folder)).read_text()))
+                except Exception as exc:
+                    say(f"passing over lease {name}: {type(exc).__name__}: {exc}")
+        return found
+
+    def lease_file(self, lease: Lease) -> tuple[str, Path]:
+        """The lease written here, and its name in the repo."""
+        path = self.progress_dir / lease.file_name
+        path.write_text(lease.to_json())
+        return self.in_repo(path), path
+
+    def clear_local_progress(self) -> None:
+        if self.progress_dir.is_dir():
+            for path in self.progress_dir.iterdir():
+                if path.is_file() and not path.name.startswith("."):
+                    path.unlink()
 
     def pull_progress(self) -> int:
         """Fetches (in parallel) the parts earlier or other jobs pushed to the Hub; returns how many are new here."""
         if self.local:
             return 0
         before = {path.name for path in part_files(self.progress_dir)}
-        with_retries(lambda: self.hub.download_folder(self.spec, self.progress_prefix, self.root), "fetching progress")
+        with_retries(lambda: self.hub.download_parts(self.spec, self.progress_prefix, self.root), "fetching progress")
         return len({path.name for path in part_files(self.progress_dir)} - before)
 
     def discard_progress(self, listing: list[str]) -> None:
         """--overwrite after a fingerprint change: this config's earlier results go, here and on the Hub."""
-        if self.progress_dir.is_dir():
-            for path in self.progress_dir.iterdir():
-                if path.is_file() and not path.name.startswith("."):
-                    path.unlink()
+        self.clear_local_progress()
         if not self.local:
             old = [name for name in listing if name.startswith(self.progress_prefix + "/")]
             self.push({}, old, "OCR progress: --overwrite removes results made another way")

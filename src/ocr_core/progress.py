@@ -14,7 +14,7 @@ import fcntl
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -68,13 +68,17 @@ def new_run_id() -> str:
 def write_durably(path: Path, tables: Iterable[pa.Table]) -> None:
     """Writes the tables, one after another, as one part that is complete on disk before this returns."""
     temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "wb") as handle:
-        with pq.ParquetWriter(handle, RESULT_SCHEMA) as writer:
-            for table in tables:
-                writer.write_table(table)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "wb") as handle:
+            with pq.ParquetWriter(handle, RESULT_SCHEMA) as writer:
+                for table in tables:
+                    writer.write_table(table)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     sync_folder(path.parent)
 
 
@@ -87,10 +91,7 @@ def sync_folder(folder: Path) -> None:
 
 
 class ProgressLog:
-    """Buffers results and writes a part every `flush_rows` rows or `flush_seconds` seconds.
-
-    `on_part` hears of every part written (the Hub mirror), so both recipe shapes mirror the same way.
-    """
+    """Buffers results and writes a part every `flush_rows` rows or `flush_seconds` seconds."""
 
     def __init__(
         self,
@@ -98,13 +99,11 @@ class ProgressLog:
         run_id: str,
         flush_rows: int = 64,
         flush_seconds: float = 30.0,
-        on_part: Callable[[Path], None] | None = None,
     ) -> None:
         self.folder = folder
         self.run_id = run_id
         self.flush_rows = flush_rows
         self.flush_seconds = flush_seconds
-        self.on_part = on_part
         self.buffer: list[RowResult] = []
         self.sequence = 0
         self.last_flush = time.monotonic()
@@ -124,8 +123,6 @@ class ProgressLog:
         write_durably(path, [table])
         self.sequence += 1
         self.buffer.clear()
-        if self.on_part is not None:
-            self.on_part(path)
 
 
 @contextlib.contextmanager
@@ -165,10 +162,13 @@ def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table | No
 
 
 def newest_rows(table: pa.Table) -> pa.Table:
-    """One row per row_id: the one recorded last."""
+    """One row per row_id: a success over an error (no run redoes a success, so a later error can only come from
+    two runs that overlapped, or a clock that lags), then the one recorded last."""
     if table.num_rows == 0:
         return table
-    order = pc.sort_indices(table, sort_keys=[("row_id", "ascending"), ("recorded_at", "descending")])
+    failed = pc.is_valid(table["error"])
+    keys = [("row_id", "ascending"), ("_failed", "ascending"), ("recorded_at", "descending")]
+    order = pc.sort_indices(table.append_column("_failed", failed), sort_keys=keys)
     table = table.take(order)
     ids = table["row_id"].combine_chunks()
     first = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
@@ -178,7 +178,7 @@ def newest_rows(table: pa.Table) -> pa.Table:
 
 def read_results(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
     """Every row's newest result (only `columns`, if given), in no particular order."""
-    wanted = list(dict.fromkeys([*columns, "row_id", "recorded_at"])) if columns else None
+    wanted = list(dict.fromkeys([*columns, "row_id", "error", "recorded_at"])) if columns else None
     with folder_lock(folder, exclusive=False):
         tables = [table for table in (read_part(part, wanted) for part in part_files(folder)) if table is not None]
     schema = pa.schema([RESULT_SCHEMA.field(name) for name in wanted]) if wanted else RESULT_SCHEMA

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +45,7 @@ from .hostmem import MemoryGuard
 from .hub import HubClient, HubRefused
 from .job import Job, UsageError, prepare_job, release
 from .lease import LeaseTaken
+from .manifest import differences
 from .mirror import ProgressMirror
 from .offline import NoGpu, OfflineRunner, open_llm, stdout_to_stderr
 from .progress import ProgressLog, read_results
@@ -141,14 +143,14 @@ def main(
         print(usage(script, facts, mode))
         return 0
     args = parse_arguments(build_parser(script, facts, mode), argv)
-    register_run_secrets(args)
-    if args.verbose:
-        say(versions())
     summary: dict[str, Any] = {"script": script, "model": args.model, "mode": mode, "output": args.output}
     streams: list[TextIO] = [sys.stdout]
     stop = StopSignals()
     stop.install()
     try:
+        register_run_secrets(args)
+        if args.verbose:
+            say(versions())
         code = run(args, facts, script, mode, argv, hub, stop, summary, streams)
     except BaseException as exc:
         code = failure_code(exc, stop, summary, args.verbose)
@@ -172,11 +174,17 @@ def run(
 ) -> int:
     job = prepare_job(args, facts, script, mode, argv, hub)
     try:
-        if mode == "offline":
-            streams.append(stdout_to_stderr())
-            drive = run_offline_job(job, stop)
-        else:
-            drive = asyncio.run(run_job(job, stop))
+        mirror = ProgressMirror(job.destination, job.args.upload_every, job.manifest, job.lease)
+        mirror.start()
+        try:
+            if mode == "offline":
+                streams.append(stdout_to_stderr())
+                drive = run_offline_job(job, stop)
+            else:
+                drive = asyncio.run(run_job(job, stop))
+        finally:
+            closed = uninterrupted(lambda: close_mirror(job, mirror))
+        drive.failure = drive.failure or closed
         code, facts_of_run = finish(job, drive, stop.signum)
         summary.update(facts_of_run)
         return code
@@ -197,6 +205,9 @@ def failure_code(exc: BaseException, stop: StopSignals, summary: dict[str, Any],
         summary["failure"] = str(exc)
         say(f"error: {exc}\n{KEPT.capitalize()}.")
         return 1
+    if isinstance(exc, SystemExit):
+        summary["failure"] = f"exited with {exc.code}"
+        return exc.code if isinstance(exc.code, int) else 1
     if not isinstance(exc, Exception):
         raise exc
     summary["failure"] = f"internal error: {type(exc).__name__}: {exc}"
@@ -290,28 +301,54 @@ async def finish_in_thread(action: Callable[[], None]) -> None:
     done.result()
 
 
-def start_mirror(job: Job) -> ProgressMirror:
-    mirror = ProgressMirror(job.destination, job.args.upload_every, job.lease)
-    mirror.start()
-    return mirror
-
-
-def close_mirror(job: Job, mirror: ProgressMirror) -> None:
+def close_mirror(job: Job, mirror: ProgressMirror) -> str | None:
+    """Merges and uploads what is left; the reason the results could not reach the Hub, or None."""
     try:
         mirror.close()
+    except JobFailed as exc:
+        return str(exc)
     except Exception as exc:
-        raise JobFailed(
+        reason = (
             f"progress could not reach {job.destination.describe()} ({type(exc).__name__}: {exc}); every result is "
             f"kept in {job.destination.progress_dir}; rerun the same command on this machine to upload it"
-        ) from exc
+        )
+        say(f"error: {reason}")
+        return reason
+    return None
+
+
+def uninterrupted(action: Callable[[], str | None]) -> str | None:
+    """Runs `action` to its end in a thread; a stop signal meanwhile is held until it is done, then raised, so a
+    SIGTERM during the last upload cannot cut it short."""
+    outcome: list = []
+    worker = threading.Thread(target=lambda: outcome.append(capture(action)), name="closing")
+    worker.start()
+    held: Interrupted | None = None
+    while worker.is_alive():
+        try:
+            worker.join()
+        except Interrupted as exc:
+            held = exc
+    if held is not None:
+        raise held
+    value, error = outcome[0]
+    if error is not None:
+        raise error
+    return value
+
+
+def capture(action: Callable[[], str | None]) -> tuple[str | None, BaseException | None]:
+    try:
+        return action(), None
+    except BaseException as exc:
+        return None, exc
 
 
 async def pump_pages(
     job: Job, target: Target, engine: Engine, window: Window, guard: MemoryGuard | None, progress: Progress
 ) -> None:
-    """Pumps the rows still to do; their results reach the Hub in the background and once more at the end."""
-    mirror = start_mirror(job)
-    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit), on_part=mirror.add)
+    """Pumps the rows still to do, with a watch for an engine that stops making progress beside it."""
+    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit))
     settings = PumpSettings(
         requested_sampling(job.facts, job.args),
         request_timeout=job.args.request_timeout,
@@ -319,11 +356,8 @@ async def pump_pages(
     )
     pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard)
     progress.start()
-    try:
-        stalls = watch_for_stalls(target, job.args.stall_timeout, lambda: window.in_flight, engine)
-        await beside(pump.run(job.source.rows(job.skip)), stalls)
-    finally:
-        await finish_in_thread(lambda: close_mirror(job, mirror))
+    stalls = watch_for_stalls(target, job.args.stall_timeout, lambda: window.in_flight, engine)
+    await beside(pump.run(job.source.rows(job.skip)), stalls)
 
 
 def run_offline_job(job: Job, stop: StopSignals) -> Drive:
@@ -351,16 +385,10 @@ def drive_offline(job: Job, progress: Progress, stop: StopSignals) -> None:
     """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
     llm = open_llm(job.facts, job.args, job_command(job.script, job.facts, job.argv))
     stop.install()
-    mirror = start_mirror(job)
-    log = ProgressLog(
-        job.destination.progress_dir, job.run_id, flush_rows=max(16, job.args.batch_size), on_part=mirror.add
-    )
+    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.args.batch_size))
     runner = OfflineRunner(llm, job.facts, job.args, log, progress)
     progress.start()
-    try:
-        runner.run(job.source.rows(job.skip), job.args.batch_size)
-    finally:
-        close_mirror(job, mirror)
+    runner.run(job.source.rows(job.skip), job.args.batch_size)
 
 
 def vllm_version() -> str | None:
@@ -462,6 +490,11 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
 
 
 def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int) -> tuple[str | None, int]:
+    replaced = replaced_meanwhile(job)
+    if replaced:
+        drive.failure = replaced
+        say(f"error: {replaced}")
+        return None, 1
     try:
         published = publish(job, drive, errors, truncated)
     except HubRefused:
@@ -474,6 +507,20 @@ def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int) -> tuple
         return None, 1
     say(f"published {len(job.source.ids)} row(s) ({errors} with an error) to {published}")
     return published, 0
+
+
+def replaced_meanwhile(job: Job) -> str | None:
+    """Why not to publish: another run replaced this config's results with other settings while this one ran."""
+    destination = job.destination
+    if not destination.mirror_progress:
+        return None
+    theirs = destination.manifest_on_hub(destination.listing())
+    if theirs is None or not differences(theirs, job.manifest):
+        return None
+    return (
+        f"another run replaced the results at {destination.where()} with other settings "
+        f"({', '.join(differences(theirs, job.manifest))} differ) while this one ran; not publishing"
+    )
 
 
 def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:

@@ -7,7 +7,7 @@ code; only the network is missing.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +28,7 @@ class FolderHub:
     private: dict[str, bool] = field(default_factory=dict)
     fail_commits: int = 0
     fail_after_commit: str | None = None
+    refuse: Callable[[str, bool], Exception | None] | None = None
 
     def repo(self, repo_id: str) -> Path:
         return self.root / repo_id
@@ -46,9 +47,9 @@ class FolderHub:
         shutil.copyfile(self.repo(repo_id) / path_in_repo, target)
         return target
 
-    def download_folder(self, repo_id: str, folder: str, local_dir: Path) -> None:
+    def download_parts(self, repo_id: str, folder: str, local_dir: Path) -> None:
         for name in self.list_files(repo_id):
-            if name.startswith(folder + "/"):
+            if name.startswith(folder + "/") and name.endswith(".parquet"):
                 self.download(repo_id, name, local_dir)
 
     def input_revision(self, repo_id: str) -> str | None:
@@ -60,6 +61,9 @@ class FolderHub:
         if self.fail_commits:
             self.fail_commits -= 1
             raise ConnectionError("simulated Hub outage")
+        refusal = self.refuse(message, create_pr) if self.refuse else None
+        if refusal is not None:
+            raise refusal
         self.create_repo(repo_id, private=False)
         if not create_pr:
             for name in delete:

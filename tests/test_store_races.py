@@ -1,0 +1,251 @@
+"""Races and leftovers around the progress store: several runs, several machines, failed uploads, old folders.
+
+Each test is a scenario a review of the store found to lose, mix or strand results; a fake vLLM server answers and
+the Hub is the folder double.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+
+from ocr_core import engine as engine_module
+from ocr_core import hub as hub_module
+from ocr_core import lease as lease_module
+from ocr_core import progress as progress_module
+from ocr_core.lease import Lease
+from ocr_core.progress import ProgressLog, RowResult, part_files
+from tests.test_resume_publish import (
+    PROGRESS,
+    REPO,
+    hub_parts,
+    hub_process,
+    load,
+    repeated,
+    run_main,
+    served,
+    wait_for_progress,
+)
+from tests.testbed.fake_server import fake_server
+from tests.testbed.hub_double import FolderHub
+
+SCRIPT = "ovis-ocr2-server.py"
+
+
+@pytest.fixture(autouse=True)
+def quick_hub_retries(monkeypatch):
+    monkeypatch.setattr(hub_module, "UPLOAD_BACKOFF_S", 0.01)
+
+
+@pytest.fixture
+def server():
+    with fake_server() as running:
+        yield running
+
+
+def machine(monkeypatch, tmp_path: Path, name: str) -> Path:
+    monkeypatch.setenv("OCR_WORK_DIR", str(tmp_path / name))
+    return tmp_path / name / "someone__ocr-out" / PROGRESS
+
+
+def http_refusal(status: int) -> httpx.HTTPStatusError:
+    request = httpx.Request("POST", "https://huggingface.co/api/datasets/someone/ocr-out/commit/main")
+    return httpx.HTTPStatusError(str(status), request=request, response=httpx.Response(status, request=request))
+
+
+def test_overwrite_by_one_shard_is_refused_while_another_shard_runs(tmp_path, capsys, monkeypatch):
+    source = repeated(tmp_path / "in", copies=4)
+    hub_folder = tmp_path / "hub"
+    with fake_server(delay_s=0.3) as server:
+        first = hub_process(
+            hub_folder, SCRIPT, [str(source), REPO, *served(server, "--shard", "0/2", "--max-inflight", "1")],
+            tmp_path / "machine-1",
+        )  # fmt: skip
+        try:
+            wait_for_progress(first, tmp_path / "machine-1" / "someone__ocr-out" / PROGRESS)
+            machine(monkeypatch, tmp_path, "machine-2")
+            other = [str(source), REPO, *served(server, "--shard", "1/2", "--max-tokens", "24", "--overwrite")]
+            code, _, err = run_main(SCRIPT, other, capsys, hub=FolderHub(hub_folder))
+        finally:
+            first.terminate()
+            first.wait(timeout=60)
+    assert code == 1 and "another run is writing" in err
+
+
+def test_a_run_whose_results_another_run_replaced_never_publishes_them(tmp_path, capsys, monkeypatch):
+    source = repeated(tmp_path / "in", copies=4)
+    hub_folder = tmp_path / "hub"
+    with fake_server(delay_s=0.3) as server:
+        argv = [str(source), REPO, *served(server, "--max-inflight", "1", "--upload-every", "1")]
+        first = hub_process(hub_folder, SCRIPT, argv, tmp_path / "machine-1")
+        try:
+            wait_for_progress(first, tmp_path / "machine-1" / "someone__ocr-out" / PROGRESS)
+            machine(monkeypatch, tmp_path, "machine-2")
+            other = [str(source), REPO, *served(server, "--max-tokens", "24", "--overwrite", "--take-over")]
+            code, _, err = run_main(SCRIPT, other, capsys, hub=FolderHub(hub_folder))
+            assert code == 0, err
+            published = set(load(hub_folder / REPO)["markdown"])
+            _, stderr = first.communicate(timeout=120)
+        finally:
+            if first.poll() is None:
+                first.kill()
+    assert first.returncode == 1 and "another run replaced the results" in stderr
+    assert set(load(hub_folder / REPO)["markdown"]) == published, "the replaced run published over the new one"
+
+
+def test_a_machine_s_stale_copy_of_replaced_results_is_dropped(server, tmp_path, capsys, monkeypatch):
+    hub = FolderHub(tmp_path / "hub")
+    earlier = [str(tmp_path / "in"), REPO, *served(server, "--max-tokens", "16")]
+    repeated(tmp_path / "in", copies=1)
+    machine(monkeypatch, tmp_path, "machine-1")
+    assert run_main(SCRIPT, earlier, capsys, hub=hub)[0] == 0
+    earlier_text = set(load(hub.repo(REPO))["markdown"])
+    machine(monkeypatch, tmp_path, "machine-2")
+    later = [str(tmp_path / "in"), REPO, *served(server, "--max-tokens", "24", "--overwrite")]
+    assert run_main(SCRIPT, [*later, "--max-samples", "3"], capsys, hub=hub)[0] == 0
+    machine(monkeypatch, tmp_path, "machine-1")
+    code, summary, err = run_main(SCRIPT, later, capsys, hub=hub)
+    assert code == 0, err
+    assert summary["resumed"] == 3 and summary["done_this_run"] == 9
+    assert not earlier_text & set(load(hub.repo(REPO))["markdown"])
+
+
+def test_results_that_never_reached_the_hub_are_uploaded_by_the_rerun(server, tmp_path, capsys, monkeypatch):
+    hub = FolderHub(tmp_path / "hub", refuse=lambda message, pr: ConnectionError("down") if "in, " in message else None)
+    machine(monkeypatch, tmp_path, "machine-1")
+    argv = [str(tmp_path / "in"), REPO, *served(server, "--shard", "0/2")]
+    repeated(tmp_path / "in", copies=1)
+    code, _, err = run_main(SCRIPT, argv, capsys, hub=hub)
+    assert code == 1 and "could not reach" in err and not hub_parts(hub)
+    hub.refuse = None
+    code, summary, err = run_main(SCRIPT, argv, capsys, hub=hub)
+    assert code == 0 and summary["done_this_run"] == 0, err
+    assert hub_parts(hub), "the rerun left the finished rows on this machine only"
+
+
+def test_finalize_only_publishes(server, tmp_path, capsys, monkeypatch):
+    machine(monkeypatch, tmp_path, "machine-1")
+    repeated(tmp_path / "in", copies=1)
+    hub = FolderHub(tmp_path / "hub")
+    assert run_main(SCRIPT, [str(tmp_path / "in"), REPO, *served(server, "--shard", "0/2")], capsys, hub=hub)[0] == 0
+    dead = ["--server", "http://127.0.0.1:9", "--model", "fake/model", "--max-model-len", "1024", "--max-tokens", "16"]
+    code, summary, err = run_main(SCRIPT, [str(tmp_path / "in"), REPO, *dead, "--finalize"], capsys, hub=hub)
+    assert code == 1 and summary["done_this_run"] == 0, err
+    assert "have no outcome yet" in err and "vllm" not in err.lower()
+
+
+def test_the_hub_lease_stays_alive_while_the_engine_starts(server, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(lease_module, "MIN_LEASE_S", 2.0)
+    slow_open = engine_module.Engine.open
+
+    async def open_slowly(self):
+        await __import__("asyncio").sleep(5)
+        return await slow_open(self)
+
+    monkeypatch.setattr(engine_module.Engine, "open", open_slowly)
+    machine(monkeypatch, tmp_path, "machine-1")
+    repeated(tmp_path / "in", copies=1)
+    hub = FolderHub(tmp_path / "hub")
+    lapses = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + 4.5
+        while time.monotonic() < deadline:
+            for path in hub.repo(REPO).glob(".ocr-progress/default/train/lease-*.json"):
+                try:
+                    if Lease.from_json(path.read_text()).expires < time.time():
+                        lapses.append(path.name)
+                except (OSError, ValueError):
+                    continue
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    code, _, err = run_main(
+        SCRIPT, [str(tmp_path / "in"), REPO, *served(server, "--upload-every", "1")], capsys, hub=hub
+    )
+    watcher.join()
+    assert code == 0, err
+    assert lapses == [], "the lease expired while the engine was starting"
+
+
+def test_create_pr_without_write_access_to_main_keeps_progress_here(server, tmp_path, capsys, monkeypatch):
+    machine(monkeypatch, tmp_path, "machine-1")
+    repeated(tmp_path / "in", copies=1)
+    hub = FolderHub(tmp_path / "hub", refuse=lambda message, pr: None if pr else http_refusal(403))
+    code, _, err = run_main(SCRIPT, [str(tmp_path / "in"), REPO, "--create-pr", *served(server)], capsys, hub=hub)
+    assert code == 0, err
+    assert "progress stays on this machine" in err
+    assert [commit.create_pr for commit in hub.commits] == [True]
+
+
+def test_results_of_an_earlier_version_are_adopted(server, tmp_path, capsys):
+    out = tmp_path / "out"
+    folder = out / PROGRESS
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(
+        json.dumps(
+            {"input": str(tmp_path / "in"), "split": "train", "model": "fake/model", "output_column": "markdown"}
+        )
+    )
+    repeated(tmp_path / "in", copies=1)
+    log = ProgressLog(folder, "20261101T000000Z-legacy", flush_rows=100)
+    for index in range(5):
+        log.add(RowResult(index, f"train-{index}", text=f"old text {index}"))
+    log.flush()
+    part = part_files(folder)[0]
+    pq.write_table(pq.read_table(part).drop_columns(["recorded_at"]), part)
+    code, summary, err = run_main(SCRIPT, [str(tmp_path / "in"), str(out), *served(server)], capsys)
+    assert code == 0, err
+    assert summary["resumed"] == 5 and summary["done_this_run"] == 7
+    assert "earlier version" in err
+
+
+def test_an_unreadable_manifest_asks_for_overwrite(server, tmp_path, capsys):
+    out = tmp_path / "out"
+    repeated(tmp_path / "in", copies=1)
+    argv = [str(tmp_path / "in"), str(out), *served(server)]
+    assert run_main(SCRIPT, argv, capsys)[0] == 0
+    (out / PROGRESS / "manifest.json").write_bytes(b"")
+    code, _, err = run_main(SCRIPT, argv, capsys)
+    assert code == 2 and "--overwrite" in err
+    code, summary, err = run_main(SCRIPT, [*argv, "--overwrite"], capsys)
+    assert code == 0 and summary["done_this_run"] == 12, err
+
+
+def test_a_lease_that_vanishes_while_it_is_read_is_passed_over(server, tmp_path, capsys, monkeypatch):
+    class VanishingLeases(FolderHub):
+        def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path:
+            if "/lease-" in path_in_repo:
+                raise FileNotFoundError(path_in_repo)
+            return super().download(repo_id, path_in_repo, local_dir)
+
+    machine(monkeypatch, tmp_path, "machine-1")
+    repeated(tmp_path / "in", copies=1)
+    hub = VanishingLeases(tmp_path / "hub")
+    gone = hub.repo(REPO) / ".ocr-progress" / "default" / "train"
+    gone.mkdir(parents=True)
+    (gone / "lease-all-20260101T000000Z-ended.json").write_text("{}")
+    started = time.monotonic()
+    code, _, err = run_main(SCRIPT, [str(tmp_path / "in"), REPO, *served(server)], capsys, hub=hub)
+    assert code == 0, err
+    assert time.monotonic() - started < 30
+    assert "passing over lease" in err
+
+
+def test_a_failed_part_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    class FullDisk:
+        def __init__(self, *args, **kwargs):
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(progress_module.pq, "ParquetWriter", FullDisk)
+    log = ProgressLog(tmp_path, "run", flush_rows=1)
+    with pytest.raises(OSError):
+        log.add(RowResult(0, "train-0", text="x"))
+    assert list(tmp_path.iterdir()) == []
