@@ -227,7 +227,7 @@ def test_missing_vllm_prints_the_job_command(tmp_path):
         f"http://127.0.0.1:{free_port()}", env=env, timeout=120,
     )  # fmt: skip
     assert result.returncode == 2
-    assert "hf jobs uv run --flavor l4x1 --image vllm/vllm-openai:v0.30.0 -s HF_TOKEN" in result.stderr
+    assert "hf jobs uv run --flavor l4x1 --timeout 4h --image vllm/vllm-openai:v0.30.0 -s HF_TOKEN" in result.stderr
     assert "--server http://HOST:8000" in result.stderr
     assert not (tmp_path / "out" / "data").exists()
 
