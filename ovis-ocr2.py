@@ -1633,6 +1633,146 @@ def finished_ids(results: pa.Table, retry_errors: bool) -> set[str]:
     return set(results["row_id"].to_pylist())
 
 
+# ---- ocr_core/canary.py ----
+CANARY_PAGES = 8
+REPEATED = "one character or token repeated"
+EMPTY = "empty"
+DEGENERATE = "degenerate answer"
+REPEAT_MAX_UNIT = 8
+REPEAT_MIN_COUNT = 4
+SAMPLE_CHARS = 60
+
+
+class CanaryAdvice(NamedTuple):
+    cause: str
+    fix: str
+
+
+VERSION_FIX = (
+    "run the model on the image it is pinned to, {image} (models.json; this run used {served}), for example:\n"
+    "  {command}"
+)
+CANARY_ADVICE = {
+    REPEATED: CanaryAdvice(
+        "the engine runs the model wrongly, most often a vLLM version the model does not work on (Qwen2.5-VL "
+        "models such as Nanonets-OCR2 write only '!' on vLLM 0.11 and later)",
+        VERSION_FIX,
+    ),
+    EMPTY: CanaryAdvice(
+        "the engine returns no text: a vLLM version or chat template that does not fit the model",
+        VERSION_FIX,
+    ),
+    LOOP: CanaryAdvice(
+        "the model loops on every page: a vLLM version other than the one it is pinned to (LightOnOCR loops on "
+        "every page on vLLM 0.27.1), or sampling other than the card's (check --temperature)",
+        VERSION_FIX,
+    ),
+    TRUNCATED: CanaryAdvice(
+        "every answer is cut off at max_tokens: --max-tokens is far below what a page needs, or the model never "
+        "stops because the engine runs it wrongly",
+        "raise --max-tokens (below --max-model-len); if the answers are garbage, " + VERSION_FIX,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class CanaryContext:
+    """What the message needs to name the fix: the pinned image, the command that runs there, the vLLM it met."""
+
+    model: str
+    image: str
+    command: str
+    served: str | None = None
+
+
+def repeated_unit(text: str) -> str | None:
+    """The short unit that, repeated, is the whole answer (whitespace aside): '!' for '!!!!!!', else None."""
+    compact = "".join(text.split())
+    for size in range(1, REPEAT_MAX_UNIT + 1):
+        count, rest = divmod(len(compact), size)
+        if count < REPEAT_MIN_COUNT:
+            return None
+        if not rest and compact == compact[:size] * count:
+            return compact[:size]
+    return None
+
+
+def degenerate_kind(text: str | None, error: str | None) -> str | None:
+    """Why a page's answer is no text, or None when it may be text (or when the page has no answer at all)."""
+    if text is None:
+        return None
+    if not text.strip():
+        return EMPTY
+    if repeated_unit(text):
+        return REPEATED
+    kind = error_kind(error) if error else None
+    return kind if kind in (LOOP, TRUNCATED) else None
+
+
+def canary_verdict(kinds: Sequence[str | None]) -> str | None:
+    """The most common kind when every answer is degenerate, else None: one real answer clears the run."""
+    if not kinds or not all(kinds):
+        return None
+    return Counter(kinds).most_common(1)[0][0]
+
+
+class Canary:
+    """Watches the first `pages` answers of a run; `record` raises JobFailed when all of them are degenerate."""
+
+    def __init__(self, log: ProgressLog, context: CanaryContext, pages: int = CANARY_PAGES) -> None:
+        self.log = log
+        self.context = context
+        self.pages = pages
+        self.answers: list[RowResult] = []
+        self.kinds: list[str | None] = []
+        self.stopped = False
+
+    def record(self, result: RowResult) -> None:
+        """One page's final result (already logged); pages without an answer are the breaker's to judge.
+
+        Once the canary has stopped the job, pages that were still in flight and answer as badly are flagged too.
+        """
+        if result.text is None:
+            return
+        kind = degenerate_kind(result.text, result.error)
+        if self.stopped:
+            if kind is not None:
+                self.flag(result, kind)
+            return
+        if len(self.kinds) >= self.pages:
+            return
+        self.answers.append(result)
+        self.kinds.append(kind)
+        verdict = canary_verdict(self.kinds) if len(self.kinds) == self.pages else None
+        if verdict is not None:
+            self.stopped = True
+            for answer, found in zip(self.answers, self.kinds):
+                self.flag(answer, found)
+            raise JobFailed(self.explain(verdict))
+
+    def flag(self, result: RowResult, kind: str | None) -> None:
+        """Records a degenerate row again as failed (the newer record wins), so --retry-errors redoes it."""
+        reason = f"{DEGENERATE}: {kind}; the canary stopped the job (see its message)"
+        error = "; ".join(part for part in (reason, result.error) if part)
+        self.log.add(replace(result, error=error, recorded_at=max(time.time(), result.recorded_at + 1e-3)))
+        self.log.flush()
+
+    def explain(self, kind: str) -> str:
+        context = self.context
+        sample = next(result for result, found in zip(self.answers, self.kinds) if found == kind)
+        shown = sample.error if kind in (LOOP, TRUNCATED) else sample.text
+        cause, fix = CANARY_ADVICE[kind]
+        fix = fix.format(
+            image=context.image, command=context.command, served=context.served or "an unknown vLLM version"
+        )
+        return (
+            f"canary: the first {self.pages} answers are all degenerate ({kind}: {self.kinds.count(kind)} of "
+            f"{self.pages}), for example {shown[:SAMPLE_CHARS]!r}. Likely cause for {context.model}: {cause}. Fix: "
+            f"{fix}\nThose rows are marked as failed; --retry-errors redoes them. If these pages really are blank "
+            "or repetitive, rerun with --no-canary."
+        )
+
+
 # ---- ocr_core/compaction.py ----
 FAN_IN = 16
 TOP_CLASS = 4
@@ -2695,6 +2835,18 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"stop the job when more than this share of the last 100 pages failed, or when the first 8 all failed "
         f"the same way (default: {MAX_ERROR_RATE}; 1.0 turns the check off)",
     )
+    group.add_argument(
+        "--canary-pages",
+        type=int,
+        default=CANARY_PAGES,
+        help="stop the job when the first N answers are all degenerate: one character or token repeated ('!!!!'), "
+        f"empty, loops or cut off at max_tokens, the sign of a wrong image tag (default: {CANARY_PAGES})",
+    )
+    group.add_argument(
+        "--no-canary",
+        action="store_true",
+        help="turn the canary off (for inputs whose first pages really are blank or repetitive)",
+    )
     group.add_argument("--finalize", action="store_true", help="only publish what all shards have written")
     group.add_argument("--hf-token", help="Hub token (default: the HF_TOKEN environment variable or your login)")
     group.add_argument(
@@ -2792,6 +2944,8 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
         parser.error("--max-inflight must be at least 1")
     if getattr(args, "batch_size", 1) < 1:
         parser.error("--batch-size must be at least 1")
+    if args.canary_pages < 1:
+        parser.error("--canary-pages must be at least 1 (--no-canary turns the canary off)")
     if not 0.0 <= args.max_error_rate <= 1.0:
         parser.error("--max-error-rate must be between 0 and 1 (1.0 turns the check off)")
     if getattr(args, "retry_budget", 1.0) <= 0:
@@ -3060,10 +3214,16 @@ def check_gpu(job_command: str) -> None:
 
 
 class OfflineRunner:
-    """Feeds batches to the engine; whatever happens to a page becomes its row, and the breaker watches them all."""
+    """Feeds batches to the engine; whatever happens to a page becomes its row, watched by the canary and breaker."""
 
     def __init__(
-        self, llm: Any, facts: ModelFacts, args: argparse.Namespace, log: ProgressLog, progress: Progress
+        self,
+        llm: Any,
+        facts: ModelFacts,
+        args: argparse.Namespace,
+        log: ProgressLog,
+        progress: Progress,
+        canary: Canary | None = None,
     ) -> None:
         from vllm import SamplingParams
 
@@ -3073,6 +3233,7 @@ class OfflineRunner:
         self.log = log
         self.progress = progress
         self.breaker = Breaker(args.max_error_rate, image=facts.image)
+        self.canary = canary
         self.sampling = offline_sampling(llm, facts, args)
         self.resampling = (
             SamplingParams(**{**self.sampling, "temperature": facts.retry_temperature})
@@ -3168,6 +3329,8 @@ class OfflineRunner:
         self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
         if result.error is not None and self.args.verbose:
             say(f"{result.row_id}: {result.error}")
+        if self.canary is not None:
+            self.canary.record(result)
         self.breaker.record(result.error)
 
 
@@ -3313,6 +3476,7 @@ class Pump:
         recover: Recover,
         guard: MemoryGuard | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        canary: Canary | None = None,
     ) -> None:
         """`transport` replaces the network (tests pass an httpx.MockTransport)."""
         self.target = target
@@ -3326,6 +3490,7 @@ class Pump:
         self.guard = guard
         self.transport = transport
         self.breaker = Breaker(args.max_error_rate, image=facts.image)
+        self.canary = canary
         self.cap_logged = 0.0
         self.waiting: float | None = None
         self.running: float | None = None
@@ -3382,6 +3547,8 @@ class Pump:
             if result.error is not None and self.args.verbose:
                 say(f"{row.row_id}: {result.error}")
             self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
+            if self.canary is not None:
+                self.canary.record(result)
             self.breaker.record(result.error)
         except Exception as exc:
             self.failure = self.failure or exc
@@ -4029,7 +4196,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
             metrics_before = await read_metrics(target)
             drive.version = await server_version(target)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
-            await pump_pages(job, target, engine, drive.window, guard, progress)
+            await pump_pages(job, target, engine, drive.window, guard, progress, drive.version)
             if job.facts.summary_metrics:
                 drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
     except asyncio.CancelledError:
@@ -4074,7 +4241,13 @@ def close_mirror(job: Job, mirror: ProgressMirror) -> None:
 
 
 async def pump_pages(
-    job: Job, target: Target, engine: Engine, window: Window, guard: MemoryGuard | None, progress: Progress
+    job: Job,
+    target: Target,
+    engine: Engine,
+    window: Window,
+    guard: MemoryGuard | None,
+    progress: Progress,
+    version: str | None,
 ) -> None:
     """Pumps the rows still to do; their results reach the Hub in the background and once more at the end."""
     mirror = start_mirror(job)
@@ -4084,13 +4257,27 @@ async def pump_pages(
         request_timeout=job.args.request_timeout,
         retry_budget=job.args.retry_budget,
     )
-    pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard)
+    canary = make_canary(job, log, version)
+    pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard, canary=canary)
     progress.start()
     try:
         stalls = watch_for_stalls(target, job.args.stall_timeout, lambda: window.in_flight, engine)
         await beside(pump.run(job.source.rows(job.skip)), stalls)
     finally:
         await finish_in_thread(lambda: close_mirror(job, mirror))
+
+
+def make_canary(job: Job, log: ProgressLog, version: str | None) -> Canary | None:
+    """The canary over this run's first answers (all of them when fewer are to do), or None with --no-canary.
+
+    Its message shows the exact job command on the model's image, with --retry-errors to redo the rows it flags.
+    """
+    if job.args.no_canary:
+        return None
+    argv = job.argv if "--retry-errors" in job.argv else [*job.argv, "--retry-errors"]
+    served = f"vLLM {version}" if version else None
+    context = CanaryContext(job.args.model, job.facts.image, job_command(job.script, job.facts, argv), served)
+    return Canary(log, context, min(job.args.canary_pages, job.todo))
 
 
 def run_offline_job(job: Job, stop: StopSignals) -> Drive:
@@ -4122,7 +4309,7 @@ def drive_offline(job: Job, progress: Progress, stop: StopSignals) -> None:
     log = ProgressLog(
         job.destination.progress_dir, job.run_id, flush_rows=max(16, job.args.batch_size), on_part=mirror.add
     )
-    runner = OfflineRunner(llm, job.facts, job.args, log, progress)
+    runner = OfflineRunner(llm, job.facts, job.args, log, progress, make_canary(job, log, vllm_version()))
     progress.start()
     try:
         runner.run(job.source.rows(job.skip), job.args.batch_size)

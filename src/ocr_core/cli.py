@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from .breaker import MAX_ERROR_RATE
+from .canary import CANARY_PAGES
 from .facts import ModelFacts
 from .redact import redact
 from .source import InputError, parse_shard
@@ -174,6 +175,18 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"stop the job when more than this share of the last 100 pages failed, or when the first 8 all failed "
         f"the same way (default: {MAX_ERROR_RATE}; 1.0 turns the check off)",
     )
+    group.add_argument(
+        "--canary-pages",
+        type=int,
+        default=CANARY_PAGES,
+        help="stop the job when the first N answers are all degenerate: one character or token repeated ('!!!!'), "
+        f"empty, loops or cut off at max_tokens, the sign of a wrong image tag (default: {CANARY_PAGES})",
+    )
+    group.add_argument(
+        "--no-canary",
+        action="store_true",
+        help="turn the canary off (for inputs whose first pages really are blank or repetitive)",
+    )
     group.add_argument("--finalize", action="store_true", help="only publish what all shards have written")
     group.add_argument("--hf-token", help="Hub token (default: the HF_TOKEN environment variable or your login)")
     group.add_argument(
@@ -271,6 +284,8 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
         parser.error("--max-inflight must be at least 1")
     if getattr(args, "batch_size", 1) < 1:
         parser.error("--batch-size must be at least 1")
+    if args.canary_pages < 1:
+        parser.error("--canary-pages must be at least 1 (--no-canary turns the canary off)")
     if not 0.0 <= args.max_error_rate <= 1.0:
         parser.error("--max-error-rate must be between 0 and 1 (1.0 turns the check off)")
     if getattr(args, "retry_budget", 1.0) <= 0:

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from .answers import judge, requested_sampling
 from .breaker import Breaker
+from .canary import Canary
 from .chat import JobFailed, internal_error
 from .facts import ModelFacts
 from .images import BadImage, cell_bytes, prepare_image, with_note
@@ -93,10 +94,16 @@ def check_gpu(job_command: str) -> None:
 
 
 class OfflineRunner:
-    """Feeds batches to the engine; whatever happens to a page becomes its row, and the breaker watches them all."""
+    """Feeds batches to the engine; whatever happens to a page becomes its row, watched by the canary and breaker."""
 
     def __init__(
-        self, llm: Any, facts: ModelFacts, args: argparse.Namespace, log: ProgressLog, progress: Progress
+        self,
+        llm: Any,
+        facts: ModelFacts,
+        args: argparse.Namespace,
+        log: ProgressLog,
+        progress: Progress,
+        canary: Canary | None = None,
     ) -> None:
         from vllm import SamplingParams
 
@@ -106,6 +113,7 @@ class OfflineRunner:
         self.log = log
         self.progress = progress
         self.breaker = Breaker(args.max_error_rate, image=facts.image)
+        self.canary = canary
         self.sampling = offline_sampling(llm, facts, args)
         self.resampling = (
             SamplingParams(**{**self.sampling, "temperature": facts.retry_temperature})
@@ -201,6 +209,8 @@ class OfflineRunner:
         self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
         if result.error is not None and self.args.verbose:
             say(f"{result.row_id}: {result.error}")
+        if self.canary is not None:
+            self.canary.record(result)
         self.breaker.record(result.error)
 
 

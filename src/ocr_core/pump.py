@@ -24,6 +24,7 @@ import httpx
 
 from .answers import judge
 from .breaker import Breaker
+from .canary import Canary
 from .chat import Answer, JobFailed, Retryable, RowFailed, chat_body, internal_error, post_chat
 from .facts import ModelFacts
 from .hostmem import MemoryGuard
@@ -82,6 +83,7 @@ class Pump:
         recover: Recover,
         guard: MemoryGuard | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        canary: Canary | None = None,
     ) -> None:
         """`transport` replaces the network (tests pass an httpx.MockTransport)."""
         self.target = target
@@ -95,6 +97,7 @@ class Pump:
         self.guard = guard
         self.transport = transport
         self.breaker = Breaker(args.max_error_rate, image=facts.image)
+        self.canary = canary
         self.cap_logged = 0.0
         self.waiting: float | None = None
         self.running: float | None = None
@@ -151,6 +154,8 @@ class Pump:
             if result.error is not None and self.args.verbose:
                 say(f"{row.row_id}: {result.error}")
             self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
+            if self.canary is not None:
+                self.canary.record(result)
             self.breaker.record(result.error)
         except Exception as exc:
             self.failure = self.failure or exc

@@ -27,6 +27,7 @@ import httpx
 from .answers import requested_sampling
 from .assemble import assemble, inference_history, missing_rows
 from .breaker import TRUNCATED
+from .canary import Canary, CanaryContext
 from .card import CardFacts, render_card
 from .chat import JobFailed
 from .cli import (
@@ -262,7 +263,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
             metrics_before = await read_metrics(target)
             drive.version = await server_version(target)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
-            await pump_pages(job, target, engine, drive.window, guard, progress)
+            await pump_pages(job, target, engine, drive.window, guard, progress, drive.version)
             if job.facts.summary_metrics:
                 drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
     except asyncio.CancelledError:
@@ -307,7 +308,13 @@ def close_mirror(job: Job, mirror: ProgressMirror) -> None:
 
 
 async def pump_pages(
-    job: Job, target: Target, engine: Engine, window: Window, guard: MemoryGuard | None, progress: Progress
+    job: Job,
+    target: Target,
+    engine: Engine,
+    window: Window,
+    guard: MemoryGuard | None,
+    progress: Progress,
+    version: str | None,
 ) -> None:
     """Pumps the rows still to do; their results reach the Hub in the background and once more at the end."""
     mirror = start_mirror(job)
@@ -317,13 +324,27 @@ async def pump_pages(
         request_timeout=job.args.request_timeout,
         retry_budget=job.args.retry_budget,
     )
-    pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard)
+    canary = make_canary(job, log, version)
+    pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard, canary=canary)
     progress.start()
     try:
         stalls = watch_for_stalls(target, job.args.stall_timeout, lambda: window.in_flight, engine)
         await beside(pump.run(job.source.rows(job.skip)), stalls)
     finally:
         await finish_in_thread(lambda: close_mirror(job, mirror))
+
+
+def make_canary(job: Job, log: ProgressLog, version: str | None) -> Canary | None:
+    """The canary over this run's first answers (all of them when fewer are to do), or None with --no-canary.
+
+    Its message shows the exact job command on the model's image, with --retry-errors to redo the rows it flags.
+    """
+    if job.args.no_canary:
+        return None
+    argv = job.argv if "--retry-errors" in job.argv else [*job.argv, "--retry-errors"]
+    served = f"vLLM {version}" if version else None
+    context = CanaryContext(job.args.model, job.facts.image, job_command(job.script, job.facts, argv), served)
+    return Canary(log, context, min(job.args.canary_pages, job.todo))
 
 
 def run_offline_job(job: Job, stop: StopSignals) -> Drive:
@@ -355,7 +376,7 @@ def drive_offline(job: Job, progress: Progress, stop: StopSignals) -> None:
     log = ProgressLog(
         job.destination.progress_dir, job.run_id, flush_rows=max(16, job.args.batch_size), on_part=mirror.add
     )
-    runner = OfflineRunner(llm, job.facts, job.args, log, progress)
+    runner = OfflineRunner(llm, job.facts, job.args, log, progress, make_canary(job, log, vllm_version()))
     progress.start()
     try:
         runner.run(job.source.rows(job.skip), job.args.batch_size)
