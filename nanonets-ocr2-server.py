@@ -99,147 +99,6 @@ def build_content(image_part: dict, args: argparse.Namespace) -> list[dict]:
 
 
 # ==== shared core: src/ocr_core (generated copy; edit it there) ====
-# ---- ocr_core/card.py ----
-JOB_FLAVOR_ENV = ("ACCELERATOR", "JOB_FLAVOR")
-
-
-@dataclass(frozen=True)
-class CardFacts:
-    source: str
-    split: str
-    config: str | None
-    data_prefix: str
-    model: str
-    script: str
-    image: str
-    mode: str
-    command: str
-    output_column: str
-    error_column: str
-    rows: int
-    errors: int
-    truncated: int
-    failed_text: str | None
-    runs: tuple[tuple[str, str], ...]
-    pages_per_s: float
-    tokens_per_s: float
-    window: int
-
-
-def split_front_matter(card: str | None) -> tuple[dict, str]:
-    if not card or not card.startswith("---"):
-        return {}, card or ""
-    _, header, body = card.split("---", 2)
-    return (yaml.safe_load(header) or {}), body
-
-
-def merged_configs(existing: list[dict], facts: CardFacts) -> list[dict]:
-    name = facts.config or "default"
-    entry = next((config for config in existing if config.get("config_name") == name), None)
-    if entry is None:
-        entry = {"config_name": name, "data_files": []}
-        existing = [*existing, entry]
-    files = [item for item in entry.get("data_files", []) if item.get("split") != facts.split]
-    entry["data_files"] = [*files, {"split": facts.split, "path": f"{facts.data_prefix}/{facts.split}-*"}]
-    return existing
-
-
-def without_stale_info(meta: dict, name: str) -> dict:
-    """Drops the `dataset_info` of the config being replaced: its features may describe another schema."""
-    info = meta.get("dataset_info")
-    if isinstance(info, dict) and info.get("config_name", "default") == name:
-        meta = {key: value for key, value in meta.items() if key != "dataset_info"}
-    elif isinstance(info, list):
-        kept = [entry for entry in info if not isinstance(entry, dict) or entry.get("config_name", "default") != name]
-        meta = {key: value for key, value in meta.items() if key != "dataset_info"}
-        if kept:
-            meta["dataset_info"] = kept
-    return meta
-
-
-def section_markers(config: str) -> tuple[str, str]:
-    return f"<!-- ocr-vllm:{config} -->", f"<!-- /ocr-vllm:{config} -->"
-
-
-def merged_body(body: str, section: str, config: str) -> str:
-    """The existing prose with this config's section replaced, or appended when it has none yet."""
-    start, end = section_markers(config)
-    marked = f"{start}\n{section.strip()}\n{end}\n"
-    if start in body and end in body:
-        before, _, rest = body.partition(start)
-        return before + marked + rest.partition(end)[2].lstrip("\n")
-    return f"{body.rstrip()}\n\n{marked}" if body.strip() else f"\n{marked}"
-
-
-def job_line() -> str:
-    if not os.environ.get("JOB_ID"):
-        return ""
-    flavor = next((os.environ[name] for name in JOB_FLAVOR_ENV if os.environ.get(name)), "unknown flavor")
-    return f"Produced on [Hugging Face Jobs](https://huggingface.co/docs/huggingface_hub/guides/jobs) ({flavor}).\n\n"
-
-
-def failed_note(facts: CardFacts) -> str:
-    if facts.failed_text is None:
-        return " (empty where the row failed)"
-    return f" (`{facts.failed_text}` where the row failed, the marker ocr-bench leaves out of judging)"
-
-
-def runs_list(facts: CardFacts) -> str:
-    """Which inference_info entry describes which column."""
-    lines = [f"{number}. `{column}`: {model}" for number, (column, model) in enumerate(facts.runs, 1)]
-    lines.append(f"{len(facts.runs) + 1}. `{facts.output_column}`: {facts.model} (this run)")
-    return "\n".join(lines)
-
-
-def render_card(existing: str | None, facts: CardFacts) -> str:
-    meta, prose = split_front_matter(existing)
-    meta = without_stale_info(meta, facts.config or "default")
-    meta["configs"] = merged_configs(meta.get("configs") or [], facts)
-    tags = set(meta.get("tags") or []) | {"ocr", "document-processing", "vllm", "uv-script", "generated"}
-    meta["tags"] = sorted(tags)
-    config_arg = f', "{facts.config}"' if facts.config else ""
-    body = f"""
-## OCR of {facts.source}: config `{facts.config or "default"}`
-
-{job_line()}Text extracted from the `{facts.split}` split of {facts.source} with \
-[{facts.model}](https://huggingface.co/{facts.model}), served by vLLM (`{facts.image}`, {facts.mode} mode).
-
-| | |
-|---|---|
-| rows | {facts.rows} |
-| rows with an error | {facts.errors} |
-| of them cut off at max_tokens (text kept) | {facts.truncated} |
-| throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
-| pages in flight (final window) | {facts.window} |
-
-Columns: every input column; `{facts.output_column}`, the model's text{failed_note(facts)};
-`{facts.error_column}`, empty or why the row has no trustworthy text (unreadable image, rejected request, repetition
-loop, cut off at max_tokens);
-and `inference_info`, a JSON list with one entry per model run over these rows, oldest first (ocr-bench reads
-the first entry's `column_name` and the last entry's `model_id`):
-
-{runs_list(facts)}
-
-```python
-from datasets import load_dataset
-
-ds = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
-failed = ds.filter(lambda row: row["{facts.error_column}"] is not None)
-trusted = ds.filter(lambda row: row["{facts.error_column}"] is None)
-```
-
-## Reproduce
-
-```bash
-{facts.command}
-```
-
-Rerunning the same command resumes: rows already done are skipped; `--retry-errors` retries the failed ones.
-Made with `{facts.script}`.
-"""
-    return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{merged_body(prose, body, facts.config or 'default')}"
-
-
 # ---- ocr_core/chat.py ----
 ERROR_TEXT_LIMIT = 500
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -471,6 +330,243 @@ class Breaker:
             "fix, rerun the same command with --retry-errors to redo the failed rows (--max-error-rate 1.0 turns "
             "this check off)."
         )
+
+
+# ---- ocr_core/cost.py ----
+JOB_PRICES_DATE = "2026-11-30"
+JOB_PRICES_SOURCE = "https://huggingface.co/docs/hub/jobs-pricing"
+JOB_PRICES_USD_PER_HOUR = {
+    "cpu-basic": 0.01,
+    "cpu-upgrade": 0.03,
+    "cpu-xl": 1.00,
+    "cpu-performance": 1.90,
+    "t4-small": 0.40,
+    "t4-medium": 0.60,
+    "l4x1": 0.80,
+    "l4x4": 3.80,
+    "l40sx1": 1.80,
+    "l40sx4": 8.30,
+    "l40sx8": 23.50,
+    "a10g-small": 1.00,
+    "a10g-large": 1.50,
+    "a10g-largex2": 3.00,
+    "a10g-largex4": 5.00,
+    "a100-large": 2.50,
+    "a100x4": 10.00,
+    "a100x8": 20.00,
+    "h200": 5.00,
+    "h200x2": 10.00,
+    "h200x4": 20.00,
+    "h200x8": 40.00,
+    "rtx-pro-6000": 2.75,
+    "rtx-pro-6000x2": 5.50,
+    "rtx-pro-6000x4": 11.00,
+    "rtx-pro-6000x8": 22.00,
+}
+JOB_FLAVOR_ENV = ("ACCELERATOR", "JOB_FLAVOR")
+
+
+@dataclass(frozen=True)
+class Price:
+    """An hourly price and where it comes from, so the summary says what it assumed."""
+
+    per_hour: float
+    basis: str
+
+
+def job_flavor(recipe_flavor: str) -> tuple[str, bool]:
+    """The flavor this job runs on when its environment names one, else the recipe's; and whether it was read."""
+    found = next((os.environ[name] for name in JOB_FLAVOR_ENV if os.environ.get(name)), None)
+    return (found, True) if found else (recipe_flavor, False)
+
+
+def run_price(price_per_hour: float | None, recipe_flavor: str) -> tuple[str, Price | None]:
+    """The flavor and the hourly price the cost is computed from; no price for a flavor the table lacks."""
+    flavor, read = job_flavor(recipe_flavor)
+    if price_per_hour is not None:
+        return flavor, Price(price_per_hour, "--price-per-hour")
+    if flavor not in JOB_PRICES_USD_PER_HOUR:
+        return flavor, None
+    where = "this job's flavor" if read else "the recipe's flavor; pass --price-per-hour for another"
+    return flavor, Price(JOB_PRICES_USD_PER_HOUR[flavor], f"HF Jobs price of {flavor} ({where}), {JOB_PRICES_DATE}")
+
+
+def cost_facts(
+    price: Price | None, wall_s: float, inference_s: float, pages: int, input_rows: int | None
+) -> dict[str, Any]:
+    """The summary's cost fields: this run's dollars, per 1,000 of its pages, and (for a sample) the whole input's.
+
+    `input_rows` is the size of the whole input when this run was a sample of it, else None. The projection pays
+    this run's start-up and other time outside the page flow once, and the rest at its measured pages/s.
+    """
+    if price is None:
+        return {"price_per_hour": None, "price_basis": "unknown flavor: pass --price-per-hour", "cost_usd": None}
+    facts: dict[str, Any] = {
+        "price_per_hour": price.per_hour,
+        "price_basis": price.basis,
+        "cost_usd": round(price.per_hour * wall_s / 3600, 6),
+        "usd_per_1000_pages": round(price.per_hour * wall_s / 3600 / pages * 1000, 4) if pages else None,
+    }
+    if input_rows and pages and inference_s > 0:
+        overhead_s = max(0.0, wall_s - inference_s)
+        projected_s = overhead_s + input_rows * inference_s / pages
+        facts["projected_pages"] = input_rows
+        facts["projected_usd"] = round(price.per_hour * projected_s / 3600, 2)
+        facts["projected_hours"] = round(projected_s / 3600, 2)
+    return facts
+
+
+def describe_cost(facts: dict[str, Any], flavor: str) -> str | None:
+    """One line for the card, or None when no price is known."""
+    if facts.get("usd_per_1000_pages") is None:
+        return None
+    line = (
+        f"${facts['usd_per_1000_pages']:.2f} per 1,000 pages ({flavor} at ${facts['price_per_hour']:.2f}/h, wall "
+        "time with start-up)"
+    )
+    if "projected_usd" in facts:
+        line += f"; all {facts['projected_pages']} input pages: about ${facts['projected_usd']:.2f}"
+    return line
+
+
+# ---- ocr_core/card.py ----
+@dataclass(frozen=True)
+class CardFacts:
+    source: str
+    split: str
+    config: str | None
+    data_prefix: str
+    model: str
+    script: str
+    image: str
+    mode: str
+    command: str
+    output_column: str
+    error_column: str
+    rows: int
+    errors: int
+    truncated: int
+    failed_text: str | None
+    runs: tuple[tuple[str, str], ...]
+    pages_per_s: float
+    tokens_per_s: float
+    window: int
+    cost: str | None = None
+
+
+def split_front_matter(card: str | None) -> tuple[dict, str]:
+    if not card or not card.startswith("---"):
+        return {}, card or ""
+    _, header, body = card.split("---", 2)
+    return (yaml.safe_load(header) or {}), body
+
+
+def merged_configs(existing: list[dict], facts: CardFacts) -> list[dict]:
+    name = facts.config or "default"
+    entry = next((config for config in existing if config.get("config_name") == name), None)
+    if entry is None:
+        entry = {"config_name": name, "data_files": []}
+        existing = [*existing, entry]
+    files = [item for item in entry.get("data_files", []) if item.get("split") != facts.split]
+    entry["data_files"] = [*files, {"split": facts.split, "path": f"{facts.data_prefix}/{facts.split}-*"}]
+    return existing
+
+
+def without_stale_info(meta: dict, name: str) -> dict:
+    """Drops the `dataset_info` of the config being replaced: its features may describe another schema."""
+    info = meta.get("dataset_info")
+    if isinstance(info, dict) and info.get("config_name", "default") == name:
+        meta = {key: value for key, value in meta.items() if key != "dataset_info"}
+    elif isinstance(info, list):
+        kept = [entry for entry in info if not isinstance(entry, dict) or entry.get("config_name", "default") != name]
+        meta = {key: value for key, value in meta.items() if key != "dataset_info"}
+        if kept:
+            meta["dataset_info"] = kept
+    return meta
+
+
+def section_markers(config: str) -> tuple[str, str]:
+    return f"<!-- ocr-vllm:{config} -->", f"<!-- /ocr-vllm:{config} -->"
+
+
+def merged_body(body: str, section: str, config: str) -> str:
+    """The existing prose with this config's section replaced, or appended when it has none yet."""
+    start, end = section_markers(config)
+    marked = f"{start}\n{section.strip()}\n{end}\n"
+    if start in body and end in body:
+        before, _, rest = body.partition(start)
+        return before + marked + rest.partition(end)[2].lstrip("\n")
+    return f"{body.rstrip()}\n\n{marked}" if body.strip() else f"\n{marked}"
+
+
+def job_line() -> str:
+    if not os.environ.get("JOB_ID"):
+        return ""
+    flavor = next((os.environ[name] for name in JOB_FLAVOR_ENV if os.environ.get(name)), "unknown flavor")
+    return f"Produced on [Hugging Face Jobs](https://huggingface.co/docs/huggingface_hub/guides/jobs) ({flavor}).\n\n"
+
+
+def failed_note(facts: CardFacts) -> str:
+    if facts.failed_text is None:
+        return " (empty where the row failed)"
+    return f" (`{facts.failed_text}` where the row failed, the marker ocr-bench leaves out of judging)"
+
+
+def runs_list(facts: CardFacts) -> str:
+    """Which inference_info entry describes which column."""
+    lines = [f"{number}. `{column}`: {model}" for number, (column, model) in enumerate(facts.runs, 1)]
+    lines.append(f"{len(facts.runs) + 1}. `{facts.output_column}`: {facts.model} (this run)")
+    return "\n".join(lines)
+
+
+def render_card(existing: str | None, facts: CardFacts) -> str:
+    meta, prose = split_front_matter(existing)
+    meta = without_stale_info(meta, facts.config or "default")
+    meta["configs"] = merged_configs(meta.get("configs") or [], facts)
+    tags = set(meta.get("tags") or []) | {"ocr", "document-processing", "vllm", "uv-script", "generated"}
+    meta["tags"] = sorted(tags)
+    config_arg = f', "{facts.config}"' if facts.config else ""
+    cost_row = f"| cost | {facts.cost} |\n" if facts.cost else ""
+    body = f"""
+## OCR of {facts.source}: config `{facts.config or "default"}`
+
+{job_line()}Text extracted from the `{facts.split}` split of {facts.source} with \
+[{facts.model}](https://huggingface.co/{facts.model}), served by vLLM (`{facts.image}`, {facts.mode} mode).
+
+| | |
+|---|---|
+| rows | {facts.rows} |
+| rows with an error | {facts.errors} |
+| of them cut off at max_tokens (text kept) | {facts.truncated} |
+| throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
+| pages in flight (final window) | {facts.window} |
+{cost_row}
+Columns: every input column; `{facts.output_column}`, the model's text{failed_note(facts)};
+`{facts.error_column}`, empty or why the row has no trustworthy text (unreadable image, rejected request, repetition
+loop, cut off at max_tokens);
+and `inference_info`, a JSON list with one entry per model run over these rows, oldest first (ocr-bench reads
+the first entry's `column_name` and the last entry's `model_id`):
+
+{runs_list(facts)}
+
+```python
+from datasets import load_dataset
+
+ds = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
+failed = ds.filter(lambda row: row["{facts.error_column}"] is not None)
+trusted = ds.filter(lambda row: row["{facts.error_column}"] is None)
+```
+
+## Reproduce
+
+```bash
+{facts.command}
+```
+
+Rerunning the same command resumes: rows already done are skipped; `--retry-errors` retries the failed ones.
+Made with `{facts.script}`.
+"""
+    return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{merged_body(prose, body, facts.config or 'default')}"
 
 
 # ---- ocr_core/facts.py ----
@@ -2836,6 +2932,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
         help="more `vllm serve` / engine flags as one string; a flag given here replaces the recipe's own",
     )
     group.add_argument("--verbose", action="store_true", help="log package versions and each failed row as it happens")
+    group.add_argument(
+        "--price-per-hour",
+        type=float,
+        help="dollars per hour of the machine, for the cost in the summary and the card (default: the HF Jobs "
+        "price of the job's flavor)",
+    )
     if mode == "offline":
         group.add_argument("--batch-size", type=int, default=OFFLINE_BATCH, help="pages per LLM.chat call")
     else:
@@ -2910,6 +3012,8 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
         parser.error("--canary-pages must be at least 1 (--no-canary turns the canary off)")
     if not 0.0 <= args.max_error_rate <= 1.0:
         parser.error("--max-error-rate must be between 0 and 1 (1.0 turns the check off)")
+    if args.price_per_hour is not None and args.price_per_hour < 0:
+        parser.error("--price-per-hour must be 0 or more")
     if getattr(args, "retry_budget", 1.0) <= 0:
         parser.error("--retry-budget must be more than 0 seconds")
     return args
@@ -4340,9 +4444,11 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
         if error is not None and row_id in selected
     ]
     truncated = sum(error.startswith(TRUNCATED) for error in errors)
+    wall_s = time.monotonic() - job.started
+    flavor, cost = run_cost(job, drive.tally, wall_s)
     published, code = None, 128 + stopped if stopped else 1
     if not missing and stopped is None and drive.failure is None:
-        published, code = publish_or_say(job, drive, len(errors), truncated)
+        published, code = publish_or_say(job, drive, len(errors), truncated, describe_cost(cost, flavor))
     elif job.source.shard and stopped is None and drive.failure is None and not missing_rows(job.source, results, True):
         say(
             f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
@@ -4367,7 +4473,9 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
         "pages_per_s": round(tally.pages_per_s(), 3),
         "output_tokens_per_s": round(tally.tokens_per_s(), 1),
         "inference_s": round(tally.seconds(), 2),
-        "wall_s": round(time.monotonic() - job.started, 2),
+        "wall_s": round(wall_s, 2),
+        "flavor": flavor,
+        **cost,
         "window": window.limit,
         "peak_in_flight": window.peak_in_flight,
         "peak_window": window.peak_limit,
@@ -4377,9 +4485,17 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
     }
 
 
-def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int) -> tuple[str | None, int]:
+def run_cost(job: Job, tally: Tally, wall_s: float) -> tuple[str, dict[str, Any]]:
+    """The flavor and the cost fields of the summary; a sample run (--max-samples) also projects the whole input."""
+    flavor, price = run_price(job.args.price_per_hour, job.facts.flavor)
+    input_rows = len(job.source.dataset)
+    sample_of = input_rows if job.args.max_samples is not None and len(job.source.ids) < input_rows else None
+    return flavor, cost_facts(price, wall_s, tally.seconds() if tally.done else 0.0, tally.done, sample_of)
+
+
+def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> tuple[str | None, int]:
     try:
-        published = publish(job, drive, errors, truncated)
+        published = publish(job, drive, errors, truncated, cost)
     except HubRefused:
         raise
     except Exception as exc:
@@ -4392,7 +4508,7 @@ def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int) -> tuple
     return published, 0
 
 
-def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:
+def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> str:
     tally = drive.tally
     card = render_card(
         job.destination.existing_card(),
@@ -4420,6 +4536,7 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:
             pages_per_s=tally.pages_per_s(),
             tokens_per_s=tally.tokens_per_s(),
             window=drive.window.limit,
+            cost=cost,
         ),
     )
     results = read_results(job.destination.progress_dir)

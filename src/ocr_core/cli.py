@@ -214,6 +214,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
         help="more `vllm serve` / engine flags as one string; a flag given here replaces the recipe's own",
     )
     group.add_argument("--verbose", action="store_true", help="log package versions and each failed row as it happens")
+    group.add_argument(
+        "--price-per-hour",
+        type=float,
+        help="dollars per hour of the machine, for the cost in the summary and the card (default: the HF Jobs "
+        "price of the job's flavor)",
+    )
     if mode == "offline":
         group.add_argument("--batch-size", type=int, default=OFFLINE_BATCH, help="pages per LLM.chat call")
     else:
@@ -288,6 +294,8 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
         parser.error("--canary-pages must be at least 1 (--no-canary turns the canary off)")
     if not 0.0 <= args.max_error_rate <= 1.0:
         parser.error("--max-error-rate must be between 0 and 1 (1.0 turns the check off)")
+    if args.price_per_hour is not None and args.price_per_hour < 0:
+        parser.error("--price-per-hour must be 0 or more")
     if getattr(args, "retry_budget", 1.0) <= 0:
         parser.error("--retry-budget must be more than 0 seconds")
     return args

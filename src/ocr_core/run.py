@@ -39,6 +39,7 @@ from .cli import (
     parse_arguments,
     usage,
 )
+from .cost import cost_facts, describe_cost, run_price
 from .engine import Engine
 from .facts import ModelFacts
 from .hostmem import MemoryGuard
@@ -445,9 +446,11 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
         if error is not None and row_id in selected
     ]
     truncated = sum(error.startswith(TRUNCATED) for error in errors)
+    wall_s = time.monotonic() - job.started
+    flavor, cost = run_cost(job, drive.tally, wall_s)
     published, code = None, 128 + stopped if stopped else 1
     if not missing and stopped is None and drive.failure is None:
-        published, code = publish_or_say(job, drive, len(errors), truncated)
+        published, code = publish_or_say(job, drive, len(errors), truncated, describe_cost(cost, flavor))
     elif job.source.shard and stopped is None and drive.failure is None and not missing_rows(job.source, results, True):
         say(
             f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
@@ -472,7 +475,9 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
         "pages_per_s": round(tally.pages_per_s(), 3),
         "output_tokens_per_s": round(tally.tokens_per_s(), 1),
         "inference_s": round(tally.seconds(), 2),
-        "wall_s": round(time.monotonic() - job.started, 2),
+        "wall_s": round(wall_s, 2),
+        "flavor": flavor,
+        **cost,
         "window": window.limit,
         "peak_in_flight": window.peak_in_flight,
         "peak_window": window.peak_limit,
@@ -482,9 +487,17 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
     }
 
 
-def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int) -> tuple[str | None, int]:
+def run_cost(job: Job, tally: Tally, wall_s: float) -> tuple[str, dict[str, Any]]:
+    """The flavor and the cost fields of the summary; a sample run (--max-samples) also projects the whole input."""
+    flavor, price = run_price(job.args.price_per_hour, job.facts.flavor)
+    input_rows = len(job.source.dataset)
+    sample_of = input_rows if job.args.max_samples is not None and len(job.source.ids) < input_rows else None
+    return flavor, cost_facts(price, wall_s, tally.seconds() if tally.done else 0.0, tally.done, sample_of)
+
+
+def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> tuple[str | None, int]:
     try:
-        published = publish(job, drive, errors, truncated)
+        published = publish(job, drive, errors, truncated, cost)
     except HubRefused:
         raise
     except Exception as exc:
@@ -497,7 +510,7 @@ def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int) -> tuple
     return published, 0
 
 
-def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:
+def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> str:
     tally = drive.tally
     card = render_card(
         job.destination.existing_card(),
@@ -525,6 +538,7 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:
             pages_per_s=tally.pages_per_s(),
             tokens_per_s=tally.tokens_per_s(),
             window=drive.window.limit,
+            cost=cost,
         ),
     )
     results = read_results(job.destination.progress_dir)
