@@ -6,6 +6,7 @@
 #     "httpx>=0.27",
 #     "pillow>=10.1",
 #     "tqdm>=4.66",
+#     "pypdfium2>=4.30",
 # ]
 #
 # [tool.hf-jobs]
@@ -18,9 +19,9 @@
 
 The card documents offline vLLM only (pinned to 0.22.1); SERVE_ARGS translate its `LLM(...)` arguments to
 `vllm serve` flags, with the context capped at 32768 (the native 262144 would not fit a 24 GB card) and the
-card's pixel band. The prompt follows the image; decoding is greedy with thinking off. Like the card's own
-parser, the output drops figure placeholders (`<img src="images/bbox_...">`, kept with --keep-image-tags) and
-trims a truncated repeating tail.
+card's pixel band (448x448 to 2880x2880 px; PDF pages render at 200 dpi moved into it). The prompt follows the
+image; decoding is greedy with thinking off. Like the card's own parser, the output drops figure placeholders
+(`<img src="images/bbox_...">`, kept with --keep-image-tags) and trims a truncated repeating tail.
 
 This script starts `vllm serve` when no server answers, then keeps a fixed window of pages in flight.
 
@@ -110,6 +111,7 @@ PROMPT = (
 SAMPLING = {"temperature": 0.0, "max_tokens": 16384}
 REQUEST_EXTRAS = {"chat_template_kwargs": {"enable_thinking": False}}
 MAX_PIXELS = 8294400
+PDF_RENDER = {"dpi": 200, "min_pixels": 200704, "max_pixels": MAX_PIXELS}
 OVIS_IMAGE_TAG = re.compile(r'<img\s+src="images/bbox_\d+_\d+_\d+_\d+\.jpg"\s*/?>')
 OVIS_TRIM_FROM_CHARS = 8000
 
@@ -274,6 +276,10 @@ ADVICE = {
     "bad image": Advice(
         "the column read as images holds no readable page images",
         "check --image-column (and --split, --input-config) against the input dataset",
+    ),
+    "bad pdf": Advice(
+        "the input's PDFs cannot be read: damaged, encrypted, or not PDFs",
+        "check the files the error column names; decrypt encrypted ones (for example `qpdf --decrypt`)",
     ),
     "server rejected the page": Advice(
         "the server refuses these requests",
@@ -642,6 +648,7 @@ class ModelFacts:
     flavor: str = "l4x1"
     vllm_pin: str | None = None
     job_command: str | None = None
+    pdf_render: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_namespace(cls, ns: Mapping[str, Any]) -> ModelFacts:
@@ -661,6 +668,7 @@ class ModelFacts:
             "flavor": ns.get("FLAVOR"),
             "vllm_pin": ns.get("VLLM_PIN"),
             "job_command": ns.get("JOB_COMMAND"),
+            "pdf_render": ns.get("PDF_RENDER"),
         }
         return cls(
             model=ns["MODEL"],
@@ -779,7 +787,9 @@ IMAGE_DATA_ERRORS = (
 
 
 class BadImage(ValueError):
-    """A row whose image cannot be sent; the message is the reason stored in its error column."""
+    """A row whose image cannot be sent; its error column reads `kind: message`."""
+
+    kind = "bad image"
 
 
 @dataclass(frozen=True)
@@ -1085,6 +1095,170 @@ class LocalLocks:
         self.handles = []
 
 
+# ---- ocr_core/pdf.py ----
+PDF_MAGIC = b"%PDF-"
+PDF_SUFFIX = ".pdf"
+POINTS_PER_INCH = 72.0
+DEFAULT_DPI = 200.0
+RENDER_PIXEL_CEILING = 40_000_000
+PASSWORD_ERROR = 4
+SECURITY_ERROR = 6
+PDFIUM_LOCK = threading.Lock()
+INSTALL_HINT = "PDF input needs pypdfium2: `pip install pypdfium2` (uv run installs it with the script)"
+
+
+class BadPdf(BadImage):
+    """A page row whose PDF or page cannot be rendered; the reason says which file and why."""
+
+    kind = "bad pdf"
+
+
+class PdfiumMissing(ImportError):
+    """pypdfium2 is not installed; the message names the install."""
+
+
+@dataclass(frozen=True)
+class RenderSize:
+    """How big a page is rendered: exactly `longest_edge` pixels on its longer side, or `dpi` moved into the
+    [min_pixels, max_pixels] band; the model's own image bounds apply on top."""
+
+    longest_edge: int | None = None
+    dpi: float = DEFAULT_DPI
+    min_pixels: int | None = None
+    max_pixels: int | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The settings that change the pixels (and so the text), for the manifest."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PdfPage:
+    """One page row's cell: its PDF (bytes, a path, or None when the input holds none), which page, the name
+    messages use, and the render size."""
+
+    document: bytes | str | None
+    page_index: int
+    name: str
+    size: RenderSize
+
+
+def render_size(spec: Mapping[str, Any], longest_edge: int | None = None) -> RenderSize:
+    """A model's PDF_RENDER, or the --pdf-longest-edge the command gives instead."""
+    return RenderSize(longest_edge=longest_edge) if longest_edge else RenderSize(**spec)
+
+
+def pdfium() -> Any:
+    try:
+        import pypdfium2
+    except ImportError as exc:
+        raise PdfiumMissing(INSTALL_HINT) from exc
+    return pypdfium2
+
+
+def looks_like_pdf(cell: object) -> bool:
+    """Whether a dataset cell holds a PDF (its bytes begin with %PDF-, or its path ends in .pdf)."""
+    if isinstance(cell, dict):
+        return looks_like_pdf(cell.get("bytes")) or looks_like_pdf(cell.get("path"))
+    if isinstance(cell, (bytes, bytearray, memoryview)):
+        return bytes(cell[: len(PDF_MAGIC)]) == PDF_MAGIC
+    return isinstance(cell, str) and cell.lower().endswith(PDF_SUFFIX)
+
+
+def open_reason(exc: Exception, name: str) -> str:
+    code = getattr(exc, "err_code", None)
+    if code == PASSWORD_ERROR or "password" in str(exc).lower():
+        return (
+            f"{name} is encrypted (password protected): decrypt it first, for example `qpdf --decrypt "
+            "--password=PASSWORD in.pdf out.pdf`, then rerun with --retry-errors"
+        )
+    if code == SECURITY_ERROR:
+        return f"{name} uses a security handler PDFium does not support: decrypt it first, then rerun"
+    return f"{name} cannot be opened as a PDF ({exc}): the file is damaged or not a PDF"
+
+
+def open_document(module: Any, document: bytes | str | None, name: str) -> Any:
+    """Opens a PDF; the caller holds PDFIUM_LOCK and closes it."""
+    if document is None:
+        raise BadPdf(f"{name}: the input holds no PDF here")
+    try:
+        return module.PdfDocument(Path(document) if isinstance(document, str) else document)
+    except module.PdfiumError as exc:
+        raise BadPdf(open_reason(exc, name)) from exc
+    except OSError as exc:
+        raise BadPdf(f"cannot read {name}: {exc.strerror or exc}") from exc
+
+
+def page_count(document: bytes | str | None, name: str) -> int:
+    """How many pages a PDF has; raises BadPdf when it cannot be opened (encrypted, damaged, missing)."""
+    module = pdfium()
+    with PDFIUM_LOCK:
+        opened = open_document(module, document, name)
+        try:
+            return len(opened)
+        finally:
+            opened.close()
+
+
+def render_scale(
+    width_pt: float, height_pt: float, size: RenderSize, max_side: int | None, max_pixels: int | None
+) -> float:
+    """Pixels per PDF point for a page of this size (points are 1/72 inch)."""
+    area = max(width_pt * height_pt, 1e-6)
+    if size.longest_edge:
+        scale = size.longest_edge / max(width_pt, height_pt)
+    else:
+        scale = size.dpi / POINTS_PER_INCH
+        if size.max_pixels and area * scale**2 > size.max_pixels:
+            scale = math.sqrt(size.max_pixels / area)
+        if size.min_pixels and area * scale**2 < size.min_pixels:
+            scale = math.sqrt(size.min_pixels / area)
+    if max_side:
+        scale = min(scale, max_side / max(width_pt, height_pt))
+    return min(scale, math.sqrt(min(max_pixels or RENDER_PIXEL_CEILING, RENDER_PIXEL_CEILING) / area))
+
+
+def render_page(page: PdfPage, max_side: int | None, max_pixels: int | None) -> PreparedImage:
+    """The page as a JPEG at its render size; a damaged file or page raises BadPdf, so it is that row's error."""
+    module = pdfium()
+    with PDFIUM_LOCK:
+        opened = open_document(module, page.document, page.name)
+        try:
+            if not 0 <= page.page_index < len(opened):
+                raise BadPdf(f"{page.name} has no page {page.page_index} (it has {len(opened)})")
+            image = render_locked(module, opened, page, max_side, max_pixels)
+        finally:
+            opened.close()
+    return reencode(image, 1.0, None)
+
+
+def render_locked(module: Any, opened: Any, page: PdfPage, max_side: int | None, max_pixels: int | None) -> Any:
+    """Renders one page into a PIL image of its own (a copy, so nothing of PDFium's outlives the lock)."""
+    handle = None
+    try:
+        handle = opened[page.page_index]
+        width, height = handle.get_size()
+        if width <= 0 or height <= 0:
+            raise BadPdf(f"page {page.page_index} of {page.name} has no area ({width}x{height} pt)")
+        bitmap = handle.render(scale=render_scale(width, height, page.size, max_side, max_pixels))
+        try:
+            return bitmap.to_pil().copy()
+        finally:
+            bitmap.close()
+    except module.PdfiumError as exc:
+        raise BadPdf(f"page {page.page_index} of {page.name} cannot be rendered: {exc}") from exc
+    finally:
+        if handle is not None:
+            handle.close()
+
+
+def prepare_page(cell: object, max_side: int | None, max_pixels: int | None, verify: bool = False) -> PreparedImage:
+    """A row's image ready to send: a PDF page rendered, any other cell read and checked as an image."""
+    if isinstance(cell, PdfPage):
+        return render_page(cell, max_side, max_pixels)
+    return prepare_image(cell_bytes(cell), max_side, max_pixels, verify)
+
+
 # ---- ocr_core/redact.py ----
 MASK = "***"
 SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd"})
@@ -1307,8 +1481,16 @@ def model_options(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]
     return {name: getattr(args, name) for name in vars(own.parse_args([]))}
 
 
-def fingerprint(args: argparse.Namespace, facts: ModelFacts, script: str, input_revision: str | None) -> dict[str, Any]:
-    return {
+def fingerprint(
+    args: argparse.Namespace,
+    facts: ModelFacts,
+    script: str,
+    input_revision: str | None,
+    pdf_render: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`pdf_render` is how PDF pages are rendered (it changes the pixels, so the text); absent for image input, so
+    a manifest of an image run stays what it was."""
+    manifest = {
         "script": script,
         "input": args.input,
         "input_config": args.input_config,
@@ -1323,6 +1505,9 @@ def fingerprint(args: argparse.Namespace, facts: ModelFacts, script: str, input_
         "image_limits": {"max_side": facts.max_side, "max_pixels": facts.max_pixels},
         "parse_options": model_options(facts, args),
     }
+    if pdf_render is not None:
+        manifest["pdf_render"] = pdf_render
+    return manifest
 
 
 def differences(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
@@ -2500,6 +2685,10 @@ def kv_capacity(text: str, max_model_len: int) -> int | None:
 
 # ---- ocr_core/source.py ----
 READ_BATCH = 64
+PDF_COUNT_BATCH = 8
+PDF_COLUMNS = ("source_file", "page_index")
+DATA_SUFFIXES = {".parquet", ".arrow", ".csv", ".json", ".jsonl", ".tsv"}
+BROKEN_SHOWN = 3
 
 
 class InputError(ValueError):
@@ -2514,6 +2703,40 @@ class RowInput:
 
 
 @dataclass
+class PdfDocuments:
+    """The PDFs behind a page table: each page row's document and page number, and where each document lives."""
+
+    names: list[str]
+    page_document: list[int]
+    page_index: list[int]
+    size: RenderSize
+    paths: list[str] | None = None
+    base: datasets.Dataset | None = None
+    column: str | None = None
+    folder: Path | None = None
+
+    def cells(self, positions: list[int]) -> list[PdfPage]:
+        """The page rows' cells; a document's bytes are read once per batch and shared by its pages."""
+        wanted = sorted({self.page_document[position] for position in positions})
+        loaded = dict(zip(wanted, self.documents(wanted)))
+        return [
+            PdfPage(
+                loaded[self.page_document[position]],
+                self.page_index[position],
+                self.names[self.page_document[position]],
+                self.size,
+            )
+            for position in positions
+        ]
+
+    def documents(self, numbers: list[int]) -> list[bytes | str | None]:
+        if self.paths is not None:
+            return [self.paths[number] for number in numbers]
+        cells = self.base[numbers][self.column]
+        return [pdf_document(anchored(cell, self.folder)) for cell in cells]
+
+
+@dataclass
 class Source:
     name: str
     split: str
@@ -2524,13 +2747,14 @@ class Source:
     ids: list[str]
     shard: tuple[int, int] | None = None
     folder: Path | None = None
+    pdfs: PdfDocuments | None = None
 
     def owned(self) -> list[str]:
         """The selected ids this job processes: all of them, or its shard's."""
         return [row_id for row_id in self.ids if in_shard(row_id, self.shard)]
 
     def rows(self, skip: set[str]) -> Iterator[RowInput]:
-        """Yields this job's selected rows still to do, reading image cells a batch at a time."""
+        """Yields this job's selected rows still to do, reading image cells (or PDFs) a batch at a time."""
         todo = [
             (index, row_id)
             for index, row_id in zip(self.selected, self.ids)
@@ -2538,9 +2762,13 @@ class Source:
         ]
         for start in range(0, len(todo), READ_BATCH):
             batch = todo[start : start + READ_BATCH]
-            cells = self.dataset[[index for index, _ in batch]][self.image_column]
-            for (index, row_id), cell in zip(batch, cells):
-                yield RowInput(index, row_id, anchored(cell, self.folder))
+            for (index, row_id), cell in zip(batch, self.cells([index for index, _ in batch])):
+                yield RowInput(index, row_id, cell)
+
+    def cells(self, positions: list[int]) -> list[object]:
+        if self.pdfs is not None:
+            return self.pdfs.cells(positions)
+        return [anchored(cell, self.folder) for cell in self.dataset[positions][self.image_column]]
 
 
 def in_shard(row_id: str, shard: tuple[int, int] | None) -> bool:
@@ -2617,8 +2845,40 @@ def load_source(
     seed: int = 42,
     shard: tuple[int, int] | None = None,
     revision: str | None = None,
+    pdf_size: RenderSize | None = None,
 ) -> Source:
-    dataset = open_dataset(name, split, config, revision)
+    """`pdf_size` is how PDF pages are rendered when the input holds PDFs (the model's card size by default)."""
+    folder = local_folder(name)
+    size = pdf_size or RenderSize()
+    try:
+        path = Path(name).expanduser()
+        files = pdf_files(path)
+        if files is not None:
+            if id_column:
+                raise InputError("--id-column applies to a dataset; PDF files are keyed by file name and page")
+            dataset, pdfs, page_ids = pdf_file_pages(files, path if path.is_dir() else path.parent, size)
+            features = dataset.features
+        else:
+            dataset = open_dataset(name, split, config, revision)
+            dataset, features, pdfs, page_ids = dataset_rows(dataset, name, split, image_column, id_column, size,
+                                                             folder)  # fmt: skip
+    except PdfiumMissing as exc:
+        raise InputError(str(exc)) from exc
+    selected = select_rows(len(dataset), max_samples, shuffle, seed)
+    ids = [page_ids[index] for index in selected] if pdfs else row_ids(dataset, split, selected, id_column)
+    return Source(name, split, dataset, features, image_column, selected, ids, shard, folder, pdfs)
+
+
+def dataset_rows(
+    dataset: datasets.Dataset,
+    name: str,
+    split: str,
+    image_column: str,
+    id_column: str | None,
+    size: RenderSize,
+    folder: Path | None,
+) -> tuple[datasets.Dataset, datasets.Features, PdfDocuments | None, list[str]]:
+    """A dataset's rows as they are, or, when its column holds PDFs, its page table (then ids come with it)."""
     for column in (image_column, id_column):
         if column and column not in dataset.column_names:
             raise InputError(
@@ -2627,10 +2887,115 @@ def load_source(
             )
     features = dataset.features.copy()
     if isinstance(features[image_column], datasets.Image):
-        dataset = dataset.cast_column(image_column, datasets.Image(decode=False))
-    selected = select_rows(len(dataset), max_samples, shuffle, seed)
-    ids = row_ids(dataset, split, selected, id_column)
-    return Source(name, split, dataset, features, image_column, selected, ids, shard, local_folder(name))
+        return dataset.cast_column(image_column, datasets.Image(decode=False)), features, None, []
+    if isinstance(features[image_column], datasets.Pdf):
+        dataset = dataset.cast_column(image_column, datasets.Pdf(decode=False))
+    elif not looks_like_pdf(next((cell for cell in dataset[:8][image_column] if cell is not None), None)):
+        return dataset, features, None, []
+    pages, pdfs, page_ids = pdf_dataset_pages(dataset, image_column, split, id_column, size, folder)
+    return pages, pages.features, pdfs, page_ids
+
+
+def pdf_document(cell: object) -> bytes | str | None:
+    """A dataset cell's PDF: its bytes, or its path; None when the cell holds neither."""
+    if isinstance(cell, dict):
+        return pdf_document(cell.get("bytes")) or pdf_document(cell.get("path"))
+    if isinstance(cell, (bytes, bytearray, memoryview)):
+        return bytes(cell) or None
+    return (cell or None) if isinstance(cell, str) else None
+
+
+def pdf_files(path: Path) -> list[Path] | None:
+    """The PDFs an input path names: a .pdf file, or a folder holding PDFs and no data files; else None."""
+    if path.is_file():
+        return [path] if path.suffix.lower() == ".pdf" else None
+    if not path.is_dir() or (path / "state.json").exists() or (path / "dataset_dict.json").exists():
+        return None
+    files = [
+        file
+        for file in sorted(path.rglob("*"))
+        if file.is_file() and not any(part.startswith(".") for part in file.relative_to(path).parts)
+    ]
+    pdfs = [file for file in files if file.suffix.lower() == ".pdf"]
+    if not pdfs or any(file.suffix.lower() in DATA_SUFFIXES for file in files):
+        return None
+    return pdfs
+
+
+def counted_pages(documents: Iterable[tuple[bytes | str | None, str]], broken: list[str]) -> list[int]:
+    """Each document's page count; a document that cannot be opened (or has no page) counts as one error row.
+
+    Documents come one at a time, so a dataset of large PDFs is never held in memory at once.
+    """
+    counts = []
+    for document, name in documents:
+        try:
+            counts.append(max(1, page_count(document, name)))
+        except BadPdf as exc:
+            broken.append(str(exc))
+            counts.append(1)
+    return counts
+
+
+def page_rows(counts: list[int], keys: list[str]) -> tuple[list[int], list[int], list[str]]:
+    """Per page row: its document, its page number in it, and its id `<key>#p<page>`."""
+    documents, pages, ids = [], [], []
+    for number, count in enumerate(counts):
+        documents.extend([number] * count)
+        pages.extend(range(count))
+        ids.extend(f"{keys[number]}#p{page}" for page in range(count))
+    return documents, pages, ids
+
+
+def report_broken(broken: list[str]) -> None:
+    if broken:
+        shown = "; ".join(broken[:BROKEN_SHOWN])
+        say(f"warning: {len(broken)} PDF(s) cannot be read, each becomes one error row: {shown}")
+
+
+def pdf_file_pages(files: list[Path], root: Path, size: RenderSize) -> tuple[datasets.Dataset, PdfDocuments, list[str]]:
+    """The page table of PDF files, each named by its path under `root` (the input folder, or the file's own)."""
+    names = [file.relative_to(root).as_posix() for file in files]
+    broken: list[str] = []
+    counts = counted_pages([(str(file), name) for file, name in zip(files, names)], broken)
+    report_broken(broken)
+    documents, pages, ids = page_rows(counts, names)
+    table = datasets.Dataset.from_dict(
+        {"source_file": [names[number] for number in documents], "page_index": pages},
+        features=datasets.Features({"source_file": datasets.Value("string"), "page_index": datasets.Value("int32")}),
+    )
+    say(f"{len(files)} PDF file(s), {len(ids)} page(s)")
+    return table, PdfDocuments(names, documents, pages, size, paths=[str(file) for file in files]), ids
+
+
+def pdf_dataset_pages(
+    dataset: datasets.Dataset, column: str, split: str, id_column: str | None, size: RenderSize, folder: Path | None
+) -> tuple[datasets.Dataset, PdfDocuments, list[str]]:
+    """The page table of a dataset whose `column` holds PDFs: each document row repeated once per page, its other
+    columns kept, the PDF itself replaced by `source_file` (its path, else its row id) and `page_index`."""
+    clashing = [name for name in PDF_COLUMNS if name in dataset.column_names]
+    if clashing:
+        raise InputError(f"the input already has column(s) {clashing}, which PDF input writes; rename them first")
+    keys = row_ids(dataset, split, list(range(len(dataset))), id_column)
+    names: list[str] = []
+
+    def documents() -> Iterator[tuple[bytes | str | None, str]]:
+        for start in range(0, len(dataset), PDF_COUNT_BATCH):
+            for offset, cell in enumerate(dataset[start : start + PDF_COUNT_BATCH][column]):
+                path = cell.get("path") if isinstance(cell, dict) else cell if isinstance(cell, str) else None
+                names.append(path or keys[start + offset])
+                yield pdf_document(anchored(cell, folder)), names[-1]
+
+    broken: list[str] = []
+    counts = counted_pages(documents(), broken)
+    report_broken(broken)
+    rows, pages, ids = page_rows(counts, keys)
+    table = dataset.remove_columns([column]).select(rows).flatten_indices()
+    table = table.add_column("source_file", [names[row] for row in rows]).add_column("page_index", pages)
+    table = table.cast_column("page_index", datasets.Value("int32"))
+    say(f"{len(dataset)} PDF(s) in column {column!r}, {len(ids)} page(s)")
+    pdfs = PdfDocuments(names, rows, pages, size, base=dataset, column=column, folder=folder)
+    return table, pdfs, ids
 
 
 def select_rows(total: int, max_samples: int | None, shuffle: bool, seed: int) -> list[int]:
@@ -2850,8 +3215,9 @@ def usage(script: str, facts: ModelFacts, mode: str) -> str:
 
 {alternative.format(url=script_url(script))}
 
-INPUT_DATASET is a Hub dataset id or a local folder; OUTPUT_DATASET is a Hub dataset id or a local folder
-(starting with ., / or ~). Rerunning the same command resumes. `--help` lists every option.
+INPUT_DATASET is a Hub dataset id, a local dataset folder, a PDF file or a folder of PDFs (one row per page);
+OUTPUT_DATASET is a Hub dataset id or a local folder (starting with ., / or ~). Rerunning the same command
+resumes. `--help` lists every option.
 """
 
 
@@ -2881,7 +3247,11 @@ def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.Argument
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("input")
-    group.add_argument("--image-column", default="image", help="column holding the page images (default: image)")
+    group.add_argument(
+        "--image-column",
+        default="image",
+        help="column holding the page images, or the PDFs (bytes or paths), one row per page (default: image)",
+    )
     group.add_argument("--split", default="train", help="split to process (default: train)")
     group.add_argument("--input-config", help="config (subset) of the input dataset")
     group.add_argument(
@@ -2894,6 +3264,12 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seed", type=int, default=42, help="shuffle seed (default: 42)")
     group.add_argument(
         "--shard", type=shard_argument, help="process shard I of N (for example 0/4); N jobs write one output"
+    )
+    group.add_argument(
+        "--pdf-longest-edge",
+        type=int,
+        help="render PDF pages with this many pixels on their longer side, instead of the size the model's card "
+        "asks for (within the model's image limits)",
     )
 
 
@@ -3044,6 +3420,8 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
         parser.error("--max-inflight must be at least 1")
     if getattr(args, "batch_size", 1) < 1:
         parser.error("--batch-size must be at least 1")
+    if args.pdf_longest_edge is not None and args.pdf_longest_edge < 16:
+        parser.error("--pdf-longest-edge must be at least 16 pixels")
     if args.canary_pages < 1:
         parser.error("--canary-pages must be at least 1 (--no-canary turns the canary off)")
     if not 0.0 <= args.max_error_rate <= 1.0:
@@ -3202,7 +3580,7 @@ def settle(
     revision = input_revision(args, previous, hub)
     source = load_source(
         args.input, args.split, args.image_column, args.input_config, args.id_column, args.max_samples,
-        args.shuffle, args.seed, args.shard, revision,
+        args.shuffle, args.seed, args.shard, revision, render_size(facts.pdf_render, args.pdf_longest_edge),
     )  # fmt: skip
     failed_text = None if args.null_failed_text else FAILED_TEXT
     columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns), failed_text)
@@ -3212,7 +3590,7 @@ def settle(
             f"{args.input} already has column(s) {clashing}; pass --overwrite to replace them, "
             "or --output-column / --error-column to write elsewhere"
         )
-    manifest = fingerprint(args, facts, script, revision)
+    manifest = fingerprint(args, facts, script, revision, source.pdfs.size.describe() if source.pdfs else None)
     changed = differences(previous, manifest) if previous else []
     if changed and not args.overwrite:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
@@ -3361,11 +3739,11 @@ class OfflineRunner:
     def prepare(self, row: RowInput) -> OfflinePage | str:
         """The page's chat messages, or the reason it has none (its error column)."""
         try:
-            image = prepare_image(cell_bytes(row.cell), self.facts.max_side, self.facts.max_pixels, verify=True)
+            image = prepare_page(row.cell, self.facts.max_side, self.facts.max_pixels, verify=True)
             content = self.facts.build_content(image.content_part(), self.args)
             return OfflinePage([{"role": "user", "content": content}], image.note)
         except BadImage as exc:
-            return f"bad image: {exc}"
+            return f"{exc.kind}: {exc}"
         except Exception as exc:
             return internal_error("preparing the page", exc)
 
@@ -3667,7 +4045,7 @@ class Pump:
         try:
             request = await asyncio.get_running_loop().run_in_executor(prep, self.build_request, row.cell)
         except BadImage as exc:
-            result.error = f"bad image: {exc}"
+            result.error = f"{exc.kind}: {exc}"
             return result, False
         except Exception as exc:
             result.error = internal_error("preparing the page", exc)
@@ -3681,8 +4059,8 @@ class Pump:
         return result, answered
 
     def build_request(self, cell: object) -> PageRequest:
-        """Runs in the prep threads: reading, checking and encoding a page is the driver's CPU cost."""
-        image = prepare_image(cell_bytes(cell), self.facts.max_side, self.facts.max_pixels)
+        """Runs in the prep threads: reading, checking, rendering (a PDF page) and encoding is the driver's CPU cost."""
+        image = prepare_page(cell, self.facts.max_side, self.facts.max_pixels)
         body = chat_body(
             self.target.model,
             self.facts.build_content(placeholder_part(), self.args),

@@ -96,8 +96,9 @@ def usage(script: str, facts: ModelFacts, mode: str) -> str:
 
 {alternative.format(url=script_url(script))}
 
-INPUT_DATASET is a Hub dataset id or a local folder; OUTPUT_DATASET is a Hub dataset id or a local folder
-(starting with ., / or ~). Rerunning the same command resumes. `--help` lists every option.
+INPUT_DATASET is a Hub dataset id, a local dataset folder, a PDF file or a folder of PDFs (one row per page);
+OUTPUT_DATASET is a Hub dataset id or a local folder (starting with ., / or ~). Rerunning the same command
+resumes. `--help` lists every option.
 """
 
 
@@ -127,7 +128,11 @@ def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.Argument
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("input")
-    group.add_argument("--image-column", default="image", help="column holding the page images (default: image)")
+    group.add_argument(
+        "--image-column",
+        default="image",
+        help="column holding the page images, or the PDFs (bytes or paths), one row per page (default: image)",
+    )
     group.add_argument("--split", default="train", help="split to process (default: train)")
     group.add_argument("--input-config", help="config (subset) of the input dataset")
     group.add_argument(
@@ -140,6 +145,12 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seed", type=int, default=42, help="shuffle seed (default: 42)")
     group.add_argument(
         "--shard", type=shard_argument, help="process shard I of N (for example 0/4); N jobs write one output"
+    )
+    group.add_argument(
+        "--pdf-longest-edge",
+        type=int,
+        help="render PDF pages with this many pixels on their longer side, instead of the size the model's card "
+        "asks for (within the model's image limits)",
     )
 
 
@@ -290,6 +301,8 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
         parser.error("--max-inflight must be at least 1")
     if getattr(args, "batch_size", 1) < 1:
         parser.error("--batch-size must be at least 1")
+    if args.pdf_longest_edge is not None and args.pdf_longest_edge < 16:
+        parser.error("--pdf-longest-edge must be at least 16 pixels")
     if args.canary_pages < 1:
         parser.error("--canary-pages must be at least 1 (--no-canary turns the canary off)")
     if not 0.0 <= args.max_error_rate <= 1.0:

@@ -23,7 +23,8 @@ from .breaker import Breaker
 from .canary import Canary
 from .chat import JobFailed, internal_error
 from .facts import ModelFacts
-from .images import BadImage, cell_bytes, prepare_image, with_note
+from .images import BadImage, with_note
+from .pdf import prepare_page
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
 from .source import RowInput
@@ -139,11 +140,11 @@ class OfflineRunner:
     def prepare(self, row: RowInput) -> OfflinePage | str:
         """The page's chat messages, or the reason it has none (its error column)."""
         try:
-            image = prepare_image(cell_bytes(row.cell), self.facts.max_side, self.facts.max_pixels, verify=True)
+            image = prepare_page(row.cell, self.facts.max_side, self.facts.max_pixels, verify=True)
             content = self.facts.build_content(image.content_part(), self.args)
             return OfflinePage([{"role": "user", "content": content}], image.note)
         except BadImage as exc:
-            return f"bad image: {exc}"
+            return f"{exc.kind}: {exc}"
         except Exception as exc:
             return internal_error("preparing the page", exc)
 

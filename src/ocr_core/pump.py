@@ -28,7 +28,8 @@ from .canary import Canary
 from .chat import Answer, JobFailed, Retryable, RowFailed, chat_body, internal_error, post_chat
 from .facts import ModelFacts
 from .hostmem import MemoryGuard
-from .images import BadImage, PreparedImage, cell_bytes, placeholder_part, prepare_image, with_note
+from .images import BadImage, PreparedImage, placeholder_part, with_note
+from .pdf import prepare_page
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
 from .server import parse_metrics
@@ -172,7 +173,7 @@ class Pump:
         try:
             request = await asyncio.get_running_loop().run_in_executor(prep, self.build_request, row.cell)
         except BadImage as exc:
-            result.error = f"bad image: {exc}"
+            result.error = f"{exc.kind}: {exc}"
             return result, False
         except Exception as exc:
             result.error = internal_error("preparing the page", exc)
@@ -186,8 +187,8 @@ class Pump:
         return result, answered
 
     def build_request(self, cell: object) -> PageRequest:
-        """Runs in the prep threads: reading, checking and encoding a page is the driver's CPU cost."""
-        image = prepare_image(cell_bytes(cell), self.facts.max_side, self.facts.max_pixels)
+        """Runs in the prep threads: reading, checking, rendering (a PDF page) and encoding is the driver's CPU cost."""
+        image = prepare_page(cell, self.facts.max_side, self.facts.max_pixels)
         body = chat_body(
             self.target.model,
             self.facts.build_content(placeholder_part(), self.args),
