@@ -486,7 +486,7 @@ def cost_facts(
         overhead_s = max(0.0, wall_s - inference_s)
         projected_s = overhead_s + input_rows * inference_s / pages
         facts["projected_pages"] = input_rows
-        facts["projected_usd"] = round(price.per_hour * projected_s / 3600, 2)
+        facts["projected_usd"] = round(price.per_hour * projected_s / 3600, 4)
         facts["projected_hours"] = round(projected_s / 3600, 2)
     return facts
 
@@ -2029,33 +2029,35 @@ def canary_verdict(kinds: Sequence[str | None]) -> str | None:
 
 
 class Canary:
-    """Watches the first `pages` answers of a run; `record` raises JobFailed when all of them are degenerate."""
+    """Watches the first `pages` results of a run; `record` raises JobFailed when every answer among them is
+    degenerate. Results without an answer (an unreadable page, a refused request) are the breaker's to judge."""
 
     def __init__(self, log: ProgressLog, context: CanaryContext, pages: int = CANARY_PAGES) -> None:
         self.log = log
         self.context = context
         self.pages = pages
+        self.seen = 0
         self.answers: list[RowResult] = []
         self.kinds: list[str | None] = []
         self.stopped = False
 
     def record(self, result: RowResult) -> None:
-        """One page's final result (already logged); pages without an answer are the breaker's to judge.
+        """One page's final result, already logged.
 
         Once the canary has stopped the job, pages that were still in flight and answer as badly are flagged too.
         """
-        if result.text is None:
-            return
         kind = degenerate_kind(result.text, result.error)
         if self.stopped:
             if kind is not None:
                 self.flag(result, kind)
             return
-        if len(self.kinds) >= self.pages:
+        if self.seen >= self.pages:
             return
-        self.answers.append(result)
-        self.kinds.append(kind)
-        verdict = canary_verdict(self.kinds) if len(self.kinds) == self.pages else None
+        self.seen += 1
+        if result.text is not None:
+            self.answers.append(result)
+            self.kinds.append(kind)
+        verdict = canary_verdict(self.kinds) if self.seen == self.pages else None
         if verdict is not None:
             self.stopped = True
             for answer, found in zip(self.answers, self.kinds):
@@ -2077,9 +2079,10 @@ class Canary:
         fix = fix.format(
             image=context.image, command=context.command, served=context.served or "an unknown vLLM version"
         )
+        answers = len(self.kinds)
         return (
-            f"canary: the first {self.pages} answers are all degenerate ({kind}: {self.kinds.count(kind)} of "
-            f"{self.pages}), for example {shown[:SAMPLE_CHARS]!r}. Likely cause for {context.model}: {cause}. Fix: "
+            f"canary: the first {answers} answers are all degenerate ({kind}: {self.kinds.count(kind)} of {answers}), "
+            f"for example {shown[:SAMPLE_CHARS]!r}. Likely cause for {context.model}: {cause}. Fix: "
             f"{fix}\nThose rows are marked as failed; --retry-errors redoes them. If these pages really are blank "
             "or repetitive, rerun with --no-canary."
         )
@@ -2892,9 +2895,8 @@ def load_source(
             dataset, pdfs, page_ids = pdf_file_pages(files, path if path.is_dir() else path.parent, size)
             features = dataset.features
         else:
-            dataset = open_dataset(name, split, config, revision)
-            dataset, features, pdfs, page_ids = dataset_rows(dataset, name, split, image_column, id_column, size,
-                                                             folder)  # fmt: skip
+            opened = open_dataset(name, split, config, revision)
+            dataset, features, pdfs, page_ids = dataset_rows(opened, name, split, image_column, id_column, size, folder)
     except PdfiumMissing as exc:
         raise InputError(str(exc)) from exc
     selected = select_rows(len(dataset), max_samples, shuffle, seed)

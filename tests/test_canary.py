@@ -97,12 +97,18 @@ def test_eight_bang_answers_stop_the_job_and_flag_their_rows(tmp_path):
     assert all(row["error"].startswith("degenerate answer: one character or token repeated") for row in stored)
 
 
-def test_pages_without_an_answer_are_not_the_canarys_to_judge(tmp_path):
-    watcher, _ = canary(tmp_path, pages=2)
+def test_the_verdict_reads_the_answers_among_the_first_pages(tmp_path):
+    watcher, _ = canary(tmp_path, pages=3)
     watcher.record(answered(0, None, "bad image: empty"))
     watcher.record(answered(1, "!!!!!!!!"))
-    with pytest.raises(JobFailed):
+    with pytest.raises(JobFailed, match="the first 2 answers are all degenerate"):
         watcher.record(answered(2, ""))
+
+
+def test_pages_without_an_answer_are_the_breakers_to_judge(tmp_path):
+    watcher, _ = canary(tmp_path, pages=2)
+    for index in range(6):
+        watcher.record(answered(index, None, "bad image: empty"))
 
 
 def test_the_canary_looks_only_at_the_first_answers(tmp_path):

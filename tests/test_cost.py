@@ -49,7 +49,7 @@ def test_a_sample_projects_start_up_once_and_the_pages_at_the_measured_rate():
     assert facts["usd_per_1000_pages"] == round(0.8 * 600 / 3600 / 100 * 1000, 4)
     assert facts["projected_pages"] == 10_000
     assert facts["projected_hours"] == round((300 + 10_000 * 3) / 3600, 2)
-    assert facts["projected_usd"] == round(0.8 * (300 + 10_000 * 3) / 3600, 2)
+    assert facts["projected_usd"] == round(0.8 * (300 + 10_000 * 3) / 3600, 4)
 
 
 def test_no_pages_no_rate_and_no_projection():

@@ -220,17 +220,23 @@ def test_two_shards_of_pdf_pages_make_one_dataset(tmp_path, capsys):
 
 
 def test_pdf_pages_through_the_real_engine_with_canary_and_cost(vllm_server, tmp_path):
+    """Nine of ten pages (a sample): eight real pages of two PDFs, then the encrypted one; the canary (on by
+    default) reads the tiny model's first answers and must let them through."""
     folder, out = pdf_folder(tmp_path / "in"), tmp_path / "out"
+    (folder / "reports" / "copy.pdf").write_bytes(SAMPLE_PDF.read_bytes())
     run = run_recipe(
         "lighton-ocr3-saturate.py", str(folder), str(out), "--server", vllm_server.url, "--model", vllm_server.model,
-        *FAST, "--pdf-longest-edge", "384", "--max-samples", "5",
+        *FAST, "--pdf-longest-edge", "384", "--max-samples", "9",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     summary = summary_of(run.stdout)
-    assert (summary["rows"], summary["errors"], summary["missing"]) == (5, 1, 0)
+    assert (summary["rows"], summary["errors"], summary["missing"]) == (9, 1, 0)
     assert summary["flavor"] == "l4x1" and summary["price_per_hour"] == JOB_PRICES_USD_PER_HOUR["l4x1"]
-    assert summary["usd_per_1000_pages"] > 0 and summary["projected_pages"] == 6
+    assert summary["usd_per_1000_pages"] > 0 and summary["projected_pages"] == 10 and summary["projected_usd"] > 0
     output = load_output(out)
-    assert output["source_file"] == ["reports/sample-pages.pdf"] * SAMPLE_PAGES + ["scans/encrypted.pdf"]
-    assert all(output["markdown"][:SAMPLE_PAGES]) and output["ocr_error"][:SAMPLE_PAGES] == [None] * SAMPLE_PAGES
+    real = 2 * SAMPLE_PAGES
+    assert output["source_file"] == ["reports/copy.pdf"] * 4 + ["reports/sample-pages.pdf"] * 4 + [
+        "scans/encrypted.pdf"
+    ]
+    assert all(output["markdown"][:real]) and output["ocr_error"][:real] == [None] * real
     assert "| cost | $" in (out / "README.md").read_text()

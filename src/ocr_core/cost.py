@@ -93,7 +93,7 @@ def cost_facts(
         overhead_s = max(0.0, wall_s - inference_s)
         projected_s = overhead_s + input_rows * inference_s / pages
         facts["projected_pages"] = input_rows
-        facts["projected_usd"] = round(price.per_hour * projected_s / 3600, 2)
+        facts["projected_usd"] = round(price.per_hour * projected_s / 3600, 4)
         facts["projected_hours"] = round(projected_s / 3600, 2)
     return facts
 

@@ -198,9 +198,8 @@ def load_source(
             dataset, pdfs, page_ids = pdf_file_pages(files, path if path.is_dir() else path.parent, size)
             features = dataset.features
         else:
-            dataset = open_dataset(name, split, config, revision)
-            dataset, features, pdfs, page_ids = dataset_rows(dataset, name, split, image_column, id_column, size,
-                                                             folder)  # fmt: skip
+            opened = open_dataset(name, split, config, revision)
+            dataset, features, pdfs, page_ids = dataset_rows(opened, name, split, image_column, id_column, size, folder)
     except PdfiumMissing as exc:
         raise InputError(str(exc)) from exc
     selected = select_rows(len(dataset), max_samples, shuffle, seed)
