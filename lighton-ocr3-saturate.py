@@ -1887,31 +1887,26 @@ REPEAT_MIN_COUNT = 4
 SAMPLE_CHARS = 60
 
 
-class CanaryAdvice(NamedTuple):
-    cause: str
-    fix: str
-
-
 VERSION_FIX = (
     "run the model on the image it is pinned to, {image} (models.json; this run used {served}), for example:\n"
     "  {command}"
 )
 CANARY_ADVICE = {
-    REPEATED: CanaryAdvice(
+    REPEATED: Advice(
         "the engine runs the model wrongly, most often a vLLM version the model does not work on (Qwen2.5-VL "
         "models such as Nanonets-OCR2 write only '!' on vLLM 0.11 and later)",
         VERSION_FIX,
     ),
-    EMPTY: CanaryAdvice(
+    EMPTY: Advice(
         "the engine returns no text: a vLLM version or chat template that does not fit the model",
         VERSION_FIX,
     ),
-    LOOP: CanaryAdvice(
+    LOOP: Advice(
         "the model loops on every page: a vLLM version other than the one it is pinned to (LightOnOCR loops on "
         "every page on vLLM 0.27.1), or sampling other than the card's (check --temperature)",
         VERSION_FIX,
     ),
-    TRUNCATED: CanaryAdvice(
+    TRUNCATED: Advice(
         "every answer is cut off at max_tokens: --max-tokens is far below what a page needs, or the model never "
         "stops because the engine runs it wrongly",
         "raise --max-tokens (below --max-model-len); if the answers are garbage, " + VERSION_FIX,

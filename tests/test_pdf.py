@@ -27,7 +27,7 @@ from tests.test_offline_faults import FakeLLM, completion, recipe
 from tests.test_resume_publish import run_main, served
 from tests.test_server_recipes import FAST, load_output, run_recipe, summary_of
 from tests.testbed.fake_server import fake_server
-from tests.testbed.pdfs import SAMPLE_PAGES, SAMPLE_PDF, blank_pdf, encrypted_pdf, pdf_folder
+from tests.testbed.pdfs import SAMPLE_PAGES, SAMPLE_PDF, blank_pdf, broken_page_pdf, encrypted_pdf, pdf_folder
 
 SMALL = RenderSize(longest_edge=256)
 FOLDER_IDS = [*(f"reports/sample-pages.pdf#p{page}" for page in range(SAMPLE_PAGES))]
@@ -99,6 +99,14 @@ def test_a_folder_names_pages_by_path_and_a_bad_pdf_is_one_error_row_that_says_w
         prepare_page(cells["scans/truncated.pdf#p0"], None, None)
     with pytest.raises(BadPdf, match="has no page 9"):
         prepare_page(PdfPage(SAMPLE_PDF.read_bytes(), 9, "sample.pdf", SMALL), None, None)
+
+
+def test_a_page_that_cannot_be_rendered_fails_alone(tmp_path):
+    (tmp_path / "two.pdf").write_bytes(broken_page_pdf())
+    first, second = (row.cell for row in load_source(str(tmp_path / "two.pdf"), pdf_size=SMALL).rows(set()))
+    assert max(size_of(prepare_page(first, None, None))) == 256
+    with pytest.raises(BadPdf, match=r"page 1 of two\.pdf cannot be rendered"):
+        prepare_page(second, None, None)
 
 
 def test_a_folder_with_data_files_is_a_dataset_not_a_pile_of_pdfs(tmp_path):

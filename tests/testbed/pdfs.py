@@ -1,4 +1,4 @@
-"""Small PDFs for the tests: the bundled sample, one that is cut short, and one that is password protected.
+"""Small PDFs for the tests: the bundled sample, one cut short, one password protected, one with a broken page.
 
 The encrypted one is written by hand: a one-page PDF whose trailer names a standard security handler with made-up
 keys, so no password (not even the empty one) opens it, exactly what PDFium reports for a real protected file.
@@ -37,6 +37,12 @@ PAGE_OBJECTS = [
 
 def blank_pdf() -> bytes:
     return pdf_bytes(PAGE_OBJECTS)
+
+
+def broken_page_pdf() -> bytes:
+    """Two pages, the second of which is no page at all (its object is a font): PDFium cannot load it."""
+    pages = b"<< /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >>"
+    return pdf_bytes([PAGE_OBJECTS[0], pages, PAGE_OBJECTS[2], b"<< /Type /Font /Subtype /Type1 >>"])
 
 
 def encrypted_pdf() -> bytes:
