@@ -5,7 +5,7 @@ its pages should look (`PDF_RENDER`: a longest edge, or a DPI held inside a pixe
 straight to that size, never rendered big and shrunk. PDFium (through pypdfium2) is not thread-safe, not even
 across documents, so every call into it holds one lock and no document handle outlives the call; the JPEG
 encoding, a third to a half of a page's CPU, runs outside the lock, in the prep threads beside the window. One
-lock renders 30-50 pages/s of 2048 px on one core (bench/pdf_render.py), far more than a GPU OCRs. A page opens
+lock renders about 30-40 pages/s of 2048 px on one core (bench/pdf_render.py), far more than a GPU OCRs. A page opens
 its document again (from its path, or from bytes shared by all its pages), which costs far less than rendering.
 pypdfium2 is imported only when the input holds PDFs.
 """
