@@ -6,6 +6,7 @@
 #     "httpx>=0.27",
 #     "pillow>=10.1",
 #     "tqdm>=4.66",
+#     "pypdfium2>=4.30",
 #     "vllm==0.10.2",
 # ]
 #
@@ -19,7 +20,8 @@
 
 It must run on vllm/vllm-openai:v0.10.2: newer vLLM releases decode this model to a stream of "!!!!". The card
 serves it with a bare `vllm serve`; full-page scans need a 32768-token context. The card's prompt follows the
-image, and decoding is greedy.
+image, and decoding is greedy. The card names no page size ("higher resolution helps"): PDF pages render at
+200 dpi inside the Qwen2.5-VL processor's pixel band (3136 to 12845056), which a 32768-token context holds.
 
 This script runs the vLLM engine in-process (`vllm.LLM`) and feeds it batches of pages; its -server twin is
 faster on the same GPU and isolates failures per page.
@@ -94,6 +96,7 @@ PROMPT = (
     "<page_number>9/22</page_number>. Prefer using ☐ and ☑ for check boxes."
 )
 SAMPLING = {"temperature": 0.0, "max_tokens": 15000}
+PDF_RENDER = {"dpi": 200, "min_pixels": 3136, "max_pixels": 12845056}
 
 
 def build_content(image_part: dict, args: argparse.Namespace) -> list[dict]:
@@ -101,147 +104,6 @@ def build_content(image_part: dict, args: argparse.Namespace) -> list[dict]:
 
 
 # ==== shared core: src/ocr_core (generated copy; edit it there) ====
-# ---- ocr_core/card.py ----
-JOB_FLAVOR_ENV = ("ACCELERATOR", "JOB_FLAVOR")
-
-
-@dataclass(frozen=True)
-class CardFacts:
-    source: str
-    split: str
-    config: str | None
-    data_prefix: str
-    model: str
-    script: str
-    image: str
-    mode: str
-    command: str
-    output_column: str
-    error_column: str
-    rows: int
-    errors: int
-    truncated: int
-    failed_text: str | None
-    runs: tuple[tuple[str, str], ...]
-    pages_per_s: float
-    tokens_per_s: float
-    window: int
-
-
-def split_front_matter(card: str | None) -> tuple[dict, str]:
-    if not card or not card.startswith("---"):
-        return {}, card or ""
-    _, header, body = card.split("---", 2)
-    return (yaml.safe_load(header) or {}), body
-
-
-def merged_configs(existing: list[dict], facts: CardFacts) -> list[dict]:
-    name = facts.config or "default"
-    entry = next((config for config in existing if config.get("config_name") == name), None)
-    if entry is None:
-        entry = {"config_name": name, "data_files": []}
-        existing = [*existing, entry]
-    files = [item for item in entry.get("data_files", []) if item.get("split") != facts.split]
-    entry["data_files"] = [*files, {"split": facts.split, "path": f"{facts.data_prefix}/{facts.split}-*"}]
-    return existing
-
-
-def without_stale_info(meta: dict, name: str) -> dict:
-    """Drops the `dataset_info` of the config being replaced: its features may describe another schema."""
-    info = meta.get("dataset_info")
-    if isinstance(info, dict) and info.get("config_name", "default") == name:
-        meta = {key: value for key, value in meta.items() if key != "dataset_info"}
-    elif isinstance(info, list):
-        kept = [entry for entry in info if not isinstance(entry, dict) or entry.get("config_name", "default") != name]
-        meta = {key: value for key, value in meta.items() if key != "dataset_info"}
-        if kept:
-            meta["dataset_info"] = kept
-    return meta
-
-
-def section_markers(config: str) -> tuple[str, str]:
-    return f"<!-- ocr-vllm:{config} -->", f"<!-- /ocr-vllm:{config} -->"
-
-
-def merged_body(body: str, section: str, config: str) -> str:
-    """The existing prose with this config's section replaced, or appended when it has none yet."""
-    start, end = section_markers(config)
-    marked = f"{start}\n{section.strip()}\n{end}\n"
-    if start in body and end in body:
-        before, _, rest = body.partition(start)
-        return before + marked + rest.partition(end)[2].lstrip("\n")
-    return f"{body.rstrip()}\n\n{marked}" if body.strip() else f"\n{marked}"
-
-
-def job_line() -> str:
-    if not os.environ.get("JOB_ID"):
-        return ""
-    flavor = next((os.environ[name] for name in JOB_FLAVOR_ENV if os.environ.get(name)), "unknown flavor")
-    return f"Produced on [Hugging Face Jobs](https://huggingface.co/docs/huggingface_hub/guides/jobs) ({flavor}).\n\n"
-
-
-def failed_note(facts: CardFacts) -> str:
-    if facts.failed_text is None:
-        return " (empty where the row failed)"
-    return f" (`{facts.failed_text}` where the row failed, the marker ocr-bench leaves out of judging)"
-
-
-def runs_list(facts: CardFacts) -> str:
-    """Which inference_info entry describes which column."""
-    lines = [f"{number}. `{column}`: {model}" for number, (column, model) in enumerate(facts.runs, 1)]
-    lines.append(f"{len(facts.runs) + 1}. `{facts.output_column}`: {facts.model} (this run)")
-    return "\n".join(lines)
-
-
-def render_card(existing: str | None, facts: CardFacts) -> str:
-    meta, prose = split_front_matter(existing)
-    meta = without_stale_info(meta, facts.config or "default")
-    meta["configs"] = merged_configs(meta.get("configs") or [], facts)
-    tags = set(meta.get("tags") or []) | {"ocr", "document-processing", "vllm", "uv-script", "generated"}
-    meta["tags"] = sorted(tags)
-    config_arg = f', "{facts.config}"' if facts.config else ""
-    body = f"""
-## OCR of {facts.source}: config `{facts.config or "default"}`
-
-{job_line()}Text extracted from the `{facts.split}` split of {facts.source} with \
-[{facts.model}](https://huggingface.co/{facts.model}), served by vLLM (`{facts.image}`, {facts.mode} mode).
-
-| | |
-|---|---|
-| rows | {facts.rows} |
-| rows with an error | {facts.errors} |
-| of them cut off at max_tokens (text kept) | {facts.truncated} |
-| throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
-| pages in flight (final window) | {facts.window} |
-
-Columns: every input column; `{facts.output_column}`, the model's text{failed_note(facts)};
-`{facts.error_column}`, empty or why the row has no trustworthy text (unreadable image, rejected request, repetition
-loop, cut off at max_tokens);
-and `inference_info`, a JSON list with one entry per model run over these rows, oldest first (ocr-bench reads
-the first entry's `column_name` and the last entry's `model_id`):
-
-{runs_list(facts)}
-
-```python
-from datasets import load_dataset
-
-ds = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
-failed = ds.filter(lambda row: row["{facts.error_column}"] is not None)
-trusted = ds.filter(lambda row: row["{facts.error_column}"] is None)
-```
-
-## Reproduce
-
-```bash
-{facts.command}
-```
-
-Rerunning the same command resumes: rows already done are skipped; `--retry-errors` retries the failed ones.
-Made with `{facts.script}`.
-"""
-    return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{merged_body(prose, body, facts.config or 'default')}"
-
-
 # ---- ocr_core/chat.py ----
 ERROR_TEXT_LIMIT = 500
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -382,6 +244,10 @@ ADVICE = {
         "the column read as images holds no readable page images",
         "check --image-column (and --split, --input-config) against the input dataset",
     ),
+    "bad pdf": Advice(
+        "the input's PDFs cannot be read: damaged, encrypted, or not PDFs",
+        "check the files the error column names; decrypt encrypted ones (for example `qpdf --decrypt`)",
+    ),
     "server rejected the page": Advice(
         "the server refuses these requests",
         "check that --model is a vision-language model and that the server runs {image} (the image tag and vLLM "
@@ -475,6 +341,243 @@ class Breaker:
         )
 
 
+# ---- ocr_core/cost.py ----
+JOB_PRICES_DATE = "2026-11-30"
+JOB_PRICES_SOURCE = "https://huggingface.co/docs/hub/jobs-pricing"
+JOB_PRICES_USD_PER_HOUR = {
+    "cpu-basic": 0.01,
+    "cpu-upgrade": 0.03,
+    "cpu-xl": 1.00,
+    "cpu-performance": 1.90,
+    "t4-small": 0.40,
+    "t4-medium": 0.60,
+    "l4x1": 0.80,
+    "l4x4": 3.80,
+    "l40sx1": 1.80,
+    "l40sx4": 8.30,
+    "l40sx8": 23.50,
+    "a10g-small": 1.00,
+    "a10g-large": 1.50,
+    "a10g-largex2": 3.00,
+    "a10g-largex4": 5.00,
+    "a100-large": 2.50,
+    "a100x4": 10.00,
+    "a100x8": 20.00,
+    "h200": 5.00,
+    "h200x2": 10.00,
+    "h200x4": 20.00,
+    "h200x8": 40.00,
+    "rtx-pro-6000": 2.75,
+    "rtx-pro-6000x2": 5.50,
+    "rtx-pro-6000x4": 11.00,
+    "rtx-pro-6000x8": 22.00,
+}
+JOB_FLAVOR_ENV = ("ACCELERATOR", "JOB_FLAVOR")
+
+
+@dataclass(frozen=True)
+class Price:
+    """An hourly price and where it comes from, so the summary says what it assumed."""
+
+    per_hour: float
+    basis: str
+
+
+def job_flavor(recipe_flavor: str) -> tuple[str, bool]:
+    """The flavor this job runs on when its environment names one, else the recipe's; and whether it was read."""
+    found = next((os.environ[name] for name in JOB_FLAVOR_ENV if os.environ.get(name)), None)
+    return (found, True) if found else (recipe_flavor, False)
+
+
+def run_price(price_per_hour: float | None, recipe_flavor: str) -> tuple[str, Price | None]:
+    """The flavor and the hourly price the cost is computed from; no price for a flavor the table lacks."""
+    flavor, read = job_flavor(recipe_flavor)
+    if price_per_hour is not None:
+        return flavor, Price(price_per_hour, "--price-per-hour")
+    if flavor not in JOB_PRICES_USD_PER_HOUR:
+        return flavor, None
+    where = "this job's flavor" if read else "the recipe's flavor; pass --price-per-hour for another"
+    return flavor, Price(JOB_PRICES_USD_PER_HOUR[flavor], f"HF Jobs price of {flavor} ({where}), {JOB_PRICES_DATE}")
+
+
+def cost_facts(
+    price: Price | None, wall_s: float, inference_s: float, pages: int, input_rows: int | None
+) -> dict[str, Any]:
+    """The summary's cost fields: this run's dollars, per 1,000 of its pages, and (for a sample) the whole input's.
+
+    `input_rows` is the size of the whole input when this run was a sample of it, else None. The projection pays
+    this run's start-up and other time outside the page flow once, and the rest at its measured pages/s.
+    """
+    if price is None:
+        return {"price_per_hour": None, "price_basis": "unknown flavor: pass --price-per-hour", "cost_usd": None}
+    facts: dict[str, Any] = {
+        "price_per_hour": price.per_hour,
+        "price_basis": price.basis,
+        "cost_usd": round(price.per_hour * wall_s / 3600, 6),
+        "usd_per_1000_pages": round(price.per_hour * wall_s / 3600 / pages * 1000, 4) if pages else None,
+    }
+    if input_rows and pages and inference_s > 0:
+        overhead_s = max(0.0, wall_s - inference_s)
+        projected_s = overhead_s + input_rows * inference_s / pages
+        facts["projected_pages"] = input_rows
+        facts["projected_usd"] = round(price.per_hour * projected_s / 3600, 4)
+        facts["projected_hours"] = round(projected_s / 3600, 2)
+    return facts
+
+
+def describe_cost(facts: dict[str, Any], flavor: str) -> str | None:
+    """One line for the card, or None when no price is known."""
+    if facts.get("usd_per_1000_pages") is None:
+        return None
+    line = (
+        f"${facts['usd_per_1000_pages']:.2f} per 1,000 pages ({flavor} at ${facts['price_per_hour']:.2f}/h, wall "
+        "time with start-up)"
+    )
+    if "projected_usd" in facts:
+        line += f"; all {facts['projected_pages']} input pages: about ${facts['projected_usd']:.2f}"
+    return line
+
+
+# ---- ocr_core/card.py ----
+@dataclass(frozen=True)
+class CardFacts:
+    source: str
+    split: str
+    config: str | None
+    data_prefix: str
+    model: str
+    script: str
+    image: str
+    mode: str
+    command: str
+    output_column: str
+    error_column: str
+    rows: int
+    errors: int
+    truncated: int
+    failed_text: str | None
+    runs: tuple[tuple[str, str], ...]
+    pages_per_s: float
+    tokens_per_s: float
+    window: int
+    cost: str | None = None
+
+
+def split_front_matter(card: str | None) -> tuple[dict, str]:
+    if not card or not card.startswith("---"):
+        return {}, card or ""
+    _, header, body = card.split("---", 2)
+    return (yaml.safe_load(header) or {}), body
+
+
+def merged_configs(existing: list[dict], facts: CardFacts) -> list[dict]:
+    name = facts.config or "default"
+    entry = next((config for config in existing if config.get("config_name") == name), None)
+    if entry is None:
+        entry = {"config_name": name, "data_files": []}
+        existing = [*existing, entry]
+    files = [item for item in entry.get("data_files", []) if item.get("split") != facts.split]
+    entry["data_files"] = [*files, {"split": facts.split, "path": f"{facts.data_prefix}/{facts.split}-*"}]
+    return existing
+
+
+def without_stale_info(meta: dict, name: str) -> dict:
+    """Drops the `dataset_info` of the config being replaced: its features may describe another schema."""
+    info = meta.get("dataset_info")
+    if isinstance(info, dict) and info.get("config_name", "default") == name:
+        meta = {key: value for key, value in meta.items() if key != "dataset_info"}
+    elif isinstance(info, list):
+        kept = [entry for entry in info if not isinstance(entry, dict) or entry.get("config_name", "default") != name]
+        meta = {key: value for key, value in meta.items() if key != "dataset_info"}
+        if kept:
+            meta["dataset_info"] = kept
+    return meta
+
+
+def section_markers(config: str) -> tuple[str, str]:
+    return f"<!-- ocr-vllm:{config} -->", f"<!-- /ocr-vllm:{config} -->"
+
+
+def merged_body(body: str, section: str, config: str) -> str:
+    """The existing prose with this config's section replaced, or appended when it has none yet."""
+    start, end = section_markers(config)
+    marked = f"{start}\n{section.strip()}\n{end}\n"
+    if start in body and end in body:
+        before, _, rest = body.partition(start)
+        return before + marked + rest.partition(end)[2].lstrip("\n")
+    return f"{body.rstrip()}\n\n{marked}" if body.strip() else f"\n{marked}"
+
+
+def job_line() -> str:
+    if not os.environ.get("JOB_ID"):
+        return ""
+    flavor = next((os.environ[name] for name in JOB_FLAVOR_ENV if os.environ.get(name)), "unknown flavor")
+    return f"Produced on [Hugging Face Jobs](https://huggingface.co/docs/huggingface_hub/guides/jobs) ({flavor}).\n\n"
+
+
+def failed_note(facts: CardFacts) -> str:
+    if facts.failed_text is None:
+        return " (empty where the row failed)"
+    return f" (`{facts.failed_text}` where the row failed, the marker ocr-bench leaves out of judging)"
+
+
+def runs_list(facts: CardFacts) -> str:
+    """Which inference_info entry describes which column."""
+    lines = [f"{number}. `{column}`: {model}" for number, (column, model) in enumerate(facts.runs, 1)]
+    lines.append(f"{len(facts.runs) + 1}. `{facts.output_column}`: {facts.model} (this run)")
+    return "\n".join(lines)
+
+
+def render_card(existing: str | None, facts: CardFacts) -> str:
+    meta, prose = split_front_matter(existing)
+    meta = without_stale_info(meta, facts.config or "default")
+    meta["configs"] = merged_configs(meta.get("configs") or [], facts)
+    tags = set(meta.get("tags") or []) | {"ocr", "document-processing", "vllm", "uv-script", "generated"}
+    meta["tags"] = sorted(tags)
+    config_arg = f', "{facts.config}"' if facts.config else ""
+    cost_row = f"| cost | {facts.cost} |\n" if facts.cost else ""
+    body = f"""
+## OCR of {facts.source}: config `{facts.config or "default"}`
+
+{job_line()}Text extracted from the `{facts.split}` split of {facts.source} with \
+[{facts.model}](https://huggingface.co/{facts.model}), served by vLLM (`{facts.image}`, {facts.mode} mode).
+
+| | |
+|---|---|
+| rows | {facts.rows} |
+| rows with an error | {facts.errors} |
+| of them cut off at max_tokens (text kept) | {facts.truncated} |
+| throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
+| pages in flight (final window) | {facts.window} |
+{cost_row}
+Columns: every input column; `{facts.output_column}`, the model's text{failed_note(facts)};
+`{facts.error_column}`, empty or why the row has no trustworthy text (unreadable image, rejected request, repetition
+loop, cut off at max_tokens);
+and `inference_info`, a JSON list with one entry per model run over these rows, oldest first (ocr-bench reads
+the first entry's `column_name` and the last entry's `model_id`):
+
+{runs_list(facts)}
+
+```python
+from datasets import load_dataset
+
+ds = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
+failed = ds.filter(lambda row: row["{facts.error_column}"] is not None)
+trusted = ds.filter(lambda row: row["{facts.error_column}"] is None)
+```
+
+## Reproduce
+
+```bash
+{facts.command}
+```
+
+Rerunning the same command resumes: rows already done are skipped; `--retry-errors` retries the failed ones.
+Made with `{facts.script}`.
+"""
+    return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{merged_body(prose, body, facts.config or 'default')}"
+
+
 # ---- ocr_core/facts.py ----
 class Parsed(NamedTuple):
     """What a parse hook makes of the model's raw text: the output column's text and any extra columns."""
@@ -512,6 +615,7 @@ class ModelFacts:
     flavor: str = "l4x1"
     vllm_pin: str | None = None
     job_command: str | None = None
+    pdf_render: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_namespace(cls, ns: Mapping[str, Any]) -> ModelFacts:
@@ -531,6 +635,7 @@ class ModelFacts:
             "flavor": ns.get("FLAVOR"),
             "vllm_pin": ns.get("VLLM_PIN"),
             "job_command": ns.get("JOB_COMMAND"),
+            "pdf_render": ns.get("PDF_RENDER"),
         }
         return cls(
             model=ns["MODEL"],
@@ -649,7 +754,9 @@ IMAGE_DATA_ERRORS = (
 
 
 class BadImage(ValueError):
-    """A row whose image cannot be sent; the message is the reason stored in its error column."""
+    """A row whose image cannot be sent; its error column reads `kind: message`."""
+
+    kind = "bad image"
 
 
 @dataclass(frozen=True)
@@ -971,6 +1078,170 @@ class LocalLocks:
         self.handles = []
 
 
+# ---- ocr_core/pdf.py ----
+PDF_MAGIC = b"%PDF-"
+PDF_SUFFIX = ".pdf"
+POINTS_PER_INCH = 72.0
+DEFAULT_DPI = 200.0
+RENDER_PIXEL_CEILING = 40_000_000
+PASSWORD_ERROR = 4
+SECURITY_ERROR = 6
+PDFIUM_LOCK = threading.Lock()
+INSTALL_HINT = "PDF input needs pypdfium2: `pip install pypdfium2` (uv run installs it with the script)"
+
+
+class BadPdf(BadImage):
+    """A page row whose PDF or page cannot be rendered; the reason says which file and why."""
+
+    kind = "bad pdf"
+
+
+class PdfiumMissing(ImportError):
+    """pypdfium2 is not installed; the message names the install."""
+
+
+@dataclass(frozen=True)
+class RenderSize:
+    """How big a page is rendered: exactly `longest_edge` pixels on its longer side, or `dpi` moved into the
+    [min_pixels, max_pixels] band; the model's own image bounds apply on top."""
+
+    longest_edge: int | None = None
+    dpi: float = DEFAULT_DPI
+    min_pixels: int | None = None
+    max_pixels: int | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The settings that change the pixels (and so the text), for the manifest."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PdfPage:
+    """One page row's cell: its PDF (bytes, a path, or None when the input holds none), which page, the name
+    messages use, and the render size."""
+
+    document: bytes | str | None
+    page_index: int
+    name: str
+    size: RenderSize
+
+
+def render_size(spec: Mapping[str, Any], longest_edge: int | None = None) -> RenderSize:
+    """A model's PDF_RENDER, or the --pdf-longest-edge the command gives instead."""
+    return RenderSize(longest_edge=longest_edge) if longest_edge else RenderSize(**spec)
+
+
+def pdfium() -> Any:
+    try:
+        import pypdfium2
+    except ImportError as exc:
+        raise PdfiumMissing(INSTALL_HINT) from exc
+    return pypdfium2
+
+
+def looks_like_pdf(cell: object) -> bool:
+    """Whether a dataset cell holds a PDF (its bytes begin with %PDF-, or its path ends in .pdf)."""
+    if isinstance(cell, dict):
+        return looks_like_pdf(cell.get("bytes")) or looks_like_pdf(cell.get("path"))
+    if isinstance(cell, (bytes, bytearray, memoryview)):
+        return bytes(cell[: len(PDF_MAGIC)]) == PDF_MAGIC
+    return isinstance(cell, str) and cell.lower().endswith(PDF_SUFFIX)
+
+
+def open_reason(exc: Exception, name: str) -> str:
+    code = getattr(exc, "err_code", None)
+    if code == PASSWORD_ERROR or "password" in str(exc).lower():
+        return (
+            f"{name} is encrypted (password protected): decrypt it first, for example `qpdf --decrypt "
+            "--password=PASSWORD in.pdf out.pdf`, then rerun with --retry-errors"
+        )
+    if code == SECURITY_ERROR:
+        return f"{name} uses a security handler PDFium does not support: decrypt it first, then rerun"
+    return f"{name} cannot be opened as a PDF ({exc}): the file is damaged or not a PDF"
+
+
+def open_document(module: Any, document: bytes | str | None, name: str) -> Any:
+    """Opens a PDF; the caller holds PDFIUM_LOCK and closes it."""
+    if document is None:
+        raise BadPdf(f"{name}: the input holds no PDF here")
+    try:
+        return module.PdfDocument(Path(document) if isinstance(document, str) else document)
+    except module.PdfiumError as exc:
+        raise BadPdf(open_reason(exc, name)) from exc
+    except OSError as exc:
+        raise BadPdf(f"cannot read {name}: {exc.strerror or exc}") from exc
+
+
+def page_count(document: bytes | str | None, name: str) -> int:
+    """How many pages a PDF has; raises BadPdf when it cannot be opened (encrypted, damaged, missing)."""
+    module = pdfium()
+    with PDFIUM_LOCK:
+        opened = open_document(module, document, name)
+        try:
+            return len(opened)
+        finally:
+            opened.close()
+
+
+def render_scale(
+    width_pt: float, height_pt: float, size: RenderSize, max_side: int | None, max_pixels: int | None
+) -> float:
+    """Pixels per PDF point for a page of this size (points are 1/72 inch)."""
+    area = max(width_pt * height_pt, 1e-6)
+    if size.longest_edge:
+        scale = size.longest_edge / max(width_pt, height_pt)
+    else:
+        scale = size.dpi / POINTS_PER_INCH
+        if size.max_pixels and area * scale**2 > size.max_pixels:
+            scale = math.sqrt(size.max_pixels / area)
+        if size.min_pixels and area * scale**2 < size.min_pixels:
+            scale = math.sqrt(size.min_pixels / area)
+    if max_side:
+        scale = min(scale, max_side / max(width_pt, height_pt))
+    return min(scale, math.sqrt(min(max_pixels or RENDER_PIXEL_CEILING, RENDER_PIXEL_CEILING) / area))
+
+
+def render_page(page: PdfPage, max_side: int | None, max_pixels: int | None) -> PreparedImage:
+    """The page as a JPEG at its render size; a damaged file or page raises BadPdf, so it is that row's error."""
+    module = pdfium()
+    with PDFIUM_LOCK:
+        opened = open_document(module, page.document, page.name)
+        try:
+            if not 0 <= page.page_index < len(opened):
+                raise BadPdf(f"{page.name} has no page {page.page_index} (it has {len(opened)})")
+            image = render_locked(module, opened, page, max_side, max_pixels)
+        finally:
+            opened.close()
+    return reencode(image, 1.0, None)
+
+
+def render_locked(module: Any, opened: Any, page: PdfPage, max_side: int | None, max_pixels: int | None) -> Any:
+    """Renders one page into a PIL image of its own (a copy, so nothing of PDFium's outlives the lock)."""
+    handle = None
+    try:
+        handle = opened[page.page_index]
+        width, height = handle.get_size()
+        if width <= 0 or height <= 0:
+            raise BadPdf(f"page {page.page_index} of {page.name} has no area ({width}x{height} pt)")
+        bitmap = handle.render(scale=render_scale(width, height, page.size, max_side, max_pixels))
+        try:
+            return bitmap.to_pil().copy()
+        finally:
+            bitmap.close()
+    except module.PdfiumError as exc:
+        raise BadPdf(f"page {page.page_index} of {page.name} cannot be rendered: {exc}") from exc
+    finally:
+        if handle is not None:
+            handle.close()
+
+
+def prepare_page(cell: object, max_side: int | None, max_pixels: int | None, verify: bool = False) -> PreparedImage:
+    """A row's image ready to send: a PDF page rendered, any other cell read and checked as an image."""
+    if isinstance(cell, PdfPage):
+        return render_page(cell, max_side, max_pixels)
+    return prepare_image(cell_bytes(cell), max_side, max_pixels, verify)
+
+
 # ---- ocr_core/redact.py ----
 MASK = "***"
 SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd"})
@@ -1198,11 +1469,18 @@ def model_options(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]
 
 
 def fingerprint(
-    args: argparse.Namespace, facts: ModelFacts, script: str, input_revision: str | None, input_rows: int
+    args: argparse.Namespace,
+    facts: ModelFacts,
+    script: str,
+    input_revision: str | None,
+    input_rows: int,
+    pdf_render: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`input_rows` (the split's length) tells a regenerated local input folder apart: row ids are positions, so
-    another folder under the same path would map old results onto other pages."""
-    return {
+    another folder under the same path would map old results onto other pages. `pdf_render` is how PDF pages are
+    rendered (it changes the pixels, so the text); absent for image input, so a manifest of an image run stays what
+    it was."""
+    manifest = {
         "script": script,
         "input": args.input,
         "input_config": args.input_config,
@@ -1218,6 +1496,9 @@ def fingerprint(
         "image_limits": {"max_side": facts.max_side, "max_pixels": facts.max_pixels},
         "parse_options": model_options(facts, args),
     }
+    if pdf_render is not None:
+        manifest["pdf_render"] = pdf_render
+    return manifest
 
 
 def differences(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
@@ -1611,13 +1892,11 @@ def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table | No
 
 
 def newest_rows(table: pa.Table) -> pa.Table:
-    """One row per row_id: a success over an error (no run redoes a success, so a later error can only come from
-    two runs that overlapped, or a clock that lags), then the one recorded last."""
+    """One row per row_id: the one recorded last (a retried error's success, or the canary's verdict on an answer
+    that was logged before the canary judged it)."""
     if table.num_rows == 0:
         return table
-    failed = pc.is_valid(table["error"])
-    keys = [("row_id", "ascending"), ("_failed", "ascending"), ("recorded_at", "descending")]
-    order = pc.sort_indices(table.append_column("_failed", failed), sort_keys=keys)
+    order = pc.sort_indices(table, sort_keys=[("row_id", "ascending"), ("recorded_at", "descending")])
     table = table.take(order)
     ids = table["row_id"].combine_chunks()
     first = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
@@ -1627,7 +1906,7 @@ def newest_rows(table: pa.Table) -> pa.Table:
 
 def read_results(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
     """Every row's newest result (only `columns`, if given), in no particular order."""
-    wanted = list(dict.fromkeys([*columns, "row_id", "error", "recorded_at"])) if columns else None
+    wanted = list(dict.fromkeys([*columns, "row_id", "recorded_at"])) if columns else None
     with folder_lock(folder, exclusive=False):
         tables = [table for table in (read_part(part, wanted) for part in part_files(folder)) if table is not None]
     schema = pa.schema([RESULT_SCHEMA.field(name) for name in wanted]) if wanted else RESULT_SCHEMA
@@ -1641,6 +1920,144 @@ def finished_ids(results: pa.Table, retry_errors: bool) -> set[str]:
     if retry_errors:
         results = results.filter(pc.is_null(results["error"]))
     return set(results["row_id"].to_pylist())
+
+
+# ---- ocr_core/canary.py ----
+CANARY_PAGES = 8
+REPEATED = "one character or token repeated"
+EMPTY = "empty"
+DEGENERATE = "degenerate answer"
+REPEAT_MAX_UNIT = 8
+REPEAT_MIN_COUNT = 4
+SAMPLE_CHARS = 60
+
+
+VERSION_FIX = (
+    "run the model on the image it is pinned to, {image} (models.json; this run used {served}), for example:\n"
+    "  {command}"
+)
+CANARY_ADVICE = {
+    REPEATED: Advice(
+        "the engine runs the model wrongly, most often a vLLM version the model does not work on (Qwen2.5-VL "
+        "models such as Nanonets-OCR2 write only '!' on vLLM 0.11 and later)",
+        VERSION_FIX,
+    ),
+    EMPTY: Advice(
+        "the engine returns no text: a vLLM version or chat template that does not fit the model",
+        VERSION_FIX,
+    ),
+    LOOP: Advice(
+        "the model loops on every page: a vLLM version other than the one it is pinned to (LightOnOCR loops on "
+        "every page on vLLM 0.27.1), or sampling other than the card's (check --temperature)",
+        VERSION_FIX,
+    ),
+    TRUNCATED: Advice(
+        "every answer is cut off at max_tokens: --max-tokens is far below what a page needs, or the model never "
+        "stops because the engine runs it wrongly",
+        "raise --max-tokens (below --max-model-len); if the answers are garbage, " + VERSION_FIX,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class CanaryContext:
+    """What the message needs to name the fix: the pinned image, the command that runs there, the vLLM it met."""
+
+    model: str
+    image: str
+    command: str
+    served: str | None = None
+
+
+def repeated_unit(text: str) -> str | None:
+    """The short unit that, repeated, is the whole answer (whitespace aside): '!' for '!!!!!!', else None."""
+    compact = "".join(text.split())
+    for size in range(1, REPEAT_MAX_UNIT + 1):
+        count, rest = divmod(len(compact), size)
+        if count < REPEAT_MIN_COUNT:
+            return None
+        if not rest and compact == compact[:size] * count:
+            return compact[:size]
+    return None
+
+
+def degenerate_kind(text: str | None, error: str | None) -> str | None:
+    """Why a page's answer is no text, or None when it may be text (or when the page has no answer at all)."""
+    if text is None:
+        return None
+    if not text.strip():
+        return EMPTY
+    if repeated_unit(text):
+        return REPEATED
+    kind = error_kind(error) if error else None
+    return kind if kind in (LOOP, TRUNCATED) else None
+
+
+def canary_verdict(kinds: Sequence[str | None]) -> str | None:
+    """The most common kind when every answer is degenerate, else None: one real answer clears the run."""
+    if not kinds or not all(kinds):
+        return None
+    return Counter(kinds).most_common(1)[0][0]
+
+
+class Canary:
+    """Watches the first `pages` results of a run; `record` raises JobFailed when every answer among them is
+    degenerate. Results without an answer (an unreadable page, a refused request) are the breaker's to judge."""
+
+    def __init__(self, log: ProgressLog, context: CanaryContext, pages: int = CANARY_PAGES) -> None:
+        self.log = log
+        self.context = context
+        self.pages = pages
+        self.seen = 0
+        self.answers: list[RowResult] = []
+        self.kinds: list[str | None] = []
+        self.stopped = False
+
+    def record(self, result: RowResult) -> None:
+        """One page's final result, already logged.
+
+        Once the canary has stopped the job, pages that were still in flight and answer as badly are flagged too.
+        """
+        kind = degenerate_kind(result.text, result.error)
+        if self.stopped:
+            if kind is not None:
+                self.flag(result, kind)
+            return
+        if self.seen >= self.pages:
+            return
+        self.seen += 1
+        if result.text is not None:
+            self.answers.append(result)
+            self.kinds.append(kind)
+        verdict = canary_verdict(self.kinds) if self.seen == self.pages else None
+        if verdict is not None:
+            self.stopped = True
+            for answer, found in zip(self.answers, self.kinds):
+                self.flag(answer, found)
+            raise JobFailed(self.explain(verdict))
+
+    def flag(self, result: RowResult, kind: str | None) -> None:
+        """Records a degenerate row again as failed (the newer record wins), so --retry-errors redoes it."""
+        reason = f"{DEGENERATE}: {kind}; the canary stopped the job (see its message)"
+        error = "; ".join(part for part in (reason, result.error) if part)
+        self.log.add(replace(result, error=error, recorded_at=max(time.time(), result.recorded_at + 1e-3)))
+        self.log.flush()
+
+    def explain(self, kind: str) -> str:
+        context = self.context
+        sample = next(result for result, found in zip(self.answers, self.kinds) if found == kind)
+        shown = sample.error if kind in (LOOP, TRUNCATED) else sample.text
+        cause, fix = CANARY_ADVICE[kind]
+        fix = fix.format(
+            image=context.image, command=context.command, served=context.served or "an unknown vLLM version"
+        )
+        answers = len(self.kinds)
+        return (
+            f"canary: the first {answers} answers are all degenerate ({kind}: {self.kinds.count(kind)} of {answers}), "
+            f"for example {shown[:SAMPLE_CHARS]!r}. Likely cause for {context.model}: {cause}. Fix: "
+            f"{fix}\nThose rows are marked as failed; --retry-errors redoes them. If these pages really are blank "
+            "or repetitive, rerun with --no-canary."
+        )
 
 
 # ---- ocr_core/compaction.py ----
@@ -1676,7 +2093,7 @@ def merge(folder: Path, names: list[str]) -> Path:
     """Writes one file holding the newest record of every row in `names`, then removes `names`."""
     keys = []
     for position, name in enumerate(names):
-        table = read_part(folder / name, ["row_id", "error", "recorded_at"])
+        table = read_part(folder / name, ["row_id", "recorded_at"])
         if table is not None:
             table = table.append_column("_file", pa.array([position] * table.num_rows, pa.int32()))
             keys.append(table.append_column("_row", pa.array(range(table.num_rows), pa.int64())))
@@ -2306,6 +2723,10 @@ def kv_capacity(text: str, max_model_len: int) -> int | None:
 
 # ---- ocr_core/source.py ----
 READ_BATCH = 64
+PDF_COUNT_BATCH = 8
+PDF_COLUMNS = ("source_file", "page_index")
+DATA_SUFFIXES = {".parquet", ".arrow", ".csv", ".json", ".jsonl", ".tsv"}
+BROKEN_SHOWN = 3
 
 
 class InputError(ValueError):
@@ -2320,6 +2741,40 @@ class RowInput:
 
 
 @dataclass
+class PdfDocuments:
+    """The PDFs behind a page table: each page row's document and page number, and where each document lives."""
+
+    names: list[str]
+    page_document: list[int]
+    page_index: list[int]
+    size: RenderSize
+    paths: list[str] | None = None
+    base: datasets.Dataset | None = None
+    column: str | None = None
+    folder: Path | None = None
+
+    def cells(self, positions: list[int]) -> list[PdfPage]:
+        """The page rows' cells; a document's bytes are read once per batch and shared by its pages."""
+        wanted = sorted({self.page_document[position] for position in positions})
+        loaded = dict(zip(wanted, self.documents(wanted)))
+        return [
+            PdfPage(
+                loaded[self.page_document[position]],
+                self.page_index[position],
+                self.names[self.page_document[position]],
+                self.size,
+            )
+            for position in positions
+        ]
+
+    def documents(self, numbers: list[int]) -> list[bytes | str | None]:
+        if self.paths is not None:
+            return [self.paths[number] for number in numbers]
+        cells = self.base[numbers][self.column]
+        return [pdf_document(anchored(cell, self.folder)) for cell in cells]
+
+
+@dataclass
 class Source:
     name: str
     split: str
@@ -2330,13 +2785,14 @@ class Source:
     ids: list[str]
     shard: tuple[int, int] | None = None
     folder: Path | None = None
+    pdfs: PdfDocuments | None = None
 
     def owned(self) -> list[str]:
         """The selected ids this job processes: all of them, or its shard's."""
         return [row_id for row_id in self.ids if in_shard(row_id, self.shard)]
 
     def rows(self, skip: set[str]) -> Iterator[RowInput]:
-        """Yields this job's selected rows still to do, reading image cells a batch at a time."""
+        """Yields this job's selected rows still to do, reading image cells (or PDFs) a batch at a time."""
         todo = [
             (index, row_id)
             for index, row_id in zip(self.selected, self.ids)
@@ -2344,9 +2800,13 @@ class Source:
         ]
         for start in range(0, len(todo), READ_BATCH):
             batch = todo[start : start + READ_BATCH]
-            cells = self.dataset[[index for index, _ in batch]][self.image_column]
-            for (index, row_id), cell in zip(batch, cells):
-                yield RowInput(index, row_id, anchored(cell, self.folder))
+            for (index, row_id), cell in zip(batch, self.cells([index for index, _ in batch])):
+                yield RowInput(index, row_id, cell)
+
+    def cells(self, positions: list[int]) -> list[object]:
+        if self.pdfs is not None:
+            return self.pdfs.cells(positions)
+        return [anchored(cell, self.folder) for cell in self.dataset[positions][self.image_column]]
 
 
 def in_shard(row_id: str, shard: tuple[int, int] | None) -> bool:
@@ -2423,8 +2883,39 @@ def load_source(
     seed: int = 42,
     shard: tuple[int, int] | None = None,
     revision: str | None = None,
+    pdf_size: RenderSize | None = None,
 ) -> Source:
-    dataset = open_dataset(name, split, config, revision)
+    """`pdf_size` is how PDF pages are rendered when the input holds PDFs (the model's card size by default)."""
+    folder = local_folder(name)
+    size = pdf_size or RenderSize()
+    try:
+        path = Path(name).expanduser()
+        files = pdf_files(path)
+        if files is not None:
+            if id_column:
+                raise InputError("--id-column applies to a dataset; PDF files are keyed by file name and page")
+            dataset, pdfs, page_ids = pdf_file_pages(files, path if path.is_dir() else path.parent, size)
+            features = dataset.features
+        else:
+            opened = open_dataset(name, split, config, revision)
+            dataset, features, pdfs, page_ids = dataset_rows(opened, name, split, image_column, id_column, size, folder)
+    except PdfiumMissing as exc:
+        raise InputError(str(exc)) from exc
+    selected = select_rows(len(dataset), max_samples, shuffle, seed)
+    ids = [page_ids[index] for index in selected] if pdfs else row_ids(dataset, split, selected, id_column)
+    return Source(name, split, dataset, features, image_column, selected, ids, shard, folder, pdfs)
+
+
+def dataset_rows(
+    dataset: datasets.Dataset,
+    name: str,
+    split: str,
+    image_column: str,
+    id_column: str | None,
+    size: RenderSize,
+    folder: Path | None,
+) -> tuple[datasets.Dataset, datasets.Features, PdfDocuments | None, list[str]]:
+    """A dataset's rows as they are, or, when its column holds PDFs, its page table (then ids come with it)."""
     for column in (image_column, id_column):
         if column and column not in dataset.column_names:
             raise InputError(
@@ -2433,10 +2924,115 @@ def load_source(
             )
     features = dataset.features.copy()
     if isinstance(features[image_column], datasets.Image):
-        dataset = dataset.cast_column(image_column, datasets.Image(decode=False))
-    selected = select_rows(len(dataset), max_samples, shuffle, seed)
-    ids = row_ids(dataset, split, selected, id_column)
-    return Source(name, split, dataset, features, image_column, selected, ids, shard, local_folder(name))
+        return dataset.cast_column(image_column, datasets.Image(decode=False)), features, None, []
+    if isinstance(features[image_column], datasets.Pdf):
+        dataset = dataset.cast_column(image_column, datasets.Pdf(decode=False))
+    elif not looks_like_pdf(next((cell for cell in dataset[:8][image_column] if cell is not None), None)):
+        return dataset, features, None, []
+    pages, pdfs, page_ids = pdf_dataset_pages(dataset, image_column, split, id_column, size, folder)
+    return pages, pages.features, pdfs, page_ids
+
+
+def pdf_document(cell: object) -> bytes | str | None:
+    """A dataset cell's PDF: its bytes, or its path; None when the cell holds neither."""
+    if isinstance(cell, dict):
+        return pdf_document(cell.get("bytes")) or pdf_document(cell.get("path"))
+    if isinstance(cell, (bytes, bytearray, memoryview)):
+        return bytes(cell) or None
+    return (cell or None) if isinstance(cell, str) else None
+
+
+def pdf_files(path: Path) -> list[Path] | None:
+    """The PDFs an input path names: a .pdf file, or a folder holding PDFs and no data files; else None."""
+    if path.is_file():
+        return [path] if path.suffix.lower() == ".pdf" else None
+    if not path.is_dir() or (path / "state.json").exists() or (path / "dataset_dict.json").exists():
+        return None
+    files = [
+        file
+        for file in sorted(path.rglob("*"))
+        if file.is_file() and not any(part.startswith(".") for part in file.relative_to(path).parts)
+    ]
+    pdfs = [file for file in files if file.suffix.lower() == ".pdf"]
+    if not pdfs or any(file.suffix.lower() in DATA_SUFFIXES for file in files):
+        return None
+    return pdfs
+
+
+def counted_pages(documents: Iterable[tuple[bytes | str | None, str]], broken: list[str]) -> list[int]:
+    """Each document's page count; a document that cannot be opened (or has no page) counts as one error row.
+
+    Documents come one at a time, so a dataset of large PDFs is never held in memory at once.
+    """
+    counts = []
+    for document, name in documents:
+        try:
+            counts.append(max(1, page_count(document, name)))
+        except BadPdf as exc:
+            broken.append(str(exc))
+            counts.append(1)
+    return counts
+
+
+def page_rows(counts: list[int], keys: list[str]) -> tuple[list[int], list[int], list[str]]:
+    """Per page row: its document, its page number in it, and its id `<key>#p<page>`."""
+    documents, pages, ids = [], [], []
+    for number, count in enumerate(counts):
+        documents.extend([number] * count)
+        pages.extend(range(count))
+        ids.extend(f"{keys[number]}#p{page}" for page in range(count))
+    return documents, pages, ids
+
+
+def report_broken(broken: list[str]) -> None:
+    if broken:
+        shown = "; ".join(broken[:BROKEN_SHOWN])
+        say(f"warning: {len(broken)} PDF(s) cannot be read, each becomes one error row: {shown}")
+
+
+def pdf_file_pages(files: list[Path], root: Path, size: RenderSize) -> tuple[datasets.Dataset, PdfDocuments, list[str]]:
+    """The page table of PDF files, each named by its path under `root` (the input folder, or the file's own)."""
+    names = [file.relative_to(root).as_posix() for file in files]
+    broken: list[str] = []
+    counts = counted_pages([(str(file), name) for file, name in zip(files, names)], broken)
+    report_broken(broken)
+    documents, pages, ids = page_rows(counts, names)
+    table = datasets.Dataset.from_dict(
+        {"source_file": [names[number] for number in documents], "page_index": pages},
+        features=datasets.Features({"source_file": datasets.Value("string"), "page_index": datasets.Value("int32")}),
+    )
+    say(f"{len(files)} PDF file(s), {len(ids)} page(s)")
+    return table, PdfDocuments(names, documents, pages, size, paths=[str(file) for file in files]), ids
+
+
+def pdf_dataset_pages(
+    dataset: datasets.Dataset, column: str, split: str, id_column: str | None, size: RenderSize, folder: Path | None
+) -> tuple[datasets.Dataset, PdfDocuments, list[str]]:
+    """The page table of a dataset whose `column` holds PDFs: each document row repeated once per page, its other
+    columns kept, the PDF itself replaced by `source_file` (its path, else its row id) and `page_index`."""
+    clashing = [name for name in PDF_COLUMNS if name in dataset.column_names]
+    if clashing:
+        raise InputError(f"the input already has column(s) {clashing}, which PDF input writes; rename them first")
+    keys = row_ids(dataset, split, list(range(len(dataset))), id_column)
+    names: list[str] = []
+
+    def documents() -> Iterator[tuple[bytes | str | None, str]]:
+        for start in range(0, len(dataset), PDF_COUNT_BATCH):
+            for offset, cell in enumerate(dataset[start : start + PDF_COUNT_BATCH][column]):
+                path = cell.get("path") if isinstance(cell, dict) else cell if isinstance(cell, str) else None
+                names.append(path or keys[start + offset])
+                yield pdf_document(anchored(cell, folder)), names[-1]
+
+    broken: list[str] = []
+    counts = counted_pages(documents(), broken)
+    report_broken(broken)
+    rows, pages, ids = page_rows(counts, keys)
+    table = dataset.remove_columns([column]).select(rows).flatten_indices()
+    table = table.add_column("source_file", [names[row] for row in rows]).add_column("page_index", pages)
+    table = table.cast_column("page_index", datasets.Value("int32"))
+    say(f"{len(dataset)} PDF(s) in column {column!r}, {len(ids)} page(s)")
+    pdfs = PdfDocuments(names, rows, pages, size, base=dataset, column=column, folder=folder)
+    return table, pdfs, ids
 
 
 def select_rows(total: int, max_samples: int | None, shuffle: bool, seed: int) -> list[int]:
@@ -2656,8 +3252,9 @@ def usage(script: str, facts: ModelFacts, mode: str) -> str:
 
 {alternative.format(url=script_url(script))}
 
-INPUT_DATASET is a Hub dataset id or a local folder; OUTPUT_DATASET is a Hub dataset id or a local folder
-(starting with ., / or ~). Rerunning the same command resumes. `--help` lists every option.
+INPUT_DATASET is a Hub dataset id, a local dataset folder, a PDF file or a folder of PDFs (one row per page);
+OUTPUT_DATASET is a Hub dataset id or a local folder (starting with ., / or ~). Rerunning the same command
+resumes. `--help` lists every option.
 """
 
 
@@ -2687,7 +3284,11 @@ def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.Argument
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("input")
-    group.add_argument("--image-column", default="image", help="column holding the page images (default: image)")
+    group.add_argument(
+        "--image-column",
+        default="image",
+        help="column holding the page images, or the PDFs (bytes or paths), one row per page (default: image)",
+    )
     group.add_argument("--split", default="train", help="split to process (default: train)")
     group.add_argument("--input-config", help="config (subset) of the input dataset")
     group.add_argument(
@@ -2700,6 +3301,12 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seed", type=int, default=42, help="shuffle seed (default: 42)")
     group.add_argument(
         "--shard", type=shard_argument, help="process shard I of N (for example 0/4); N jobs write one output"
+    )
+    group.add_argument(
+        "--pdf-longest-edge",
+        type=int,
+        help="render PDF pages with this many pixels on their longer side, instead of the size the model's card "
+        "asks for (within the model's image limits)",
     )
 
 
@@ -2735,6 +3342,18 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"stop the job when more than this share of the last 100 pages failed, or when the first 8 all failed "
         f"the same way (default: {MAX_ERROR_RATE}; 1.0 turns the check off)",
     )
+    group.add_argument(
+        "--canary-pages",
+        type=int,
+        default=CANARY_PAGES,
+        help="stop the job when the first N answers are all degenerate: one character or token repeated ('!!!!'), "
+        f"empty, loops or cut off at max_tokens, the sign of a wrong image tag (default: {CANARY_PAGES})",
+    )
+    group.add_argument(
+        "--no-canary",
+        action="store_true",
+        help="turn the canary off (for inputs whose first pages really are blank or repetitive)",
+    )
     group.add_argument("--finalize", action="store_true", help="only publish what all shards have written")
     group.add_argument("--hf-token", help="Hub token (default: the HF_TOKEN environment variable or your login)")
     group.add_argument(
@@ -2762,6 +3381,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
         help="more `vllm serve` / engine flags as one string; a flag given here replaces the recipe's own",
     )
     group.add_argument("--verbose", action="store_true", help="log package versions and each failed row as it happens")
+    group.add_argument(
+        "--price-per-hour",
+        type=float,
+        help="dollars per hour of the machine, for the cost in the summary and the card (default: the HF Jobs "
+        "price of the job's flavor)",
+    )
     if mode == "offline":
         group.add_argument("--batch-size", type=int, default=OFFLINE_BATCH, help="pages per LLM.chat call")
     else:
@@ -2832,8 +3457,14 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
         parser.error("--max-inflight must be at least 1")
     if getattr(args, "batch_size", 1) < 1:
         parser.error("--batch-size must be at least 1")
+    if args.pdf_longest_edge is not None and args.pdf_longest_edge < 16:
+        parser.error("--pdf-longest-edge must be at least 16 pixels")
+    if args.canary_pages < 1:
+        parser.error("--canary-pages must be at least 1 (--no-canary turns the canary off)")
     if not 0.0 <= args.max_error_rate <= 1.0:
         parser.error("--max-error-rate must be between 0 and 1 (1.0 turns the check off)")
+    if args.price_per_hour is not None and args.price_per_hour < 0:
+        parser.error("--price-per-hour must be 0 or more")
     if getattr(args, "retry_budget", 1.0) <= 0:
         parser.error("--retry-budget must be more than 0 seconds")
     return args
@@ -2990,7 +3621,7 @@ def settle(
     revision = input_revision(args, previous, hub)
     source = load_source(
         args.input, args.split, args.image_column, args.input_config, args.id_column, args.max_samples,
-        args.shuffle, args.seed, args.shard, revision,
+        args.shuffle, args.seed, args.shard, revision, render_size(facts.pdf_render, args.pdf_longest_edge),
     )  # fmt: skip
     failed_text = None if args.null_failed_text else FAILED_TEXT
     columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns), failed_text)
@@ -3000,7 +3631,8 @@ def settle(
             f"{args.input} already has column(s) {clashing}; pass --overwrite to replace them, "
             "or --output-column / --error-column to write elsewhere"
         )
-    manifest = fingerprint(args, facts, script, revision, len(source.dataset))
+    pdf_render = source.pdfs.size.describe() if source.pdfs else None
+    manifest = fingerprint(args, facts, script, revision, len(source.dataset), pdf_render)
     changed = settings_changes(previous, manifest)
     if changed and not args.overwrite:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
@@ -3166,10 +3798,16 @@ def check_gpu(job_command: str) -> None:
 
 
 class OfflineRunner:
-    """Feeds batches to the engine; whatever happens to a page becomes its row, and the breaker watches them all."""
+    """Feeds batches to the engine; whatever happens to a page becomes its row, watched by the canary and breaker."""
 
     def __init__(
-        self, llm: Any, facts: ModelFacts, args: argparse.Namespace, log: ProgressLog, progress: Progress
+        self,
+        llm: Any,
+        facts: ModelFacts,
+        args: argparse.Namespace,
+        log: ProgressLog,
+        progress: Progress,
+        canary: Canary | None = None,
     ) -> None:
         from vllm import SamplingParams
 
@@ -3179,6 +3817,7 @@ class OfflineRunner:
         self.log = log
         self.progress = progress
         self.breaker = Breaker(args.max_error_rate, image=facts.image)
+        self.canary = canary
         self.sampling = offline_sampling(llm, facts, args)
         self.resampling = (
             SamplingParams(**{**self.sampling, "temperature": facts.retry_temperature})
@@ -3204,11 +3843,11 @@ class OfflineRunner:
     def prepare(self, row: RowInput) -> OfflinePage | str:
         """The page's chat messages, or the reason it has none (its error column)."""
         try:
-            image = prepare_image(cell_bytes(row.cell), self.facts.max_side, self.facts.max_pixels, verify=True)
+            image = prepare_page(row.cell, self.facts.max_side, self.facts.max_pixels, verify=True)
             content = self.facts.build_content(image.content_part(), self.args)
             return OfflinePage([{"role": "user", "content": content}], image.note)
         except BadImage as exc:
-            return f"bad image: {exc}"
+            return f"{exc.kind}: {exc}"
         except Exception as exc:
             return internal_error("preparing the page", exc)
 
@@ -3274,6 +3913,8 @@ class OfflineRunner:
         self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
         if result.error is not None and self.args.verbose:
             say(f"{result.row_id}: {result.error}")
+        if self.canary is not None:
+            self.canary.record(result)
         self.breaker.record(result.error)
 
 
@@ -3419,6 +4060,7 @@ class Pump:
         recover: Recover,
         guard: MemoryGuard | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        canary: Canary | None = None,
     ) -> None:
         """`transport` replaces the network (tests pass an httpx.MockTransport)."""
         self.target = target
@@ -3432,6 +4074,7 @@ class Pump:
         self.guard = guard
         self.transport = transport
         self.breaker = Breaker(args.max_error_rate, image=facts.image)
+        self.canary = canary
         self.cap_logged = 0.0
         self.waiting: float | None = None
         self.running: float | None = None
@@ -3488,6 +4131,8 @@ class Pump:
             if result.error is not None and self.args.verbose:
                 say(f"{row.row_id}: {result.error}")
             self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
+            if self.canary is not None:
+                self.canary.record(result)
             self.breaker.record(result.error)
         except Exception as exc:
             self.failure = self.failure or exc
@@ -3504,7 +4149,7 @@ class Pump:
         try:
             request = await asyncio.get_running_loop().run_in_executor(prep, self.build_request, row.cell)
         except BadImage as exc:
-            result.error = f"bad image: {exc}"
+            result.error = f"{exc.kind}: {exc}"
             return result, False
         except Exception as exc:
             result.error = internal_error("preparing the page", exc)
@@ -3518,8 +4163,8 @@ class Pump:
         return result, answered
 
     def build_request(self, cell: object) -> PageRequest:
-        """Runs in the prep threads: reading, checking and encoding a page is the driver's CPU cost."""
-        image = prepare_image(cell_bytes(cell), self.facts.max_side, self.facts.max_pixels)
+        """Runs in the prep threads: reading, checking, rendering (a PDF page) and encoding is the driver's CPU cost."""
+        image = prepare_page(cell, self.facts.max_side, self.facts.max_pixels)
         body = chat_body(
             self.target.model,
             self.facts.build_content(placeholder_part(), self.args),
@@ -4144,7 +4789,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
             metrics_before = await read_metrics(target)
             drive.version = await server_version(target)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
-            await pump_pages(job, target, engine, drive.window, guard, progress)
+            await pump_pages(job, target, engine, drive.window, guard, progress, drive.version)
             if job.facts.summary_metrics:
                 drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
     except asyncio.CancelledError:
@@ -4216,7 +4861,13 @@ def capture(action: Callable[[], str | None]) -> tuple[str | None, BaseException
 
 
 async def pump_pages(
-    job: Job, target: Target, engine: Engine, window: Window, guard: MemoryGuard | None, progress: Progress
+    job: Job,
+    target: Target,
+    engine: Engine,
+    window: Window,
+    guard: MemoryGuard | None,
+    progress: Progress,
+    version: str | None,
 ) -> None:
     """Pumps the rows still to do, with a watch for an engine that stops making progress beside it."""
     log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit))
@@ -4225,10 +4876,24 @@ async def pump_pages(
         request_timeout=job.args.request_timeout,
         retry_budget=job.args.retry_budget,
     )
-    pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard)
+    canary = make_canary(job, log, version)
+    pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard, canary=canary)
     progress.start()
     stalls = watch_for_stalls(target, job.args.stall_timeout, lambda: window.in_flight, engine)
     await beside(pump.run(job.source.rows(job.skip)), stalls)
+
+
+def make_canary(job: Job, log: ProgressLog, version: str | None) -> Canary | None:
+    """The canary over this run's first answers (all of them when fewer are to do), or None with --no-canary.
+
+    Its message shows the exact job command on the model's image, with --retry-errors to redo the rows it flags.
+    """
+    if job.args.no_canary:
+        return None
+    argv = job.argv if "--retry-errors" in job.argv else [*job.argv, "--retry-errors"]
+    served = f"vLLM {version}" if version else None
+    context = CanaryContext(job.args.model, job.facts.image, job_command(job.script, job.facts, argv), served)
+    return Canary(log, context, min(job.args.canary_pages, job.todo))
 
 
 def run_offline_job(job: Job, stop: StopSignals) -> Drive:
@@ -4257,7 +4922,7 @@ def drive_offline(job: Job, progress: Progress, stop: StopSignals) -> None:
     llm = open_llm(job.facts, job.args, job_command(job.script, job.facts, job.argv))
     stop.install()
     log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.args.batch_size))
-    runner = OfflineRunner(llm, job.facts, job.args, log, progress)
+    runner = OfflineRunner(llm, job.facts, job.args, log, progress, make_canary(job, log, vllm_version()))
     progress.start()
     runner.run(job.source.rows(job.skip), job.args.batch_size)
 
@@ -4323,9 +4988,11 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
         if error is not None and row_id in selected
     ]
     truncated = sum(error.startswith(TRUNCATED) for error in errors)
+    wall_s = time.monotonic() - job.started
+    flavor, cost = run_cost(job, drive.tally, wall_s)
     published, code = None, 128 + stopped if stopped else 1
     if not missing and stopped is None and drive.failure is None:
-        published, code = publish_or_say(job, drive, len(errors), truncated)
+        published, code = publish_or_say(job, drive, len(errors), truncated, describe_cost(cost, flavor))
     elif job.source.shard and stopped is None and drive.failure is None and not missing_rows(job.source, results, True):
         say(
             f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
@@ -4350,7 +5017,9 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
         "pages_per_s": round(tally.pages_per_s(), 3),
         "output_tokens_per_s": round(tally.tokens_per_s(), 1),
         "inference_s": round(tally.seconds(), 2),
-        "wall_s": round(time.monotonic() - job.started, 2),
+        "wall_s": round(wall_s, 2),
+        "flavor": flavor,
+        **cost,
         "window": window.limit,
         "peak_in_flight": window.peak_in_flight,
         "peak_window": window.peak_limit,
@@ -4360,14 +5029,22 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
     }
 
 
-def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int) -> tuple[str | None, int]:
+def run_cost(job: Job, tally: Tally, wall_s: float) -> tuple[str, dict[str, Any]]:
+    """The flavor and the cost fields of the summary; a sample run (--max-samples) also projects the whole input."""
+    flavor, price = run_price(job.args.price_per_hour, job.facts.flavor)
+    input_rows = len(job.source.dataset)
+    sample_of = input_rows if job.args.max_samples is not None and len(job.source.ids) < input_rows else None
+    return flavor, cost_facts(price, wall_s, tally.seconds() if tally.done else 0.0, tally.done, sample_of)
+
+
+def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> tuple[str | None, int]:
     replaced = replaced_meanwhile(job)
     if replaced:
         drive.failure = replaced
         say(f"error: {replaced}")
         return None, 1
     try:
-        published = publish(job, drive, errors, truncated)
+        published = publish(job, drive, errors, truncated, cost)
     except HubRefused:
         raise
     except Exception as exc:
@@ -4394,7 +5071,7 @@ def replaced_meanwhile(job: Job) -> str | None:
     )
 
 
-def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:
+def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> str:
     tally = drive.tally
     card = render_card(
         job.destination.existing_card(),
@@ -4422,6 +5099,7 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:
             pages_per_s=tally.pages_per_s(),
             tokens_per_s=tally.tokens_per_s(),
             window=drive.window.limit,
+            cost=cost,
         ),
     )
     results = read_results(job.destination.progress_dir)

@@ -41,6 +41,7 @@ def test_first_pages_all_rejected_by_the_server_stop_the_job():
     ("error", "fix"),
     [
         (BAD_IMAGE, "--image-column"),
+        ("bad pdf: scans/a.pdf is encrypted (password protected): decrypt it first", "qpdf --decrypt"),
         (ENGINE, "chat template"),
         (LOOP, "--temperature"),
         (TRUNCATED, "--max-tokens"),

@@ -81,6 +81,7 @@ def test_entry_matches_the_model_module(script):
         "sampling": dict(module.SAMPLING),
         "request_extras": json.loads(json.dumps(dict(facts.request_extras))),
         "max_model_len": module.MAX_MODEL_LEN,
+        "pdf_render": dict(facts.pdf_render),
         "outputs": ["markdown", "ocr_error", *facts.extra_columns, INFO_COLUMN],
     }
     assert {key: entry.get(key) for key in expected} == expected

@@ -51,17 +51,6 @@ def test_parts_are_written_whole_under_their_final_name(tmp_path):
     assert [path.name for path in tmp_path.iterdir() if path.name.endswith(".tmp")] == []
 
 
-def test_a_later_error_never_replaces_a_success(tmp_path):
-    log = ProgressLog(tmp_path, "run", flush_rows=1)
-    log.add(RowResult(0, "train-0", text="done", recorded_at=100.0))
-    log.add(RowResult(0, "train-0", error="server rejected the page (400)", recorded_at=200.0))
-    log.add(RowResult(1, "train-1", error="first failure", recorded_at=100.0))
-    log.add(RowResult(1, "train-1", error="second failure", recorded_at=200.0))
-    results = {row["row_id"]: row for row in read_results(tmp_path).to_pylist()}
-    assert results["train-0"]["text"] == "done" and results["train-0"]["error"] is None
-    assert results["train-1"]["error"] == "second failure"
-
-
 @pytest.mark.parametrize("damage", [b"", b"PAR1 not really parquet"], ids=["zero-length", "corrupt"])
 def test_an_unreadable_part_is_set_aside_and_its_rows_count_as_not_done(tmp_path, capsys, damage):
     ids = write_parts(tmp_path, count=3, rows_per_part=4)

@@ -393,7 +393,7 @@ def test_the_same_command_on_two_machines_stops_the_second(tmp_path, capsys, mon
 def test_truncated_pages_are_counted_in_the_summary_and_the_card(tmp_path, capsys):
     out = tmp_path / "out"
     with fake_server(finish_reason="length") as server:
-        argv = [str(SAMPLES), str(out), *served(server, "--max-error-rate", "1.0")]
+        argv = [str(SAMPLES), str(out), *served(server, "--max-error-rate", "1.0", "--no-canary")]
         code, summary, _ = run_main("ovis-ocr2-server.py", argv, capsys)
     assert code == 0 and summary["truncated"] == 12 and summary["truncated_this_run"] == 12
     assert "| of them cut off at max_tokens (text kept) | 12 |" in (out / "README.md").read_text()

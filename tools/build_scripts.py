@@ -20,7 +20,14 @@ ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "src" / "ocr_core"
 MODELS = ROOT / "src" / "ocr_models"
 PACKAGES = ("ocr_core", "ocr_models")
-DRIVER_DEPENDENCIES = ("datasets>=4.0", "huggingface-hub>=0.34", "httpx>=0.27", "pillow>=10.1", "tqdm>=4.66")
+DRIVER_DEPENDENCIES = (
+    "datasets>=4.0",
+    "huggingface-hub>=0.34",
+    "httpx>=0.27",
+    "pillow>=10.1",
+    "tqdm>=4.66",
+    "pypdfium2>=4.30",
+)
 
 
 @dataclass(frozen=True)

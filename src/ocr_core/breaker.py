@@ -33,6 +33,10 @@ ADVICE = {
         "the column read as images holds no readable page images",
         "check --image-column (and --split, --input-config) against the input dataset",
     ),
+    "bad pdf": Advice(
+        "the input's PDFs cannot be read: damaged, encrypted, or not PDFs",
+        "check the files the error column names; decrypt encrypted ones (for example `qpdf --decrypt`)",
+    ),
     "server rejected the page": Advice(
         "the server refuses these requests",
         "check that --model is a vision-language model and that the server runs {image} (the image tag and vLLM "

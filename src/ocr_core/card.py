@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import yaml
 
-JOB_FLAVOR_ENV = ("ACCELERATOR", "JOB_FLAVOR")
+from .cost import JOB_FLAVOR_ENV
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class CardFacts:
     pages_per_s: float
     tokens_per_s: float
     window: int
+    cost: str | None = None
 
 
 def split_front_matter(card: str | None) -> tuple[dict, str]:
@@ -111,6 +112,7 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
     tags = set(meta.get("tags") or []) | {"ocr", "document-processing", "vllm", "uv-script", "generated"}
     meta["tags"] = sorted(tags)
     config_arg = f', "{facts.config}"' if facts.config else ""
+    cost_row = f"| cost | {facts.cost} |\n" if facts.cost else ""
     body = f"""
 ## OCR of {facts.source}: config `{facts.config or "default"}`
 
@@ -124,7 +126,7 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
 | of them cut off at max_tokens (text kept) | {facts.truncated} |
 | throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
 | pages in flight (final window) | {facts.window} |
-
+{cost_row}
 Columns: every input column; `{facts.output_column}`, the model's text{failed_note(facts)};
 `{facts.error_column}`, empty or why the row has no trustworthy text (unreadable image, rejected request, repetition
 loop, cut off at max_tokens);

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from .breaker import MAX_ERROR_RATE
+from .canary import CANARY_PAGES
 from .facts import ModelFacts
 from .redact import redact
 from .source import InputError, parse_shard
@@ -95,8 +96,9 @@ def usage(script: str, facts: ModelFacts, mode: str) -> str:
 
 {alternative.format(url=script_url(script))}
 
-INPUT_DATASET is a Hub dataset id or a local folder; OUTPUT_DATASET is a Hub dataset id or a local folder
-(starting with ., / or ~). Rerunning the same command resumes. `--help` lists every option.
+INPUT_DATASET is a Hub dataset id, a local dataset folder, a PDF file or a folder of PDFs (one row per page);
+OUTPUT_DATASET is a Hub dataset id or a local folder (starting with ., / or ~). Rerunning the same command
+resumes. `--help` lists every option.
 """
 
 
@@ -126,7 +128,11 @@ def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.Argument
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("input")
-    group.add_argument("--image-column", default="image", help="column holding the page images (default: image)")
+    group.add_argument(
+        "--image-column",
+        default="image",
+        help="column holding the page images, or the PDFs (bytes or paths), one row per page (default: image)",
+    )
     group.add_argument("--split", default="train", help="split to process (default: train)")
     group.add_argument("--input-config", help="config (subset) of the input dataset")
     group.add_argument(
@@ -139,6 +145,12 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seed", type=int, default=42, help="shuffle seed (default: 42)")
     group.add_argument(
         "--shard", type=shard_argument, help="process shard I of N (for example 0/4); N jobs write one output"
+    )
+    group.add_argument(
+        "--pdf-longest-edge",
+        type=int,
+        help="render PDF pages with this many pixels on their longer side, instead of the size the model's card "
+        "asks for (within the model's image limits)",
     )
 
 
@@ -174,6 +186,18 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"stop the job when more than this share of the last 100 pages failed, or when the first 8 all failed "
         f"the same way (default: {MAX_ERROR_RATE}; 1.0 turns the check off)",
     )
+    group.add_argument(
+        "--canary-pages",
+        type=int,
+        default=CANARY_PAGES,
+        help="stop the job when the first N answers are all degenerate: one character or token repeated ('!!!!'), "
+        f"empty, loops or cut off at max_tokens, the sign of a wrong image tag (default: {CANARY_PAGES})",
+    )
+    group.add_argument(
+        "--no-canary",
+        action="store_true",
+        help="turn the canary off (for inputs whose first pages really are blank or repetitive)",
+    )
     group.add_argument("--finalize", action="store_true", help="only publish what all shards have written")
     group.add_argument("--hf-token", help="Hub token (default: the HF_TOKEN environment variable or your login)")
     group.add_argument(
@@ -201,6 +225,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
         help="more `vllm serve` / engine flags as one string; a flag given here replaces the recipe's own",
     )
     group.add_argument("--verbose", action="store_true", help="log package versions and each failed row as it happens")
+    group.add_argument(
+        "--price-per-hour",
+        type=float,
+        help="dollars per hour of the machine, for the cost in the summary and the card (default: the HF Jobs "
+        "price of the job's flavor)",
+    )
     if mode == "offline":
         group.add_argument("--batch-size", type=int, default=OFFLINE_BATCH, help="pages per LLM.chat call")
     else:
@@ -271,8 +301,14 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
         parser.error("--max-inflight must be at least 1")
     if getattr(args, "batch_size", 1) < 1:
         parser.error("--batch-size must be at least 1")
+    if args.pdf_longest_edge is not None and args.pdf_longest_edge < 16:
+        parser.error("--pdf-longest-edge must be at least 16 pixels")
+    if args.canary_pages < 1:
+        parser.error("--canary-pages must be at least 1 (--no-canary turns the canary off)")
     if not 0.0 <= args.max_error_rate <= 1.0:
         parser.error("--max-error-rate must be between 0 and 1 (1.0 turns the check off)")
+    if args.price_per_hour is not None and args.price_per_hour < 0:
+        parser.error("--price-per-hour must be 0 or more")
     if getattr(args, "retry_budget", 1.0) <= 0:
         parser.error("--retry-budget must be more than 0 seconds")
     return args

@@ -60,7 +60,7 @@ def merge(folder: Path, names: list[str]) -> Path:
     """Writes one file holding the newest record of every row in `names`, then removes `names`."""
     keys = []
     for position, name in enumerate(names):
-        table = read_part(folder / name, ["row_id", "error", "recorded_at"])
+        table = read_part(folder / name, ["row_id", "recorded_at"])
         if table is not None:
             table = table.append_column("_file", pa.array([position] * table.num_rows, pa.int32()))
             keys.append(table.append_column("_row", pa.array(range(table.num_rows), pa.int64())))

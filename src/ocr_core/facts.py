@@ -48,6 +48,7 @@ class ModelFacts:
     flavor: str = "l4x1"
     vllm_pin: str | None = None
     job_command: str | None = None
+    pdf_render: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_namespace(cls, ns: Mapping[str, Any]) -> ModelFacts:
@@ -67,6 +68,7 @@ class ModelFacts:
             "flavor": ns.get("FLAVOR"),
             "vllm_pin": ns.get("VLLM_PIN"),
             "job_command": ns.get("JOB_COMMAND"),
+            "pdf_render": ns.get("PDF_RENDER"),
         }
         return cls(
             model=ns["MODEL"],

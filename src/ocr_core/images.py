@@ -31,7 +31,9 @@ IMAGE_DATA_ERRORS = (
 
 
 class BadImage(ValueError):
-    """A row whose image cannot be sent; the message is the reason stored in its error column."""
+    """A row whose image cannot be sent; its error column reads `kind: message`."""
+
+    kind = "bad image"
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from .output import (
     owned_configs,
     unsafe_local_output,
 )
+from .pdf import render_size
 from .progress import finished_ids, new_run_id, read_results
 from .report import say
 from .source import Source, load_source
@@ -198,7 +199,7 @@ def settle(
     revision = input_revision(args, previous, hub)
     source = load_source(
         args.input, args.split, args.image_column, args.input_config, args.id_column, args.max_samples,
-        args.shuffle, args.seed, args.shard, revision,
+        args.shuffle, args.seed, args.shard, revision, render_size(facts.pdf_render, args.pdf_longest_edge),
     )  # fmt: skip
     failed_text = None if args.null_failed_text else FAILED_TEXT
     columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns), failed_text)
@@ -208,7 +209,8 @@ def settle(
             f"{args.input} already has column(s) {clashing}; pass --overwrite to replace them, "
             "or --output-column / --error-column to write elsewhere"
         )
-    manifest = fingerprint(args, facts, script, revision, len(source.dataset))
+    pdf_render = source.pdfs.size.describe() if source.pdfs else None
+    manifest = fingerprint(args, facts, script, revision, len(source.dataset), pdf_render)
     changed = settings_changes(previous, manifest)
     if changed and not args.overwrite:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))

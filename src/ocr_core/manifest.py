@@ -2,8 +2,9 @@
 
 The manifest fingerprints everything that changes a row's text or which page a row id names: the input, its
 config and resolved revision, the split, the image and id columns, the model, the prompt, the sampling, the
-image limits, the model's own parse options and the script. A rerun whose fingerprint differs stops before any
-work and names what differs; `--overwrite` deletes the earlier results (locally and on the Hub) instead.
+image limits, the PDF render size, the model's own parse options and the script. A rerun whose fingerprint
+differs stops before any work and names what differs; `--overwrite` deletes the earlier results (locally and on
+the Hub) instead.
 """
 
 from __future__ import annotations
@@ -39,11 +40,18 @@ def model_options(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]
 
 
 def fingerprint(
-    args: argparse.Namespace, facts: ModelFacts, script: str, input_revision: str | None, input_rows: int
+    args: argparse.Namespace,
+    facts: ModelFacts,
+    script: str,
+    input_revision: str | None,
+    input_rows: int,
+    pdf_render: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`input_rows` (the split's length) tells a regenerated local input folder apart: row ids are positions, so
-    another folder under the same path would map old results onto other pages."""
-    return {
+    another folder under the same path would map old results onto other pages. `pdf_render` is how PDF pages are
+    rendered (it changes the pixels, so the text); absent for image input, so a manifest of an image run stays what
+    it was."""
+    manifest = {
         "script": script,
         "input": args.input,
         "input_config": args.input_config,
@@ -59,6 +67,9 @@ def fingerprint(
         "image_limits": {"max_side": facts.max_side, "max_pixels": facts.max_pixels},
         "parse_options": model_options(facts, args),
     }
+    if pdf_render is not None:
+        manifest["pdf_render"] = pdf_render
+    return manifest
 
 
 def differences(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:

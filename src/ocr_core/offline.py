@@ -20,9 +20,11 @@ from typing import Any, TextIO
 
 from .answers import judge, requested_sampling
 from .breaker import Breaker
+from .canary import Canary
 from .chat import JobFailed, internal_error
 from .facts import ModelFacts
-from .images import BadImage, cell_bytes, prepare_image, with_note
+from .images import BadImage, with_note
+from .pdf import prepare_page
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
 from .source import RowInput
@@ -93,10 +95,16 @@ def check_gpu(job_command: str) -> None:
 
 
 class OfflineRunner:
-    """Feeds batches to the engine; whatever happens to a page becomes its row, and the breaker watches them all."""
+    """Feeds batches to the engine; whatever happens to a page becomes its row, watched by the canary and breaker."""
 
     def __init__(
-        self, llm: Any, facts: ModelFacts, args: argparse.Namespace, log: ProgressLog, progress: Progress
+        self,
+        llm: Any,
+        facts: ModelFacts,
+        args: argparse.Namespace,
+        log: ProgressLog,
+        progress: Progress,
+        canary: Canary | None = None,
     ) -> None:
         from vllm import SamplingParams
 
@@ -106,6 +114,7 @@ class OfflineRunner:
         self.log = log
         self.progress = progress
         self.breaker = Breaker(args.max_error_rate, image=facts.image)
+        self.canary = canary
         self.sampling = offline_sampling(llm, facts, args)
         self.resampling = (
             SamplingParams(**{**self.sampling, "temperature": facts.retry_temperature})
@@ -131,11 +140,11 @@ class OfflineRunner:
     def prepare(self, row: RowInput) -> OfflinePage | str:
         """The page's chat messages, or the reason it has none (its error column)."""
         try:
-            image = prepare_image(cell_bytes(row.cell), self.facts.max_side, self.facts.max_pixels, verify=True)
+            image = prepare_page(row.cell, self.facts.max_side, self.facts.max_pixels, verify=True)
             content = self.facts.build_content(image.content_part(), self.args)
             return OfflinePage([{"role": "user", "content": content}], image.note)
         except BadImage as exc:
-            return f"bad image: {exc}"
+            return f"{exc.kind}: {exc}"
         except Exception as exc:
             return internal_error("preparing the page", exc)
 
@@ -201,6 +210,8 @@ class OfflineRunner:
         self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
         if result.error is not None and self.args.verbose:
             say(f"{result.row_id}: {result.error}")
+        if self.canary is not None:
+            self.canary.record(result)
         self.breaker.record(result.error)
 
 

@@ -162,13 +162,11 @@ def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table | No
 
 
 def newest_rows(table: pa.Table) -> pa.Table:
-    """One row per row_id: a success over an error (no run redoes a success, so a later error can only come from
-    two runs that overlapped, or a clock that lags), then the one recorded last."""
+    """One row per row_id: the one recorded last (a retried error's success, or the canary's verdict on an answer
+    that was logged before the canary judged it)."""
     if table.num_rows == 0:
         return table
-    failed = pc.is_valid(table["error"])
-    keys = [("row_id", "ascending"), ("_failed", "ascending"), ("recorded_at", "descending")]
-    order = pc.sort_indices(table.append_column("_failed", failed), sort_keys=keys)
+    order = pc.sort_indices(table, sort_keys=[("row_id", "ascending"), ("recorded_at", "descending")])
     table = table.take(order)
     ids = table["row_id"].combine_chunks()
     first = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
@@ -178,7 +176,7 @@ def newest_rows(table: pa.Table) -> pa.Table:
 
 def read_results(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
     """Every row's newest result (only `columns`, if given), in no particular order."""
-    wanted = list(dict.fromkeys([*columns, "row_id", "error", "recorded_at"])) if columns else None
+    wanted = list(dict.fromkeys([*columns, "row_id", "recorded_at"])) if columns else None
     with folder_lock(folder, exclusive=False):
         tables = [table for table in (read_part(part, wanted) for part in part_files(folder)) if table is not None]
     schema = pa.schema([RESULT_SCHEMA.field(name) for name in wanted]) if wanted else RESULT_SCHEMA

@@ -24,10 +24,12 @@ import httpx
 
 from .answers import judge
 from .breaker import Breaker
+from .canary import Canary
 from .chat import Answer, JobFailed, Retryable, RowFailed, chat_body, internal_error, post_chat
 from .facts import ModelFacts
 from .hostmem import MemoryGuard
-from .images import BadImage, PreparedImage, cell_bytes, placeholder_part, prepare_image, with_note
+from .images import BadImage, PreparedImage, placeholder_part, with_note
+from .pdf import prepare_page
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
 from .server import parse_metrics
@@ -82,6 +84,7 @@ class Pump:
         recover: Recover,
         guard: MemoryGuard | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        canary: Canary | None = None,
     ) -> None:
         """`transport` replaces the network (tests pass an httpx.MockTransport)."""
         self.target = target
@@ -95,6 +98,7 @@ class Pump:
         self.guard = guard
         self.transport = transport
         self.breaker = Breaker(args.max_error_rate, image=facts.image)
+        self.canary = canary
         self.cap_logged = 0.0
         self.waiting: float | None = None
         self.running: float | None = None
@@ -151,6 +155,8 @@ class Pump:
             if result.error is not None and self.args.verbose:
                 say(f"{row.row_id}: {result.error}")
             self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
+            if self.canary is not None:
+                self.canary.record(result)
             self.breaker.record(result.error)
         except Exception as exc:
             self.failure = self.failure or exc
@@ -167,7 +173,7 @@ class Pump:
         try:
             request = await asyncio.get_running_loop().run_in_executor(prep, self.build_request, row.cell)
         except BadImage as exc:
-            result.error = f"bad image: {exc}"
+            result.error = f"{exc.kind}: {exc}"
             return result, False
         except Exception as exc:
             result.error = internal_error("preparing the page", exc)
@@ -181,8 +187,8 @@ class Pump:
         return result, answered
 
     def build_request(self, cell: object) -> PageRequest:
-        """Runs in the prep threads: reading, checking and encoding a page is the driver's CPU cost."""
-        image = prepare_image(cell_bytes(cell), self.facts.max_side, self.facts.max_pixels)
+        """Runs in the prep threads: reading, checking, rendering (a PDF page) and encoding is the driver's CPU cost."""
+        image = prepare_page(cell, self.facts.max_side, self.facts.max_pixels)
         body = chat_body(
             self.target.model,
             self.facts.build_content(placeholder_part(), self.args),

@@ -28,6 +28,7 @@ import httpx
 from .answers import requested_sampling
 from .assemble import assemble, inference_history, missing_rows
 from .breaker import TRUNCATED
+from .canary import Canary, CanaryContext
 from .card import CardFacts, render_card
 from .chat import JobFailed
 from .cli import (
@@ -39,6 +40,7 @@ from .cli import (
     parse_arguments,
     usage,
 )
+from .cost import cost_facts, describe_cost, run_price
 from .engine import Engine
 from .facts import ModelFacts
 from .hostmem import MemoryGuard
@@ -273,7 +275,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
             metrics_before = await read_metrics(target)
             drive.version = await server_version(target)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
-            await pump_pages(job, target, engine, drive.window, guard, progress)
+            await pump_pages(job, target, engine, drive.window, guard, progress, drive.version)
             if job.facts.summary_metrics:
                 drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
     except asyncio.CancelledError:
@@ -345,7 +347,13 @@ def capture(action: Callable[[], str | None]) -> tuple[str | None, BaseException
 
 
 async def pump_pages(
-    job: Job, target: Target, engine: Engine, window: Window, guard: MemoryGuard | None, progress: Progress
+    job: Job,
+    target: Target,
+    engine: Engine,
+    window: Window,
+    guard: MemoryGuard | None,
+    progress: Progress,
+    version: str | None,
 ) -> None:
     """Pumps the rows still to do, with a watch for an engine that stops making progress beside it."""
     log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit))
@@ -354,10 +362,24 @@ async def pump_pages(
         request_timeout=job.args.request_timeout,
         retry_budget=job.args.retry_budget,
     )
-    pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard)
+    canary = make_canary(job, log, version)
+    pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard, canary=canary)
     progress.start()
     stalls = watch_for_stalls(target, job.args.stall_timeout, lambda: window.in_flight, engine)
     await beside(pump.run(job.source.rows(job.skip)), stalls)
+
+
+def make_canary(job: Job, log: ProgressLog, version: str | None) -> Canary | None:
+    """The canary over this run's first answers (all of them when fewer are to do), or None with --no-canary.
+
+    Its message shows the exact job command on the model's image, with --retry-errors to redo the rows it flags.
+    """
+    if job.args.no_canary:
+        return None
+    argv = job.argv if "--retry-errors" in job.argv else [*job.argv, "--retry-errors"]
+    served = f"vLLM {version}" if version else None
+    context = CanaryContext(job.args.model, job.facts.image, job_command(job.script, job.facts, argv), served)
+    return Canary(log, context, min(job.args.canary_pages, job.todo))
 
 
 def run_offline_job(job: Job, stop: StopSignals) -> Drive:
@@ -386,7 +408,7 @@ def drive_offline(job: Job, progress: Progress, stop: StopSignals) -> None:
     llm = open_llm(job.facts, job.args, job_command(job.script, job.facts, job.argv))
     stop.install()
     log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.args.batch_size))
-    runner = OfflineRunner(llm, job.facts, job.args, log, progress)
+    runner = OfflineRunner(llm, job.facts, job.args, log, progress, make_canary(job, log, vllm_version()))
     progress.start()
     runner.run(job.source.rows(job.skip), job.args.batch_size)
 
@@ -452,9 +474,11 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
         if error is not None and row_id in selected
     ]
     truncated = sum(error.startswith(TRUNCATED) for error in errors)
+    wall_s = time.monotonic() - job.started
+    flavor, cost = run_cost(job, drive.tally, wall_s)
     published, code = None, 128 + stopped if stopped else 1
     if not missing and stopped is None and drive.failure is None:
-        published, code = publish_or_say(job, drive, len(errors), truncated)
+        published, code = publish_or_say(job, drive, len(errors), truncated, describe_cost(cost, flavor))
     elif job.source.shard and stopped is None and drive.failure is None and not missing_rows(job.source, results, True):
         say(
             f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
@@ -479,7 +503,9 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
         "pages_per_s": round(tally.pages_per_s(), 3),
         "output_tokens_per_s": round(tally.tokens_per_s(), 1),
         "inference_s": round(tally.seconds(), 2),
-        "wall_s": round(time.monotonic() - job.started, 2),
+        "wall_s": round(wall_s, 2),
+        "flavor": flavor,
+        **cost,
         "window": window.limit,
         "peak_in_flight": window.peak_in_flight,
         "peak_window": window.peak_limit,
@@ -489,14 +515,22 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
     }
 
 
-def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int) -> tuple[str | None, int]:
+def run_cost(job: Job, tally: Tally, wall_s: float) -> tuple[str, dict[str, Any]]:
+    """The flavor and the cost fields of the summary; a sample run (--max-samples) also projects the whole input."""
+    flavor, price = run_price(job.args.price_per_hour, job.facts.flavor)
+    input_rows = len(job.source.dataset)
+    sample_of = input_rows if job.args.max_samples is not None and len(job.source.ids) < input_rows else None
+    return flavor, cost_facts(price, wall_s, tally.seconds() if tally.done else 0.0, tally.done, sample_of)
+
+
+def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> tuple[str | None, int]:
     replaced = replaced_meanwhile(job)
     if replaced:
         drive.failure = replaced
         say(f"error: {replaced}")
         return None, 1
     try:
-        published = publish(job, drive, errors, truncated)
+        published = publish(job, drive, errors, truncated, cost)
     except HubRefused:
         raise
     except Exception as exc:
@@ -523,7 +557,7 @@ def replaced_meanwhile(job: Job) -> str | None:
     )
 
 
-def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:
+def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> str:
     tally = drive.tally
     card = render_card(
         job.destination.existing_card(),
@@ -551,6 +585,7 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int) -> str:
             pages_per_s=tally.pages_per_s(),
             tokens_per_s=tally.tokens_per_s(),
             window=drive.window.limit,
+            cost=cost,
         ),
     )
     results = read_results(job.destination.progress_dir)

@@ -3,19 +3,31 @@
 Rows are addressed by position in the split, so a rerun, a shard or a shuffled subset all name a page the same
 way, and image bytes are read a batch at a time only for pages that still need work. A local dataset's relative
 image paths name files beside the dataset, so they are anchored to its folder here, not to the working folder.
+
+PDF input (a .pdf file, a folder of them, or a dataset column of PDF bytes or paths) becomes one row per page:
+a page table with `source_file` and `page_index` (and, for a dataset, the document row's other columns), ids
+`<file or row>#p<page>`, so resume, shards and error rows work as for images. Pages are counted once here; a PDF
+that cannot be opened (damaged, encrypted) becomes one row whose rendering fails with the reason.
 """
 
 from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
 
+from .pdf import BadPdf, PdfiumMissing, PdfPage, RenderSize, looks_like_pdf, page_count
+from .report import say
+
 READ_BATCH = 64
+PDF_COUNT_BATCH = 8
+PDF_COLUMNS = ("source_file", "page_index")
+DATA_SUFFIXES = {".parquet", ".arrow", ".csv", ".json", ".jsonl", ".tsv"}
+BROKEN_SHOWN = 3
 
 
 class InputError(ValueError):
@@ -30,6 +42,40 @@ class RowInput:
 
 
 @dataclass
+class PdfDocuments:
+    """The PDFs behind a page table: each page row's document and page number, and where each document lives."""
+
+    names: list[str]
+    page_document: list[int]
+    page_index: list[int]
+    size: RenderSize
+    paths: list[str] | None = None
+    base: datasets.Dataset | None = None
+    column: str | None = None
+    folder: Path | None = None
+
+    def cells(self, positions: list[int]) -> list[PdfPage]:
+        """The page rows' cells; a document's bytes are read once per batch and shared by its pages."""
+        wanted = sorted({self.page_document[position] for position in positions})
+        loaded = dict(zip(wanted, self.documents(wanted)))
+        return [
+            PdfPage(
+                loaded[self.page_document[position]],
+                self.page_index[position],
+                self.names[self.page_document[position]],
+                self.size,
+            )
+            for position in positions
+        ]
+
+    def documents(self, numbers: list[int]) -> list[bytes | str | None]:
+        if self.paths is not None:
+            return [self.paths[number] for number in numbers]
+        cells = self.base[numbers][self.column]
+        return [pdf_document(anchored(cell, self.folder)) for cell in cells]
+
+
+@dataclass
 class Source:
     name: str
     split: str
@@ -40,13 +86,14 @@ class Source:
     ids: list[str]
     shard: tuple[int, int] | None = None
     folder: Path | None = None
+    pdfs: PdfDocuments | None = None
 
     def owned(self) -> list[str]:
         """The selected ids this job processes: all of them, or its shard's."""
         return [row_id for row_id in self.ids if in_shard(row_id, self.shard)]
 
     def rows(self, skip: set[str]) -> Iterator[RowInput]:
-        """Yields this job's selected rows still to do, reading image cells a batch at a time."""
+        """Yields this job's selected rows still to do, reading image cells (or PDFs) a batch at a time."""
         todo = [
             (index, row_id)
             for index, row_id in zip(self.selected, self.ids)
@@ -54,9 +101,13 @@ class Source:
         ]
         for start in range(0, len(todo), READ_BATCH):
             batch = todo[start : start + READ_BATCH]
-            cells = self.dataset[[index for index, _ in batch]][self.image_column]
-            for (index, row_id), cell in zip(batch, cells):
-                yield RowInput(index, row_id, anchored(cell, self.folder))
+            for (index, row_id), cell in zip(batch, self.cells([index for index, _ in batch])):
+                yield RowInput(index, row_id, cell)
+
+    def cells(self, positions: list[int]) -> list[object]:
+        if self.pdfs is not None:
+            return self.pdfs.cells(positions)
+        return [anchored(cell, self.folder) for cell in self.dataset[positions][self.image_column]]
 
 
 def in_shard(row_id: str, shard: tuple[int, int] | None) -> bool:
@@ -133,8 +184,39 @@ def load_source(
     seed: int = 42,
     shard: tuple[int, int] | None = None,
     revision: str | None = None,
+    pdf_size: RenderSize | None = None,
 ) -> Source:
-    dataset = open_dataset(name, split, config, revision)
+    """`pdf_size` is how PDF pages are rendered when the input holds PDFs (the model's card size by default)."""
+    folder = local_folder(name)
+    size = pdf_size or RenderSize()
+    try:
+        path = Path(name).expanduser()
+        files = pdf_files(path)
+        if files is not None:
+            if id_column:
+                raise InputError("--id-column applies to a dataset; PDF files are keyed by file name and page")
+            dataset, pdfs, page_ids = pdf_file_pages(files, path if path.is_dir() else path.parent, size)
+            features = dataset.features
+        else:
+            opened = open_dataset(name, split, config, revision)
+            dataset, features, pdfs, page_ids = dataset_rows(opened, name, split, image_column, id_column, size, folder)
+    except PdfiumMissing as exc:
+        raise InputError(str(exc)) from exc
+    selected = select_rows(len(dataset), max_samples, shuffle, seed)
+    ids = [page_ids[index] for index in selected] if pdfs else row_ids(dataset, split, selected, id_column)
+    return Source(name, split, dataset, features, image_column, selected, ids, shard, folder, pdfs)
+
+
+def dataset_rows(
+    dataset: datasets.Dataset,
+    name: str,
+    split: str,
+    image_column: str,
+    id_column: str | None,
+    size: RenderSize,
+    folder: Path | None,
+) -> tuple[datasets.Dataset, datasets.Features, PdfDocuments | None, list[str]]:
+    """A dataset's rows as they are, or, when its column holds PDFs, its page table (then ids come with it)."""
     for column in (image_column, id_column):
         if column and column not in dataset.column_names:
             raise InputError(
@@ -143,10 +225,115 @@ def load_source(
             )
     features = dataset.features.copy()
     if isinstance(features[image_column], datasets.Image):
-        dataset = dataset.cast_column(image_column, datasets.Image(decode=False))
-    selected = select_rows(len(dataset), max_samples, shuffle, seed)
-    ids = row_ids(dataset, split, selected, id_column)
-    return Source(name, split, dataset, features, image_column, selected, ids, shard, local_folder(name))
+        return dataset.cast_column(image_column, datasets.Image(decode=False)), features, None, []
+    if isinstance(features[image_column], datasets.Pdf):
+        dataset = dataset.cast_column(image_column, datasets.Pdf(decode=False))
+    elif not looks_like_pdf(next((cell for cell in dataset[:8][image_column] if cell is not None), None)):
+        return dataset, features, None, []
+    pages, pdfs, page_ids = pdf_dataset_pages(dataset, image_column, split, id_column, size, folder)
+    return pages, pages.features, pdfs, page_ids
+
+
+def pdf_document(cell: object) -> bytes | str | None:
+    """A dataset cell's PDF: its bytes, or its path; None when the cell holds neither."""
+    if isinstance(cell, dict):
+        return pdf_document(cell.get("bytes")) or pdf_document(cell.get("path"))
+    if isinstance(cell, (bytes, bytearray, memoryview)):
+        return bytes(cell) or None
+    return (cell or None) if isinstance(cell, str) else None
+
+
+def pdf_files(path: Path) -> list[Path] | None:
+    """The PDFs an input path names: a .pdf file, or a folder holding PDFs and no data files; else None."""
+    if path.is_file():
+        return [path] if path.suffix.lower() == ".pdf" else None
+    if not path.is_dir() or (path / "state.json").exists() or (path / "dataset_dict.json").exists():
+        return None
+    files = [
+        file
+        for file in sorted(path.rglob("*"))
+        if file.is_file() and not any(part.startswith(".") for part in file.relative_to(path).parts)
+    ]
+    pdfs = [file for file in files if file.suffix.lower() == ".pdf"]
+    if not pdfs or any(file.suffix.lower() in DATA_SUFFIXES for file in files):
+        return None
+    return pdfs
+
+
+def counted_pages(documents: Iterable[tuple[bytes | str | None, str]], broken: list[str]) -> list[int]:
+    """Each document's page count; a document that cannot be opened (or has no page) counts as one error row.
+
+    Documents come one at a time, so a dataset of large PDFs is never held in memory at once.
+    """
+    counts = []
+    for document, name in documents:
+        try:
+            counts.append(max(1, page_count(document, name)))
+        except BadPdf as exc:
+            broken.append(str(exc))
+            counts.append(1)
+    return counts
+
+
+def page_rows(counts: list[int], keys: list[str]) -> tuple[list[int], list[int], list[str]]:
+    """Per page row: its document, its page number in it, and its id `<key>#p<page>`."""
+    documents, pages, ids = [], [], []
+    for number, count in enumerate(counts):
+        documents.extend([number] * count)
+        pages.extend(range(count))
+        ids.extend(f"{keys[number]}#p{page}" for page in range(count))
+    return documents, pages, ids
+
+
+def report_broken(broken: list[str]) -> None:
+    if broken:
+        shown = "; ".join(broken[:BROKEN_SHOWN])
+        say(f"warning: {len(broken)} PDF(s) cannot be read, each becomes one error row: {shown}")
+
+
+def pdf_file_pages(files: list[Path], root: Path, size: RenderSize) -> tuple[datasets.Dataset, PdfDocuments, list[str]]:
+    """The page table of PDF files, each named by its path under `root` (the input folder, or the file's own)."""
+    names = [file.relative_to(root).as_posix() for file in files]
+    broken: list[str] = []
+    counts = counted_pages([(str(file), name) for file, name in zip(files, names)], broken)
+    report_broken(broken)
+    documents, pages, ids = page_rows(counts, names)
+    table = datasets.Dataset.from_dict(
+        {"source_file": [names[number] for number in documents], "page_index": pages},
+        features=datasets.Features({"source_file": datasets.Value("string"), "page_index": datasets.Value("int32")}),
+    )
+    say(f"{len(files)} PDF file(s), {len(ids)} page(s)")
+    return table, PdfDocuments(names, documents, pages, size, paths=[str(file) for file in files]), ids
+
+
+def pdf_dataset_pages(
+    dataset: datasets.Dataset, column: str, split: str, id_column: str | None, size: RenderSize, folder: Path | None
+) -> tuple[datasets.Dataset, PdfDocuments, list[str]]:
+    """The page table of a dataset whose `column` holds PDFs: each document row repeated once per page, its other
+    columns kept, the PDF itself replaced by `source_file` (its path, else its row id) and `page_index`."""
+    clashing = [name for name in PDF_COLUMNS if name in dataset.column_names]
+    if clashing:
+        raise InputError(f"the input already has column(s) {clashing}, which PDF input writes; rename them first")
+    keys = row_ids(dataset, split, list(range(len(dataset))), id_column)
+    names: list[str] = []
+
+    def documents() -> Iterator[tuple[bytes | str | None, str]]:
+        for start in range(0, len(dataset), PDF_COUNT_BATCH):
+            for offset, cell in enumerate(dataset[start : start + PDF_COUNT_BATCH][column]):
+                path = cell.get("path") if isinstance(cell, dict) else cell if isinstance(cell, str) else None
+                names.append(path or keys[start + offset])
+                yield pdf_document(anchored(cell, folder)), names[-1]
+
+    broken: list[str] = []
+    counts = counted_pages(documents(), broken)
+    report_broken(broken)
+    rows, pages, ids = page_rows(counts, keys)
+    table = dataset.remove_columns([column]).select(rows).flatten_indices()
+    table = table.add_column("source_file", [names[row] for row in rows]).add_column("page_index", pages)
+    table = table.cast_column("page_index", datasets.Value("int32"))
+    say(f"{len(dataset)} PDF(s) in column {column!r}, {len(ids)} page(s)")
+    pdfs = PdfDocuments(names, rows, pages, size, base=dataset, column=column, folder=folder)
+    return table, pdfs, ids
 
 
 def select_rows(total: int, max_samples: int | None, shuffle: bool, seed: int) -> list[int]:

@@ -4,7 +4,8 @@ It needs the vendor's vLLM fork (dynamic request forking plus P-MTP speculative 
 vendor's image; that image has no `uv`, so the job installs it first. A layout branch forks one child branch per
 block and the children reuse the parent's KV cache, which is why this is the one OCR recipe that keeps prefix
 caching ON: never turn it off. The answer is a list of `<BLOCK>type [x1, y1, x2, y2]<CHILD>text` blocks (boxes
-in 0-1000 page coordinates), stored as a structured blocks column beside the joined text.
+in 0-1000 page coordinates), stored as a structured blocks column beside the joined text. The card names no page
+size (the image resizes pages itself, MAX_PATCHES_WITH_RESIZE), so PDF pages render at 200 dpi.
 """
 
 import argparse
@@ -45,6 +46,7 @@ SERVE_ARGS = [
 ]
 SERVE_ENV = {"MAX_PATCHES_WITH_RESIZE": "true"}
 PROMPT = "document parsing with fork."
+PDF_RENDER = {"dpi": 200}
 SAMPLING = {"temperature": 0.0, "max_tokens": 8000}
 HPD_BLOCK = re.compile(
     r"<BLOCK>\s*(?P<type>[^\[<]*?)\s*\[(?P<bbox>[^\]]*)\]\s*(?:<CHILD>(?P<text>.*?))?(?=<BLOCK>|\Z)", re.S

@@ -1,8 +1,9 @@
 """LightOnOCR-3-0.8B: a 0.8B Qwen3.5-based page-to-markdown model from LightOn.
 
 Facts from LightOn's README and client: the page image alone is the prompt (any text is out of distribution),
-pages are sent at most 2048 px on the longest side and never upscaled, temperature 0.1 rather than greedy,
-thinking off, and the vLLM 0.30.0 pin of LightOn's own benchmark environment.
+pages are sent at most 2048 px on the longest side and never upscaled (PDF pages are rendered at exactly 2048 px,
+as LightOn's renderer does), temperature 0.1 rather than greedy, thinking off, and the vLLM 0.30.0 pin of LightOn's
+own benchmark environment.
 """
 
 MODEL = "lightonai/LightOnOCR-3-0.8B"
@@ -22,4 +23,5 @@ SERVE_ARGS = [
 SAMPLING = {"temperature": 0.1, "top_p": 1.0, "max_tokens": 8192}
 REQUEST_EXTRAS = {"chat_template_kwargs": {"enable_thinking": False}}
 MAX_SIDE = 2048
+PDF_RENDER = {"longest_edge": MAX_SIDE}
 RETRY_TEMPERATURE = 0.2

@@ -2,7 +2,8 @@
 
 It must run on vllm/vllm-openai:v0.10.2: newer vLLM releases decode this model to a stream of "!!!!". The card
 serves it with a bare `vllm serve`; full-page scans need a 32768-token context. The card's prompt follows the
-image, and decoding is greedy.
+image, and decoding is greedy. The card names no page size ("higher resolution helps"): PDF pages render at
+200 dpi inside the Qwen2.5-VL processor's pixel band (3136 to 12845056), which a 32768-token context holds.
 """
 
 import argparse
@@ -22,6 +23,7 @@ PROMPT = (
     "<page_number>9/22</page_number>. Prefer using ☐ and ☑ for check boxes."
 )
 SAMPLING = {"temperature": 0.0, "max_tokens": 15000}
+PDF_RENDER = {"dpi": 200, "min_pixels": 3136, "max_pixels": 12845056}
 
 
 def build_content(image_part: dict, args: argparse.Namespace) -> list[dict]:

@@ -2,9 +2,9 @@
 
 The card documents offline vLLM only (pinned to 0.22.1); SERVE_ARGS translate its `LLM(...)` arguments to
 `vllm serve` flags, with the context capped at 32768 (the native 262144 would not fit a 24 GB card) and the
-card's pixel band. The prompt follows the image; decoding is greedy with thinking off. Like the card's own
-parser, the output drops figure placeholders (`<img src="images/bbox_...">`, kept with --keep-image-tags) and
-trims a truncated repeating tail.
+card's pixel band (448x448 to 2880x2880 px; PDF pages render at 200 dpi moved into it). The prompt follows the
+image; decoding is greedy with thinking off. Like the card's own parser, the output drops figure placeholders
+(`<img src="images/bbox_...">`, kept with --keep-image-tags) and trims a truncated repeating tail.
 """
 
 import argparse
@@ -44,6 +44,7 @@ PROMPT = (
 SAMPLING = {"temperature": 0.0, "max_tokens": 16384}
 REQUEST_EXTRAS = {"chat_template_kwargs": {"enable_thinking": False}}
 MAX_PIXELS = 8294400
+PDF_RENDER = {"dpi": 200, "min_pixels": 200704, "max_pixels": MAX_PIXELS}
 OVIS_IMAGE_TAG = re.compile(r'<img\s+src="images/bbox_\d+_\d+_\d+_\d+\.jpg"\s*/?>')
 OVIS_TRIM_FROM_CHARS = 8000
 

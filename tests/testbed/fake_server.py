@@ -2,7 +2,8 @@
 
 It answers /health, /v1/models, /version, /metrics and /v1/chat/completions in a thread of the test process. Each
 answer is a pure function of the request (page bytes, prompt, temperature, max_tokens), so two runs with the same
-settings write the same text and a run with other settings writes other text: tests can see settings mix.
+settings write the same text and a run with other settings writes other text: tests can see settings mix. A fixed
+`text` instead answers every page alike, as a model on the wrong vLLM build does ("!!!!!!!!").
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class FakeState:
     model: str
     delay_s: float = 0.0
     finish_reason: str = "stop"
+    text: str | None = None
     answered: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -68,7 +70,7 @@ class Handler(BaseHTTPRequestHandler):
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": answer_text(body)},
+                    "message": {"role": "assistant", "content": self.state.text or answer_text(body)},
                     "finish_reason": self.state.finish_reason,
                 }
             ],
@@ -92,9 +94,11 @@ class FakeServer:
 
 
 @contextmanager
-def fake_server(model: str = "fake/model", delay_s: float = 0.0, finish_reason: str = "stop") -> Iterator[FakeServer]:
+def fake_server(
+    model: str = "fake/model", delay_s: float = 0.0, finish_reason: str = "stop", text: str | None = None
+) -> Iterator[FakeServer]:
     """A fake vLLM server on a free loopback port for the duration of the block."""
-    state = FakeState(model, delay_s, finish_reason)
+    state = FakeState(model, delay_s, finish_reason, text)
     handler = type("BoundHandler", (Handler,), {"state": state})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
