@@ -65,6 +65,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, NamedTuple, NoReturn, Protocol, TextIO, TypeVar
 from urllib.parse import urlsplit
@@ -2289,6 +2290,20 @@ class Destination:
             with_retries(lambda: self.hub.download(self.spec, name, Path(folder)), "reading the manifest")
             return read_manifest(Path(folder) / self.progress_prefix)
 
+    def replaced_by_another_run(self, manifest: dict, listing: Iterable[str] | None = None) -> str | None:
+        """Why this run's results are no longer the ones at OUTPUT: another run (an --overwrite with other settings)
+        replaced the manifest on the Hub while this one ran; None while they are still this run's."""
+        if not self.mirror_progress:
+            return None
+        theirs = self.manifest_on_hub(self.listing() if listing is None else listing)
+        changed = differences(theirs, manifest) if theirs is not None else []
+        if not changed:
+            return None
+        return (
+            f"another run replaced the results at {self.where()} with other settings ({', '.join(changed)} differ) "
+            "while this one ran; nothing more is uploaded or published, so the two jobs' text never mix"
+        )
+
     def fetch_manifest(self, listing: list[str]) -> dict | None:
         """The results' manifest. A local copy left by an earlier job whose manifest differs from the Hub's is
         stale (another run replaced those results since): its parts are dropped before they can be trusted."""
@@ -2442,13 +2457,8 @@ class ProgressMirror:
         if self.replaced is not None:
             return
         listing = set(self.destination.listing())
-        theirs = self.destination.manifest_on_hub(listing)
-        if theirs is not None and differences(theirs, self.manifest):
-            self.replaced = (
-                f"another run replaced the results at {self.destination.where()} with other settings "
-                f"({', '.join(differences(theirs, self.manifest))} differ) while this one ran; nothing more was "
-                "uploaded and nothing is published, so the two jobs' text never mix"
-            )
+        self.replaced = self.destination.replaced_by_another_run(self.manifest, listing)
+        if self.replaced is not None:
             say(f"error: {self.replaced}")
             return
         files = {self.destination.in_repo(path): path for path in part_files(self.destination.progress_dir)}
@@ -3528,9 +3538,9 @@ class Job:
     manifest: dict
     started: float = field(default_factory=time.monotonic)
 
-    @property
+    @cached_property
     def todo(self) -> int:
-        """Rows this run drives: none with --finalize, which only publishes."""
+        """Rows this run drives (counted once: `skip` is settled before the job exists); none with --finalize."""
         if self.args.finalize:
             return 0
         return sum(row_id not in self.skip for row_id in self.source.owned())
@@ -5071,7 +5081,7 @@ def run_cost(job: Job, tally: Tally, wall_s: float) -> tuple[str, dict[str, Any]
 
 
 def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> tuple[str | None, int]:
-    replaced = replaced_meanwhile(job)
+    replaced = job.destination.replaced_by_another_run(job.manifest)
     if replaced:
         drive.failure = replaced
         say(f"error: {replaced}")
@@ -5088,20 +5098,6 @@ def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int, cost: st
         return None, 1
     say(f"published {len(job.source.ids)} row(s) ({errors} with an error) to {published}")
     return published, 0
-
-
-def replaced_meanwhile(job: Job) -> str | None:
-    """Why not to publish: another run replaced this config's results with other settings while this one ran."""
-    destination = job.destination
-    if not destination.mirror_progress:
-        return None
-    theirs = destination.manifest_on_hub(destination.listing())
-    if theirs is None or not differences(theirs, job.manifest):
-        return None
-    return (
-        f"another run replaced the results at {destination.where()} with other settings "
-        f"({', '.join(differences(theirs, job.manifest))} differ) while this one ran; not publishing"
-    )
 
 
 def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> str:

@@ -11,6 +11,7 @@ import argparse
 import os
 import time
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from .assemble import FAILED_TEXT, Columns, collisions
@@ -73,9 +74,9 @@ class Job:
     manifest: dict
     started: float = field(default_factory=time.monotonic)
 
-    @property
+    @cached_property
     def todo(self) -> int:
-        """Rows this run drives: none with --finalize, which only publishes."""
+        """Rows this run drives (counted once: `skip` is settled before the job exists); none with --finalize."""
         if self.args.finalize:
             return 0
         return sum(row_id not in self.skip for row_id in self.source.owned())

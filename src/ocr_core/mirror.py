@@ -18,7 +18,6 @@ import time
 from .chat import JobFailed
 from .compaction import compact
 from .lease import Lease, lease_ttl
-from .manifest import differences
 from .output import Destination
 from .progress import part_files
 from .report import say
@@ -66,13 +65,8 @@ class ProgressMirror:
         if self.replaced is not None:
             return
         listing = set(self.destination.listing())
-        theirs = self.destination.manifest_on_hub(listing)
-        if theirs is not None and differences(theirs, self.manifest):
-            self.replaced = (
-                f"another run replaced the results at {self.destination.where()} with other settings "
-                f"({', '.join(differences(theirs, self.manifest))} differ) while this one ran; nothing more was "
-                "uploaded and nothing is published, so the two jobs' text never mix"
-            )
+        self.replaced = self.destination.replaced_by_another_run(self.manifest, listing)
+        if self.replaced is not None:
             say(f"error: {self.replaced}")
             return
         files = {self.destination.in_repo(path): path for path in part_files(self.destination.progress_dir)}

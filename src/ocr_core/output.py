@@ -153,6 +153,20 @@ class Destination:
             with_retries(lambda: self.hub.download(self.spec, name, Path(folder)), "reading the manifest")
             return read_manifest(Path(folder) / self.progress_prefix)
 
+    def replaced_by_another_run(self, manifest: dict, listing: Iterable[str] | None = None) -> str | None:
+        """Why this run's results are no longer the ones at OUTPUT: another run (an --overwrite with other settings)
+        replaced the manifest on the Hub while this one ran; None while they are still this run's."""
+        if not self.mirror_progress:
+            return None
+        theirs = self.manifest_on_hub(self.listing() if listing is None else listing)
+        changed = differences(theirs, manifest) if theirs is not None else []
+        if not changed:
+            return None
+        return (
+            f"another run replaced the results at {self.where()} with other settings ({', '.join(changed)} differ) "
+            "while this one ran; nothing more is uploaded or published, so the two jobs' text never mix"
+        )
+
     def fetch_manifest(self, listing: list[str]) -> dict | None:
         """The results' manifest. A local copy left by an earlier job whose manifest differs from the Hub's is
         stale (another run replaced those results since): its parts are dropped before they can be trusted."""

@@ -47,7 +47,6 @@ from .hostmem import MemoryGuard
 from .hub import HubClient, HubRefused
 from .job import Job, UsageError, prepare_job, release
 from .lease import LeaseTaken
-from .manifest import differences
 from .mirror import ProgressMirror
 from .offline import NoGpu, OfflineRunner, open_llm, stdout_to_stderr
 from .progress import ProgressLog, read_results
@@ -524,7 +523,7 @@ def run_cost(job: Job, tally: Tally, wall_s: float) -> tuple[str, dict[str, Any]
 
 
 def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> tuple[str | None, int]:
-    replaced = replaced_meanwhile(job)
+    replaced = job.destination.replaced_by_another_run(job.manifest)
     if replaced:
         drive.failure = replaced
         say(f"error: {replaced}")
@@ -541,20 +540,6 @@ def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int, cost: st
         return None, 1
     say(f"published {len(job.source.ids)} row(s) ({errors} with an error) to {published}")
     return published, 0
-
-
-def replaced_meanwhile(job: Job) -> str | None:
-    """Why not to publish: another run replaced this config's results with other settings while this one ran."""
-    destination = job.destination
-    if not destination.mirror_progress:
-        return None
-    theirs = destination.manifest_on_hub(destination.listing())
-    if theirs is None or not differences(theirs, job.manifest):
-        return None
-    return (
-        f"another run replaced the results at {destination.where()} with other settings "
-        f"({', '.join(differences(theirs, job.manifest))} differ) while this one ran; not publishing"
-    )
 
 
 def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> str:
