@@ -27,7 +27,7 @@ from PIL import Image
 
 from ocr_core.chat import chat_body
 from ocr_core.images import placeholder_part, prepare_image
-from ocr_core.run import main
+from ocr_core.run_server import main
 from ocr_models import lighton_ocr3
 
 PAGES = sorted((ROOT / "samples" / "pages").glob("*.jpg"))

@@ -30,7 +30,7 @@ COPIES = 8
 MAX_TOKENS = 64
 FIXED = ["--max-model-len", "1024", "--max-tokens", str(MAX_TOKENS), "--ignore-eos", "--temperature", "0"]
 SERVER_MODE = (
-    "import sys; from ocr_core.run import main; from ocr_models import lighton_ocr3; "
+    "import sys; from ocr_core.run_server import main; from ocr_models import lighton_ocr3; "
     "sys.exit(main(vars(lighton_ocr3), 'lighton-ocr3-server', 'server', sys.argv[1:]))"
 )
 

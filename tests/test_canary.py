@@ -20,7 +20,7 @@ from ocr_core.canary import (
     degenerate_kind,
     repeated_unit,
 )
-from ocr_core.chat import JobFailed
+from ocr_core.errors import JobFailed
 from ocr_core.offline import OfflineRunner
 from ocr_core.progress import ProgressLog, RowResult, read_results
 from ocr_core.report import Progress

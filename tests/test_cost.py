@@ -19,9 +19,9 @@ from ocr_core.cost import (
     describe_cost,
     run_price,
 )
+from ocr_models import RECIPES
 from tests.test_resume_publish import SAMPLES, run_main, served
 from tests.testbed.fake_server import fake_server
-from tools.build_scripts import RECIPES
 
 ROOT = Path(__file__).resolve().parent.parent
 L4 = Price(0.80, "HF Jobs price of l4x1")

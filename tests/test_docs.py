@@ -5,6 +5,7 @@ Nothing here starts a server; a drifted fact or a command that no longer parses 
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import re
@@ -19,7 +20,7 @@ import pytest
 from ocr_core.assemble import INFO_COLUMN
 from ocr_core.cli import build_parser, job_command, parse_arguments
 from ocr_core.facts import ModelFacts
-from tools.build_scripts import RECIPES
+from ocr_models import RECIPES
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "SERVING.md", "serving-unlimited-ocr.md")
@@ -67,7 +68,7 @@ def test_meta_says_when_and_how():
 def test_entry_matches_the_model_module(script):
     entry, module = entries()[script], model_module(script)
     facts = ModelFacts.from_namespace(vars(module))
-    mode = RECIPE_BY_SCRIPT[script].mode
+    mode = RECIPE_BY_SCRIPT[script].shape
     expected = {
         "model_id": module.MODEL,
         "mode": mode,
@@ -89,7 +90,7 @@ def test_entry_matches_the_model_module(script):
 
 @pytest.mark.parametrize("script", sorted(RECIPE_BY_SCRIPT))
 def test_mode_matches_the_name_and_the_script(script):
-    assert entries()[script]["mode"] == mode_of(script) == RECIPE_BY_SCRIPT[script].mode
+    assert entries()[script]["mode"] == mode_of(script) == RECIPE_BY_SCRIPT[script].shape
     assert f'mode="{mode_of(script)}"' in (ROOT / script).read_text()
 
 
@@ -186,7 +187,23 @@ def invocations() -> list[tuple[str, str, list[str]]]:
     return found
 
 
-INVOCATIONS = invocations()
+def docstring_invocations() -> list[tuple[str, str, list[str]]]:
+    """(where, script, arguments) for every command a generated script's own docstring shows (its indented lines),
+    the first thing a user opening it from its URL reads."""
+    found = []
+    for recipe in RECIPES:
+        text = ast.get_docstring(ast.parse((ROOT / recipe.script).read_text())) or ""
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.startswith("    ") or not any(script in line for script in RECIPE_BY_SCRIPT):
+                continue
+            for segment in segments(shlex.split(line)):
+                call = script_call(segment)
+                if call is not None:
+                    found.append((f"{recipe.script} docstring:{number}: {line.strip()}", *call))
+    return found
+
+
+INVOCATIONS = invocations() + docstring_invocations()
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -206,6 +223,17 @@ def test_shown_command_parses(where, script, arguments, capsys):
     else:
         return
     pytest.fail(f"{where}\ndoes not parse with {script}'s parser:\n{error}", pytrace=False)
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[recipe.script for recipe in RECIPES])
+def test_a_generated_docstring_shows_its_own_commands_and_only_flags_its_parser_has(recipe):
+    shown = [(where, script) for where, script, _ in INVOCATIONS if where.startswith(f"{recipe.script} docstring:")]
+    assert {script for _, script in shown} == {recipe.script}, shown
+    text = ast.get_docstring(ast.parse((ROOT / recipe.script).read_text())) or ""
+    assert ("--server" in text) == (recipe.shape != "offline")
+    if recipe.twin:
+        assert f"Its twin {recipe.twin}" in " ".join(text.split())
+        assert RECIPE_BY_SCRIPT[recipe.twin].twin == recipe.script
 
 
 def test_the_launcher_forms_are_recognised():

@@ -18,6 +18,7 @@ import pytest
 
 from ocr_core import hub as hub_module
 from ocr_core import run as run_module
+from ocr_core import run_server
 from ocr_core.hub import HubRefused, with_retries
 from tests.test_resume_publish import REPO, SAMPLES, repeated, run_main, served
 from tests.testbed.env import REPO_ROOT, VENV_PYTHON
@@ -108,7 +109,7 @@ def test_a_cancellation_from_inside_is_a_failure_not_a_crash(server, tmp_path, c
     async def cancelled(*args, **kwargs):
         raise asyncio.CancelledError
 
-    monkeypatch.setattr(run_module, "pump_pages", cancelled)
+    monkeypatch.setattr(run_server, "pump_pages", cancelled)
     code, summary, _ = run_main("ovis-ocr2-server.py", [str(SAMPLES), str(tmp_path / "out"), *served(server)], capsys)
     assert code == 1 and "cancelled" in summary["failure"]
 

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import pytest
 from PIL import Image
 
-from ocr_core.chat import JobFailed
 from ocr_core.cli import build_parser, parse_arguments
+from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, Parsed, default_parse
 from ocr_core.offline import OfflineRunner
 from ocr_core.progress import ProgressLog, read_results

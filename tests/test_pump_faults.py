@@ -22,8 +22,9 @@ from PIL import Image
 
 from ocr_core import pump as pump_module
 from ocr_core.answers import requested_sampling
-from ocr_core.chat import JobFailed, Retryable, RowFailed, post_chat
+from ocr_core.chat import Retryable, RowFailed, post_chat
 from ocr_core.cli import build_parser, parse_arguments
+from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, default_parse
 from ocr_core.progress import ProgressLog, read_results
 from ocr_core.pump import Pump, PumpSettings, Target, retry_delay

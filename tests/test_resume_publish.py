@@ -20,13 +20,11 @@ import yaml
 from ocr_core import assemble as assemble_module
 from ocr_core import hub as hub_module
 from ocr_core.images import prepare_image
-from ocr_core.run import main
-from ocr_models import nanonets_ocr2
+from ocr_models import RECIPES, nanonets_ocr2
 from tests.testbed.env import REPO_ROOT, VENV_PYTHON
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.fake_server import answer_text, fake_server
 from tests.testbed.hub_double import FolderHub
-from tools.build_scripts import RECIPES
 
 SAMPLES = REPO_ROOT / "samples" / "dataset"
 REPO = "someone/ocr-out"
@@ -49,7 +47,7 @@ def run_main(script: str, argv: list[str], capsys, hub: FolderHub | None = None)
     recipe = next(recipe for recipe in RECIPES if recipe.script == script)
     model = importlib.import_module(f"ocr_models.{recipe.model}")
     capsys.readouterr()
-    code = main(vars(model), script, recipe.mode, argv, hub=hub)
+    code = importlib.import_module(f"ocr_core.{recipe.entry}").main(vars(model), script, recipe.shape, argv, hub=hub)
     out, err = capsys.readouterr()
     lines = [line for line in out.splitlines() if line.startswith("{")]
     return code, json.loads(lines[-1]) if lines else {}, err

@@ -26,8 +26,9 @@ import pytest
 
 from ocr_core import engine as engine_module
 from ocr_core import server as server_module
-from ocr_core.chat import JobFailed, Retryable
+from ocr_core.chat import Retryable
 from ocr_core.engine import Engine
+from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts
 from ocr_core.pump import Target
 from ocr_core.scale import ScalePlan

@@ -19,7 +19,7 @@ import datasets
 import pytest
 from PIL import Image
 
-from ocr_core.run import main
+from ocr_core.run_server import main
 from ocr_models import hpd_parsing
 from tests.testbed.env import REPO_ROOT, VENV_PYTHON
 from tests.testbed.env import testbed_env as bed_env

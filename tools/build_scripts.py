@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from ocr_models import RECIPES, Recipe  # noqa: E402  (the registry is plain data; importing it runs no model code)
 
 CORE = ROOT / "src" / "ocr_core"
 MODELS = ROOT / "src" / "ocr_models"
@@ -30,27 +33,16 @@ DRIVER_DEPENDENCIES = (
 )
 
 
-@dataclass(frozen=True)
-class Recipe:
-    script: str
-    model: str
-    mode: str
-
-
-RECIPES = (
-    Recipe("ovis-ocr2.py", "ovis_ocr2", "offline"),
-    Recipe("lighton-ocr3.py", "lighton_ocr3", "offline"),
-    Recipe("nanonets-ocr2.py", "nanonets_ocr2", "offline"),
-    Recipe("lighton-ocr3-saturate.py", "lighton_ocr3", "saturate"),
-    Recipe("ovis-ocr2-server.py", "ovis_ocr2", "server"),
-    Recipe("nanonets-ocr2-server.py", "nanonets_ocr2", "server"),
-    Recipe("hpd-parsing-saturate.py", "hpd_parsing", "saturate"),
-)
-
-
-def core_order() -> list[str]:
-    """The core's modules, each after the ones it imports from (alphabetical where free), so inlined code runs."""
-    needs = {path.stem: set(core_imports(path)) for path in CORE.glob("*.py") if path.stem != "__init__"}
+def core_order(roots: list[str]) -> list[str]:
+    """The core modules `roots` need, each after the ones it imports from (alphabetical where free), so the
+    inlined code runs; a script carries only what its shape can run."""
+    needs: dict[str, set[str]] = {}
+    pending = list(roots)
+    while pending:
+        name = pending.pop()
+        if name not in needs:
+            needs[name] = set(core_imports(CORE / f"{name}.py"))
+            pending.extend(needs[name])
     order: list[str] = []
     while needs:
         ready = sorted(name for name, wanted in needs.items() if wanted <= set(order))
@@ -62,9 +54,17 @@ def core_order() -> list[str]:
 
 
 def core_imports(path: Path) -> list[str]:
-    """The sibling modules a core module imports (`from .x import ...`)."""
+    """The core modules a module imports: `from .x import ...` inside the core, `from ocr_core.x import ...` in a
+    model module."""
     tree = ast.parse(path.read_text())
-    return [node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module]
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.level == 1:
+                found.append(node.module)
+            elif node.module.startswith("ocr_core."):
+                found.append(node.module.split(".", 1)[1])
+    return found
 
 
 @dataclass
@@ -167,7 +167,7 @@ def defined_names(node: ast.stmt) -> list[str]:
 
 def header(recipe: Recipe, facts: dict) -> str:
     dependencies = list(DRIVER_DEPENDENCIES)
-    if recipe.mode == "offline":
+    if recipe.shape == "offline":
         dependencies.append(f"vllm=={facts['VLLM_PIN']}")
     listed = "".join(f'#     "{dependency}",\n' for dependency in dependencies)
     return (
@@ -205,40 +205,139 @@ def job_line(recipe: Recipe, facts: dict) -> str:
     )  # fmt: skip
 
 
-def docstring(recipe: Recipe, model: Split, facts: dict) -> str:
-    shape = {
-        "offline": "runs the vLLM engine in-process (`vllm.LLM`) and feeds it batches of pages; its -server "
-        "twin is faster on the same GPU and isolates failures per page",
-        "server": "starts `vllm serve` when no server answers, then keeps a fixed window of pages in flight",
-        "saturate": "starts `vllm serve` when no server answers, then widens the window of pages in flight "
-        "until the engine's queue fills or host memory says stop",
-    }[recipe.mode]
+SHAPE_SENTENCES = {
+    "offline": "runs the vLLM engine in-process (`vllm.LLM`) and feeds it batches of pages",
+    "server": "starts `vllm serve` when no server answers, then keeps a fixed window of pages in flight",
+    "saturate": "starts `vllm serve` when no server answers, then widens the window of pages in flight until the "
+    "engine's queue fills or host memory says stop",
+}
+HOOKS_AND_FACTS = CORE / "facts.py"
+DOC_FACTS = ("PROMPT",)
+
+
+def docstring(recipe: Recipe, model: Split, facts: dict, places: dict[str, int]) -> str:
+    """What it does, the job command, the other ways to run it, its twin, and where to read on."""
+    local = f"uv run {recipe.script} INPUT OUTPUT"
+    if recipe.shape == "offline":
+        ways = f"or on your own GPU machine:\n    {local}\n"
+        twin = (
+            f"Its twin {recipe.twin} runs the same model through `vllm serve`: faster on the same GPU, and a page "
+            "that fails stays one error row."
+        )
+    else:
+        ways = (
+            f"or on your own GPU machine, or against a server already running:\n    {local}\n    {local} --server URL\n"
+        )
+        twin = f"Its twin {recipe.twin} runs the same model in-process (`vllm.LLM`)." if recipe.twin else ""
+    where = (
+        f"Read on: the model's facts at line {places['facts']}, a map of the rest at line {places['contents']}, "
+        f"`main` at line {places['main']}."
+    )
     return (
         f'"""{model.docstring}\n\n'
-        f"{textwrap.fill(f'This script {shape}.', 110)}\n\n"
-        f"Run it on Hugging Face Jobs:\n    {job_line(recipe, facts)}\n"
-        "or against a running server with `--server URL`. Run it without arguments for usage.\n\n"
+        f"{textwrap.fill(f'This script {SHAPE_SENTENCES[recipe.shape]}. {twin}'.strip(), 116)}\n\n"
+        f"Run it on Hugging Face Jobs:\n    {job_line(recipe, facts)}\n{ways}"
+        "Run it without arguments for usage.\n\n"
+        f"{textwrap.fill(where, 116)}\n"
         "Generated by tools/build_scripts.py from src/ocr_models and src/ocr_core: edit those, then rebuild.\n"
         '"""'
     )
 
 
+def known_model_names() -> tuple[set[str], set[str]]:
+    """The facts (upper case) and hooks (lower case) ModelFacts reads from a model module, from its source."""
+    names = set(DOC_FACTS)
+    for node in ast.walk(ast.parse(HOOKS_AND_FACTS.read_text())):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            names.add(node.slice.value)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "get" and node.args:
+            names.update(arg.value for arg in node.args[:1] if isinstance(arg, ast.Constant))
+    return {name for name in names if name.isupper()}, {name for name in names if name.islower()}
+
+
+def check_model_names(recipe: Recipe, model: Split) -> list[str]:
+    """The hooks the model overrides; a public name that is neither a fact, a hook nor the model's own (prefixed
+    with its name) is refused, since ModelFacts would silently ignore a misspelt `MAX_SIDES`."""
+    facts, hooks = known_model_names()
+    prefix = recipe.model.split("_")[0]
+    overridden = []
+    for node in ast.parse(model.body).body:
+        for name in defined_names(node):
+            if name in hooks:
+                overridden.append(name)
+            elif not (name in facts or name.startswith("_") or name.lower().startswith(f"{prefix}_")):
+                raise SystemExit(
+                    f"src/ocr_models/{recipe.model}.py defines {name!r}, which is neither a model fact nor a hook "
+                    f"that ModelFacts reads; fix its spelling, or name a helper {prefix}_... / {prefix.upper()}_..."
+                )
+    return overridden
+
+
+def summary_line(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= 100 else first[:97] + "..."
+
+
+def commented(text: str) -> str:
+    return "\n".join(f"# {line}".rstrip() for line in text.strip().splitlines())
+
+
+def contents(sections: list[tuple[str, str]], places: dict[str, int], hooks: list[str], recipe: Recipe) -> str:
+    """The map printed after the model facts: each section with its line, and where to start reading."""
+    rows = [f"#   line {places[marker]:>5}  {title}" for marker, title in sections]
+    overridden = ", ".join(hooks) if hooks else "none (the defaults serve this model)"
+    return (
+        "# ==== contents ====\n"
+        f"# `main` (the entry point): line {places['main']}, in ocr_core/{recipe.entry}.py\n"
+        f"# the options (`build_parser`): line {places['options']}, in ocr_core/cli.py\n"
+        f"# hooks this model overrides: {overridden}\n"
+        "# the shared core, each section after the ones it uses:\n" + "\n".join(rows)
+    )
+
+
+def line_of(lines: list[str], prefix: str) -> int:
+    return next(number for number, line in enumerate(lines, 1) if line.startswith(prefix))
+
+
 def render(recipe: Recipe) -> str:
     model_path = MODELS / f"{recipe.model}.py"
     model = split_module(model_path)
-    core = {name: split_module(CORE / f"{name}.py") for name in core_order()}
+    hooks = check_model_names(recipe, model)
+    names = core_order([recipe.entry, *core_imports(model_path)])
+    core = {name: split_module(CORE / f"{name}.py") for name in names}
     check_no_clashes({f"ocr_models/{recipe.model}.py": model, **{f"ocr_core/{k}.py": v for k, v in core.items()}})
     facts = literal_facts(model_path)
     imports = import_block([*model.imports, *(node for part in core.values() for node in part.imports)])
-    core_text = "\n\n\n".join(f"# ---- ocr_core/{name}.py ----\n{part.body}" for name, part in core.items())
-    return (
-        f"{header(recipe, facts)}{docstring(recipe, model, facts)}\n\n"
-        f"from __future__ import annotations\n\n{imports}\n\n"
-        f"# ==== model facts: src/ocr_models/{recipe.model}.py ====\n{model.body}\n\n\n"
-        f"# ==== shared core: src/ocr_core (generated copy; edit it there) ====\n{core_text}\n\n\n"
-        'if __name__ == "__main__":\n'
-        f'    raise SystemExit(main(globals(), script="{recipe.script}", mode="{recipe.mode}"))\n'
+    markers = {name: f"# ---- ocr_core/{name}.py ----" for name in core}
+    sections = [(markers[name], f"ocr_core/{name}.py: {summary_line(part.docstring)}") for name, part in core.items()]
+    core_text = "\n\n\n".join(
+        f"{markers[name]}\n{commented(part.docstring)}\n\n\n{part.body}" for name, part in core.items()
     )
+    facts_marker = f"# ==== model facts: src/ocr_models/{recipe.model}.py ===="
+
+    def text(places: dict[str, int]) -> str:
+        return (
+            f"{header(recipe, facts)}{docstring(recipe, model, facts, places)}\n"
+            "# ruff: noqa: E501  (the docstring's job command is one line, to copy whole)\n\n"
+            f"from __future__ import annotations\n\n{imports}\n\n"
+            f"{facts_marker}\n{model.body}\n\n\n"
+            f"{contents(sections, places, hooks, recipe)}\n\n\n"
+            f"{core_text}\n\n\n"
+            'if __name__ == "__main__":\n'
+            f'    raise SystemExit(main(globals(), script="{recipe.script}", mode="{recipe.shape}"))\n'
+        )
+
+    keys = ["facts", "contents", "main", "options", *markers.values()]
+    draft = text(dict.fromkeys(keys, 0)).splitlines()
+    entry_at = line_of(draft, markers[recipe.entry])
+    places = {
+        "facts": line_of(draft, facts_marker),
+        "contents": line_of(draft, "# ==== contents ===="),
+        "main": entry_at + next(i for i, line in enumerate(draft[entry_at:]) if line.startswith("def main(")) + 1,
+        "options": line_of(draft, "def build_parser("),
+        **{marker: line_of(draft, marker) for marker in markers.values()},
+    }
+    return text(places)
 
 
 def main() -> int:

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from .breaker import LOOP, TRUNCATED, UNSTORABLE
-from .chat import ERROR_TEXT_LIMIT
+from .errors import ERROR_TEXT_LIMIT
 from .facts import ModelFacts
 from .repeats import Repeat, keep_one_copy, repeated_tail
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from typing import NamedTuple
 
-from .chat import INTERNAL_ERROR, JobFailed
+from .errors import INTERNAL_ERROR, JobFailed
 
 FIRST_OUTCOMES = 8
 RATE_WINDOW = 100

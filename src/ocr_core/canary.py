@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .breaker import LOOP, TRUNCATED, Advice, error_kind
-from .chat import JobFailed
+from .errors import JobFailed
 from .progress import ProgressLog, RowResult
 
 CANARY_PAGES = 8

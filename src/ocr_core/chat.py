@@ -14,11 +14,11 @@ from typing import Any, NamedTuple
 
 import httpx
 
-ERROR_TEXT_LIMIT = 500
+from .errors import ERROR_TEXT_LIMIT, JobFailed, internal_error
+
 JSON_HEADERS = {"Content-Type": "application/json"}
 TRANSIENT_STATUSES = (408, 425, 429)
 RETRY_AFTER_CAP_S = 600.0
-INTERNAL_ERROR = "internal error"
 
 
 class Retryable(Exception):
@@ -41,20 +41,11 @@ class RowFailed(Exception):
     """This page cannot succeed; the message is its error column."""
 
 
-class JobFailed(Exception):
-    """Nothing can succeed until the command changes; the message says how."""
-
-
 class Answer(NamedTuple):
     text: str
     finish_reason: str | None
     prompt_tokens: int
     completion_tokens: int
-
-
-def internal_error(stage: str, exc: BaseException) -> str:
-    """The error column of a page that met an exception nobody expected: a bug, or an answer of an odd shape."""
-    return f"{INTERNAL_ERROR} while {stage}: {type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
 
 
 def chat_body(model: str, content: list[dict], sampling: Mapping[str, Any], extras: Mapping[str, Any]) -> dict:

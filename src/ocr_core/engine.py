@@ -21,8 +21,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .chat import JobFailed, Retryable
+from .chat import Retryable
 from .cli import job_command, script_url
+from .errors import JobFailed
 from .facts import ModelFacts
 from .pump import Target
 from .redact import redact

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from .errors import CommandError
 from .report import say
 
 UPLOAD_ATTEMPTS = 5
@@ -20,7 +21,7 @@ REFUSALS = {401: "refused the token", 403: "refused access", 404: "has no such r
 T = TypeVar("T")
 
 
-class HubRefused(RuntimeError):
+class HubRefused(CommandError, RuntimeError):
     """The Hub said no (401/403/404): retrying cannot help, the token or the repo id must change."""
 
 

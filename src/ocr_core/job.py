@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .assemble import FAILED_TEXT, Columns, collisions
 from .card import split_front_matter
+from .errors import CommandError
 from .facts import ModelFacts
 from .hub import HfHub, HubClient, HubRefused, with_retries
 from .lease import (
@@ -53,7 +54,7 @@ from .source import Source, load_source
 WORK_DIR_ENV = "OCR_WORK_DIR"
 
 
-class UsageError(ValueError):
+class UsageError(CommandError, ValueError):
     """The command cannot work as written; the message says what to change."""
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import threading
 import time
 
-from .chat import JobFailed
 from .compaction import compact
+from .errors import JobFailed
 from .lease import Lease, lease_ttl
 from .output import Destination
 from .progress import part_files

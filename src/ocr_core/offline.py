@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from .answers import judge, requested_sampling
 from .breaker import Breaker
 from .canary import Canary
-from .chat import JobFailed, internal_error
+from .errors import CommandError, JobFailed, internal_error
 from .facts import ModelFacts
 from .images import BadImage, with_note
 from .pdf import prepare_page
@@ -47,7 +47,7 @@ class OfflinePage:
     note: str | None
 
 
-class NoGpu(RuntimeError):
+class NoGpu(CommandError, RuntimeError):
     """The offline recipe cannot run here; the message names the command that can."""
 
 

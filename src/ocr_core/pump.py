@@ -25,7 +25,8 @@ import httpx
 from .answers import judge
 from .breaker import Breaker
 from .canary import Canary
-from .chat import Answer, JobFailed, Retryable, RowFailed, chat_body, internal_error, post_chat
+from .chat import Answer, Retryable, RowFailed, chat_body, post_chat
+from .errors import JobFailed, internal_error
 from .facts import ModelFacts
 from .hostmem import MemoryGuard
 from .images import BadImage, PreparedImage, placeholder_part, with_note

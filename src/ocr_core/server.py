@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from .errors import CommandError
 from .redact import redact
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
@@ -36,7 +37,7 @@ STOPPING = "the run is stopping, so vllm serve is not started or waited for"
 LOG_TAIL_LINES = 40
 
 
-class ServerError(RuntimeError):
+class ServerError(CommandError, RuntimeError):
     """The server could not be found, started or kept alive; the message says what to do."""
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import datasets
 
+from .errors import CommandError
 from .pdf import BadPdf, PdfiumMissing, PdfPage, RenderSize, looks_like_pdf, page_count
 from .report import say
 
@@ -30,7 +31,7 @@ DATA_SUFFIXES = {".parquet", ".arrow", ".csv", ".json", ".jsonl", ".tsv"}
 BROKEN_SHOWN = 3
 
 
-class InputError(ValueError):
+class InputError(CommandError, ValueError):
     """The input cannot be used as asked; the message says how to fix the command."""
 
 

@@ -53,7 +53,7 @@ HPD_BLOCK = re.compile(
 )
 HPD_BLOCK_TYPE = pa.struct([("type", pa.string()), ("bbox", pa.list_(pa.int32())), ("text", pa.string())])
 EXTRA_COLUMNS = {"hpd_blocks": pa.list_(HPD_BLOCK_TYPE)}
-PREFIX_CACHE_COUNTERS = (
+HPD_PREFIX_CACHE_COUNTERS = (
     ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
     ("vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_queries_total"),
 )
@@ -76,7 +76,7 @@ def prepare_serve(serve_args: list[str], args: argparse.Namespace) -> list[str]:
     return [*serve_args[:index], json.dumps(config), *serve_args[index + 1 :]]
 
 
-def parse_blocks(text: str) -> list[dict]:
+def hpd_parse_blocks(text: str) -> list[dict]:
     """Box numbers are read exactly (Decimal, not float), so an absurd one stays a number for the judge to refuse."""
     blocks = []
     for match in HPD_BLOCK.finditer(text):
@@ -88,7 +88,7 @@ def parse_blocks(text: str) -> list[dict]:
 
 def parse(text: str, args: argparse.Namespace) -> Parsed:
     """Joins the blocks' text in reading order; a reply without blocks is kept as it came."""
-    blocks = parse_blocks(text)
+    blocks = hpd_parse_blocks(text)
     if not blocks:
         return Parsed(text.strip(), {"hpd_blocks": []})
     joined = "\n\n".join(block["text"] for block in blocks if block["text"])
@@ -97,7 +97,7 @@ def parse(text: str, args: argparse.Namespace) -> Parsed:
 
 def summary_metrics(before: Mapping[str, float], after: Mapping[str, float]) -> dict:
     """The prefix-cache hit rate over this run: how much KV the forked branches reused."""
-    for hits, queries in PREFIX_CACHE_COUNTERS:
+    for hits, queries in HPD_PREFIX_CACHE_COUNTERS:
         if queries in after:
             asked = after[queries] - before.get(queries, 0.0)
             reused = after.get(hits, 0.0) - before.get(hits, 0.0)

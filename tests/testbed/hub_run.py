@@ -11,15 +11,16 @@ import importlib
 import sys
 from pathlib import Path
 
-from ocr_core.run import main
+from ocr_models import RECIPES
 from tests.testbed.hub_double import FolderHub
-from tools.build_scripts import RECIPES
 
 
 def run(hub_folder: str, script: str, argv: list[str]) -> int:
     recipe = next(recipe for recipe in RECIPES if recipe.script == script)
     model = importlib.import_module(f"ocr_models.{recipe.model}")
-    return main(vars(model), script, recipe.mode, argv, hub=FolderHub(Path(hub_folder)))
+    return importlib.import_module(f"ocr_core.{recipe.entry}").main(
+        vars(model), script, recipe.shape, argv, hub=FolderHub(Path(hub_folder))
+    )
 
 
 if __name__ == "__main__":

