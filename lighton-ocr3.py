@@ -23,9 +23,9 @@ pages are sent at most 2048 px on the longest side and never upscaled (PDF pages
 as LightOn's renderer does), temperature 0.1 rather than greedy, thinking off, and the vLLM 0.30.0 pin of LightOn's
 own benchmark environment.
 
-This script runs the vLLM engine in-process (`vllm.LLM`) and feeds it batches of pages. Its twin lighton-
-ocr3-saturate.py runs the same model through `vllm serve`: faster on the same GPU, and a page that fails stays one
-error row.
+This script runs the vLLM engine in-process (`vllm.LLM`) and feeds it batches of pages. Its twin
+lighton-ocr3-saturate.py runs the same model through `vllm serve`: faster on the same GPU, and a page that fails
+stays one error row.
 
 Run it on Hugging Face Jobs:
     hf jobs uv run --flavor l4x1 --timeout 4h --image vllm/vllm-openai:v0.30.0 -s HF_TOKEN https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/lighton-ocr3.py INPUT OUTPUT

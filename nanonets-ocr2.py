@@ -23,9 +23,9 @@ serves it with a bare `vllm serve`; full-page scans need a 32768-token context. 
 image, and decoding is greedy. The card names no page size ("higher resolution helps"): PDF pages render at
 200 dpi inside the Qwen2.5-VL processor's pixel band (3136 to 12845056), which a 32768-token context holds.
 
-This script runs the vLLM engine in-process (`vllm.LLM`) and feeds it batches of pages. Its twin nanonets-
-ocr2-server.py runs the same model through `vllm serve`: faster on the same GPU, and a page that fails stays one
-error row.
+This script runs the vLLM engine in-process (`vllm.LLM`) and feeds it batches of pages. Its twin
+nanonets-ocr2-server.py runs the same model through `vllm serve`: faster on the same GPU, and a page that fails
+stays one error row.
 
 Run it on Hugging Face Jobs:
     hf jobs uv run --flavor l4x1 --timeout 4h --image vllm/vllm-openai:v0.10.2 -s HF_TOKEN https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/nanonets-ocr2.py INPUT OUTPUT

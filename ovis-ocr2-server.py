@@ -23,8 +23,8 @@ card's pixel band (448x448 to 2880x2880 px; PDF pages render at 200 dpi moved in
 image; decoding is greedy with thinking off. Like the card's own parser, the output drops figure placeholders
 (`<img src="images/bbox_...">`, kept with --keep-image-tags) and trims a truncated repeating tail.
 
-This script starts `vllm serve` when no server answers, then keeps a fixed window of pages in flight. Its twin ovis-
-ocr2.py runs the same model in-process (`vllm.LLM`).
+This script starts `vllm serve` when no server answers, then keeps a fixed window of pages in flight. Its twin
+ovis-ocr2.py runs the same model in-process (`vllm.LLM`).
 
 Run it on Hugging Face Jobs:
     hf jobs uv run --flavor l4x1 --timeout 4h --image vllm/vllm-openai:v0.22.1 -s HF_TOKEN https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/ovis-ocr2-server.py INPUT OUTPUT
