@@ -17,8 +17,7 @@ from types import ModuleType
 
 import pytest
 
-from ocr_core.assemble import INFO_COLUMN
-from ocr_core.cli import build_parser, job_command, parse_arguments
+from ocr_core.cli import build_parser, parse_arguments
 from ocr_core.facts import ModelFacts
 from ocr_models import RECIPES
 
@@ -62,30 +61,6 @@ def test_meta_says_when_and_how():
     meta = models_json()["_meta"]
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", meta["updated"])
     assert "<script>" in meta["run_pattern"] and meta["description"]
-
-
-@pytest.mark.parametrize("script", sorted(RECIPE_BY_SCRIPT))
-def test_entry_matches_the_model_module(script):
-    entry, module = entries()[script], model_module(script)
-    facts = ModelFacts.from_namespace(vars(module))
-    mode = RECIPE_BY_SCRIPT[script].shape
-    expected = {
-        "model_id": module.MODEL,
-        "mode": mode,
-        "image": module.IMAGE,
-        "vllm_pin": module.VLLM_PIN if mode == "offline" else None,
-        "flavor": facts.flavor,
-        "job_command": job_command(script, facts),
-        "serve_args": list(module.SERVE_ARGS),
-        "serve_env": dict(facts.serve_env),
-        "prompt": getattr(module, "PROMPT", None),
-        "sampling": dict(module.SAMPLING),
-        "request_extras": json.loads(json.dumps(dict(facts.request_extras))),
-        "max_model_len": module.MAX_MODEL_LEN,
-        "pdf_render": dict(facts.pdf_render),
-        "outputs": ["markdown", "ocr_error", *facts.extra_columns, INFO_COLUMN],
-    }
-    assert {key: entry.get(key) for key in expected} == expected
 
 
 @pytest.mark.parametrize("script", sorted(RECIPE_BY_SCRIPT))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,18 +14,13 @@ import pytest
 from ocr_core.cli import job_command, job_timeout, without_secrets
 from ocr_core.facts import ModelFacts
 from ocr_core.server import parse_metrics
-from ocr_models import hpd_parsing, lighton_ocr3, nanonets_ocr2, ovis_ocr2
+from ocr_models import RECIPES, hpd_parsing, lighton_ocr3, nanonets_ocr2, ovis_ocr2, recipe
+from tools import build_scripts
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = {
-    "ovis-ocr2.py": ovis_ocr2,
-    "lighton-ocr3.py": lighton_ocr3,
-    "nanonets-ocr2.py": nanonets_ocr2,
-    "lighton-ocr3-saturate.py": lighton_ocr3,
-    "ovis-ocr2-server.py": ovis_ocr2,
-    "nanonets-ocr2-server.py": nanonets_ocr2,
-    "hpd-parsing-saturate.py": hpd_parsing,
-}
+SCRIPTS = {entry.script: importlib.import_module(f"ocr_models.{entry.model}") for entry in RECIPES}
+SERVER_ONLY = ("class Pump:", "def post_chat(", "class Window:", "class MemoryGuard:", "def watch_for_stalls(")
+OFFLINE_ONLY = ("class OfflineRunner:", "def open_llm(")
 
 
 def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
@@ -37,6 +34,43 @@ def test_generated_scripts_match_the_core():
         [sys.executable, str(ROOT / "tools" / "build_scripts.py"), "--check"], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_a_script_carries_only_the_code_its_shape_runs(script):
+    text = (ROOT / script).read_text()
+    offline = recipe(script).shape == "offline"
+    assert [marker for marker in SERVER_ONLY if marker in text] == ([] if offline else list(SERVER_ONLY))
+    assert [marker for marker in OFFLINE_ONLY if marker in text] == (list(OFFLINE_ONLY) if offline else [])
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_the_contents_map_points_at_each_section_and_at_main(script):
+    lines = (ROOT / script).read_text().splitlines()
+    rows = [re.match(r"#   line +(\d+)  (ocr_core/\w+\.py): ", line) for line in lines]
+    sections = [(int(row[1]), row[2]) for row in rows if row]
+    assert len(sections) >= 20
+    assert all(lines[number - 1] == f"# ---- {module} ----" for number, module in sections)
+    main_at = int(re.search(r"`main` at line (\d+)", " ".join((ROOT / script).read_text().split()))[1])
+    assert lines[main_at - 1].startswith("def main(")
+    assert lines[int(re.search(r"`build_parser`\): line (\d+)", "\n".join(lines))[1]) - 1].startswith(
+        "def build_parser("
+    )
+
+
+def test_a_misspelt_fact_in_a_model_module_is_refused(tmp_path):
+    path = tmp_path / "lighton_ocr3.py"
+    path.write_text(
+        (ROOT / "src" / "ocr_models" / "lighton_ocr3.py").read_text().replace("MAX_SIDE = ", "MAX_SIDES = ")
+    )
+    with pytest.raises(SystemExit, match="'MAX_SIDES', which is neither a model fact nor a hook"):
+        build_scripts.check_model_names(recipe("lighton-ocr3.py"), build_scripts.split_module(path))
+
+
+def test_the_hooks_a_model_overrides_are_named():
+    module = build_scripts.split_module(ROOT / "src" / "ocr_models" / "hpd_parsing.py")
+    overridden = build_scripts.check_model_names(recipe("hpd-parsing-saturate.py"), module)
+    assert sorted(overridden) == ["build_content", "parse", "prepare_serve", "summary_metrics"]
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))

@@ -1,20 +1,31 @@
-"""Renders the generated tables in README.md and SERVING.md from models.json.
+"""Writes the model facts into models.json and renders the tables in README.md and SERVING.md from it.
 
-models.json is the one place that says which script runs which model on which image and what was measured; the
-docs show it between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->` markers, and `--check` fails when
-a block differs from what this tool would write (the tests run it), so the prose never drifts from the facts.
-Usage: python tools/docs.py [--check]
+models.json is the one place that says which script runs which model on which image and what was measured. Its
+facts (model id, shape, image, flags, prompt, sampling, columns, twin) are copied from the recipe registry and the
+model modules by this tool, so only the hand-kept fields (params, license, notes, measured, pinned_check) are
+edited there. The docs show it between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->` markers, and
+`--check` fails when models.json or a block differs from what this tool would write (the tests run it).
+Usage: python tools/docs.py [--check]  (with the test bed's python, which has the core's dependencies)
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import importlib
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from ocr_core.assemble import INFO_COLUMN  # noqa: E402  (src/ is on the path only from here on)
+from ocr_core.cli import job_command  # noqa: E402
+from ocr_core.facts import ModelFacts  # noqa: E402
+from ocr_models import RECIPES, Recipe  # noqa: E402
+
 MODELS_JSON = ROOT / "models.json"
 BLOCKS = {"README.md": ("scripts",), "SERVING.md": ("scripts", "measurements")}
 SHAPES = {
@@ -22,11 +33,46 @@ SHAPES = {
     "server": "server, fixed window of 32",
     "saturate": "server, adaptive window",
 }
-EDIT_NOTE = "<!-- rendered by tools/docs.py from models.json: edit that file, then run python tools/docs.py -->"
+EDIT_NOTE = (
+    "<!-- rendered by tools/docs.py from models.json, whose model facts come from src/ocr_models: edit the model "
+    "module (facts) or models.json (measurements, notes), then run python tools/docs.py -->"
+)
 
 
 class MissingMarker(ValueError):
     """A document lacks the markers of a block it should carry."""
+
+
+def model_facts(recipe: Recipe) -> dict:
+    """The fields of a script's models.json entry that the code decides, in the order the file lists them."""
+    module = importlib.import_module(f"ocr_models.{recipe.model}")
+    facts = ModelFacts.from_namespace(vars(module))
+    return {
+        "model_id": facts.model,
+        "mode": recipe.shape,
+        "image": facts.image,
+        "vllm_pin": facts.vllm_pin if recipe.shape == "offline" else None,
+        "flavor": facts.flavor,
+        "job_command": job_command(recipe.script, facts),
+        "serve_args": list(facts.serve_args),
+        "serve_env": dict(facts.serve_env),
+        "prompt": getattr(module, "PROMPT", None),
+        "sampling": dict(facts.sampling),
+        "request_extras": json.loads(json.dumps(dict(facts.request_extras))),
+        "max_model_len": facts.max_model_len,
+        "pdf_render": dict(facts.pdf_render),
+        "outputs": ["markdown", "ocr_error", *facts.extra_columns, INFO_COLUMN],
+        "twin": recipe.twin,
+    }
+
+
+def with_model_facts(data: dict) -> dict:
+    """models.json with every recipe's code-decided fields rewritten (a new recipe gets an entry), hand-kept fields
+    and the underscore sections left as they are; entries of scripts no longer in the registry are dropped."""
+    updated = {key: value for key, value in data.items() if key.startswith("_")}
+    for recipe in RECIPES:
+        updated[recipe.script] = {**data.get(recipe.script, {}), **model_facts(recipe)}
+    return updated
 
 
 def load_entries(path: Path = MODELS_JSON) -> dict[str, dict]:
@@ -112,8 +158,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if a generated block is out of date; write nothing")
     args = parser.parse_args()
-    entries = load_entries()
     stale = []
+    current_json = MODELS_JSON.read_text()
+    fresh_json = json.dumps(with_model_facts(json.loads(current_json)), indent=2, ensure_ascii=False) + "\n"
+    if fresh_json != current_json:
+        if args.check:
+            stale.append("models.json")
+            diff = difflib.unified_diff(current_json.splitlines(), fresh_json.splitlines(), "models.json", "generated")
+            print("\n".join(list(diff)[:40]))
+        else:
+            MODELS_JSON.write_text(fresh_json)
+            print("wrote models.json")
+    entries = (
+        load_entries()
+        if not args.check
+        else {name: entry for name, entry in json.loads(fresh_json).items() if not name.startswith("_")}
+    )
     for doc, names in BLOCKS.items():
         path = ROOT / doc
         current = path.read_text()
