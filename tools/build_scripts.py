@@ -279,6 +279,7 @@ def check_model_names(recipe: Recipe, model: Split) -> list[str]:
 
 
 def summary_line(text: str) -> str:
+    """A docstring's first line, cut to fit one row of a table or a map."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     return first if len(first) <= 100 else first[:97] + "..."
 

@@ -19,23 +19,24 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from ocr_core.assemble import INFO_COLUMN  # noqa: E402  (src/ is on the path only from here on)
 from ocr_core.cli import job_command  # noqa: E402
 from ocr_core.facts import ModelFacts  # noqa: E402
 from ocr_models import RECIPES, Recipe  # noqa: E402
+from tools.build_scripts import CORE, core_order, split_module  # noqa: E402
 
 MODELS_JSON = ROOT / "models.json"
-BLOCKS = {"README.md": ("scripts",), "SERVING.md": ("scripts", "measurements")}
+BLOCKS = {"README.md": ("scripts", "modules"), "SERVING.md": ("scripts", "measurements")}
 SHAPES = {
     "offline": "offline (`vllm.LLM`), batches of 16",
     "server": "server, fixed window of 32",
     "saturate": "server, adaptive window",
 }
 EDIT_NOTE = (
-    "<!-- rendered by tools/docs.py from models.json, whose model facts come from src/ocr_models: edit the model "
-    "module (facts) or models.json (measurements, notes), then run python tools/docs.py -->"
+    "<!-- rendered by tools/docs.py from models.json (measurements, notes) and src/ (model facts, module "
+    "docstrings): edit those, then run python tools/docs.py -->"
 )
 
 
@@ -132,9 +133,33 @@ def measurements_table(entries: dict[str, dict]) -> str:
     return table(["script", "what", "value", "hardware", "date", "source"], rows)
 
 
+def first_sentence(docstring: str) -> str:
+    """A docstring's first sentence, its line breaks joined."""
+    paragraph = " ".join(docstring.strip().split("\n\n")[0].split())
+    head, found, _ = paragraph.partition(". ")
+    return f"{head}." if found else paragraph
+
+
+def modules_table(entries: dict[str, dict]) -> str:
+    """Each core module, its one role (its docstring's first line) and the shapes whose scripts carry it, as the
+    build decides from the imports."""
+    carried = {entry: set(core_order([entry, "facts", "repeats"])) for entry in ("run_offline", "run_server")}
+    rows = [
+        [
+            f"`{name}.py`",
+            first_sentence(split_module(CORE / f"{name}.py").docstring),
+            "yes" if name in carried["run_offline"] else "",
+            "yes" if name in carried["run_server"] else "",
+        ]
+        for name in sorted(path.stem for path in CORE.glob("*.py") if path.stem != "__init__")
+    ]
+    return table(["module (src/ocr_core)", "its role", "offline", "server, saturate"], rows)
+
+
 RENDERERS: dict[str, Callable[[dict[str, dict]], str]] = {
     "scripts": scripts_table,
     "measurements": measurements_table,
+    "modules": modules_table,
 }
 
 
