@@ -5,7 +5,6 @@ Both shapes grade answers through `judge`, so these scenarios cover the server a
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from types import ModuleType
@@ -18,6 +17,7 @@ from ocr_core.assemble import Columns, assemble
 from ocr_core.cli import build_parser, parse_arguments
 from ocr_core.facts import ModelFacts
 from ocr_core.progress import ProgressLog, RowResult, read_results
+from ocr_core.settings import Settings
 from ocr_core.source import load_source
 from ocr_models import hpd_parsing, lighton_ocr3, nanonets_ocr2
 
@@ -26,7 +26,7 @@ PAGE = "# Survey\n\nRiver levels rose in March."
 LOOP_UNIT = "<td>0</td>"
 
 
-def recipe(module: ModuleType, *argv: str) -> tuple[ModelFacts, argparse.Namespace]:
+def recipe(module: ModuleType, *argv: str) -> tuple[ModelFacts, Settings]:
     facts = ModelFacts.from_namespace(vars(module))
     return facts, parse_arguments(build_parser("recipe.py", facts, "server"), ["in", "./out", *argv])
 

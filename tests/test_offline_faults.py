@@ -6,12 +6,12 @@ is exact and costs nothing.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -22,6 +22,7 @@ from ocr_core.facts import ModelFacts, Parsed, default_parse
 from ocr_core.offline import OfflineRunner
 from ocr_core.progress import ProgressLog, read_results
 from ocr_core.report import Progress
+from ocr_core.settings import Settings
 from ocr_core.source import RowInput
 from ocr_models import nanonets_ocr2
 
@@ -60,7 +61,7 @@ class FakeLLM:
         return [SimpleNamespace(outputs=[reply], prompt_token_ids=[0] * 10) for reply in replies]
 
 
-def recipe(*argv: str) -> tuple[ModelFacts, argparse.Namespace]:
+def recipe(*argv: str) -> tuple[ModelFacts, Settings]:
     facts = ModelFacts.from_namespace(vars(nanonets_ocr2))
     return facts, parse_arguments(build_parser("recipe.py", facts, "offline"), ["in", "./out", *argv])
 
@@ -99,10 +100,10 @@ def test_every_page_refused_by_the_engine_stops_the_job(tmp_path):
 def test_a_failing_parse_hook_fails_its_row_only(tmp_path):
     facts, _ = recipe()
 
-    def parse(text: str, args: argparse.Namespace) -> Parsed:
+    def parse(text: str, options: Mapping[str, Any]) -> Parsed:
         if text == "poison":
             raise ValueError("cannot parse")
-        return default_parse(text, args)
+        return default_parse(text, options)
 
     replies = {1: completion("poison")}
     results, _, failure = run_offline(
@@ -117,7 +118,7 @@ def test_a_failing_build_content_hook_fails_its_row_only(tmp_path):
     facts, _ = recipe()
     calls = []
 
-    def build_content(image_part: dict, args: argparse.Namespace) -> list[dict]:
+    def build_content(image_part: dict) -> list[dict]:
         calls.append(1)
         if len(calls) == 3:
             raise RuntimeError("prompt template broke")

@@ -117,13 +117,14 @@ def test_compaction_keeps_the_newest_record_of_a_row_merged_with_an_older_one(tm
 
 
 def manifest_args(**changes):
-    from ocr_core.cli import build_parser
+    from ocr_core.cli import build_parser, parse_arguments
     from ocr_core.facts import ModelFacts
     from ocr_models import ovis_ocr2
 
     facts = ModelFacts.from_namespace(vars(ovis_ocr2))
-    argv = ["in", "./out", *[item for key, value in changes.items() for item in (f"--{key}", value)]]
-    return build_parser("ovis-ocr2-server.py", facts, "server").parse_args(argv), facts
+    flags = [[f"--{key}"] if value is None else [f"--{key}", value] for key, value in changes.items()]
+    argv = ["in", "./out", *[item for flag in flags for item in flag]]
+    return parse_arguments(build_parser("ovis-ocr2-server.py", facts, "server"), argv), facts
 
 
 def test_the_fingerprint_sees_every_setting_that_changes_a_rows_text():
@@ -139,9 +140,8 @@ def test_the_fingerprint_sees_every_setting_that_changes_a_rows_text():
         changed = fingerprint(*manifest_args(**{option: value}), "ovis-ocr2-server.py", None, 12)
         assert differences(json.loads(json.dumps(base)), changed) == [field], option
     parse = fingerprint(*manifest_args(), "ovis-ocr2-server.py", None, 12)
-    args, facts = manifest_args()
-    args.keep_image_tags = True
-    assert differences(parse, fingerprint(args, facts, "ovis-ocr2-server.py", None, 12)) == ["parse_options"]
+    keeping_tags = fingerprint(*manifest_args(**{"keep-image-tags": None}), "ovis-ocr2-server.py", None, 12)
+    assert differences(parse, keeping_tags) == ["parse_options"]
     assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2.py", None, 12)) == ["script"]
     assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2-server.py", "abc123", 12)) == ["input_revision"]
     assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2-server.py", None, 13)) == ["input_rows"]

@@ -6,29 +6,29 @@ are exact and cost nothing; the pump is driven as run.py drives it.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import io
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from PIL import Image
 
 from ocr_core import pump as pump_module
-from ocr_core.answers import requested_sampling
 from ocr_core.chat import Retryable, RowFailed, post_chat
 from ocr_core.cli import build_parser, parse_arguments
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, default_parse
 from ocr_core.progress import ProgressLog, read_results
-from ocr_core.pump import Pump, PumpSettings, Target, retry_delay
+from ocr_core.pump import Pump, Target, retry_delay
 from ocr_core.report import Progress
+from ocr_core.settings import Settings
 from ocr_core.source import RowInput
 from ocr_core.window import Window
 from ocr_models import hpd_parsing, nanonets_ocr2
@@ -78,7 +78,7 @@ class FakeServer:
         return reply
 
 
-def recipe(module=nanonets_ocr2, *argv: str) -> tuple[ModelFacts, argparse.Namespace]:
+def recipe(module=nanonets_ocr2, *argv: str) -> tuple[ModelFacts, Settings]:
     facts = ModelFacts.from_namespace(vars(module))
     return facts, parse_arguments(build_parser("recipe.py", facts, "server"), ["in", "./out", *argv])
 
@@ -100,7 +100,7 @@ def run_pump(
     server: Handler,
     count: int = 4,
     facts: ModelFacts | None = None,
-    args: argparse.Namespace | None = None,
+    args: Settings | None = None,
     retry_budget: float = 30.0,
     page: bytes = PAGE,
 ) -> Outcome:
@@ -113,11 +113,11 @@ def run_pump(
         recovered.append(error)
         return generation
 
-    settings = PumpSettings(requested_sampling(facts, args), request_timeout=5.0, retry_budget=retry_budget)
+    settings = dataclasses.replace(args, request_timeout=5.0, retry_budget=retry_budget)
     log = ProgressLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
     progress = Progress(count, 0)
     pump = Pump(
-        Target(URL, "m", {}), facts, args, settings, Window(1, 1), log, progress, recover,
+        Target(URL, "m", {}), facts, settings, Window(1, 1), log, progress, recover,
         transport=httpx.MockTransport(server),
     )  # fmt: skip
     failure = None
@@ -274,7 +274,7 @@ def test_a_failing_build_content_hook_fails_its_row_only(tmp_path):
     facts, args = recipe()
     calls = []
 
-    def build_content(image_part: dict, args: argparse.Namespace) -> list[dict]:
+    def build_content(image_part: dict) -> list[dict]:
         calls.append(1)
         if len(calls) == 2:
             raise RuntimeError("prompt template broke")
@@ -292,10 +292,10 @@ def test_a_failing_build_content_hook_fails_its_row_only(tmp_path):
 def test_a_failing_parse_hook_fails_its_row_only(tmp_path):
     facts, args = recipe()
 
-    def parse(text: str, args: argparse.Namespace):
+    def parse(text: str, options: Mapping[str, Any]):
         if text == "poison":
             raise ValueError("cannot parse")
-        return default_parse(text, args)
+        return default_parse(text, options)
 
     server = FakeServer([answer("ok"), answer("poison")])
     outcome = run_pump(tmp_path, server, 3, dataclasses.replace(facts, parse=parse), args)

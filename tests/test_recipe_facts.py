@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import re
 import subprocess
@@ -118,14 +117,14 @@ def test_hpd_parse_gives_structured_blocks():
         "<BLOCK>image [100, 120, 500, 400]"
         "<BLOCK>text [100, 420, 900, 600]<CHILD>The river rose twice.\n"
     )
-    parsed = hpd_parsing.parse(raw, argparse.Namespace())
+    parsed = hpd_parsing.parse(raw, {})
     assert parsed.text == "Annual Report\n\nThe river rose twice."
     assert parsed.extra["hpd_blocks"] == [
         {"type": "title", "bbox": [102, 40, 898, 88], "text": "Annual Report"},
         {"type": "image", "bbox": [100, 120, 500, 400], "text": None},
         {"type": "text", "bbox": [100, 420, 900, 600], "text": "The river rose twice."},
     ]
-    assert hpd_parsing.parse("plain words", argparse.Namespace()).text == "plain words"
+    assert hpd_parsing.parse("plain words", {}).text == "plain words"
 
 
 def test_hpd_prefix_cache_hit_rate():
@@ -137,8 +136,7 @@ def test_hpd_prefix_cache_hit_rate():
 
 def test_hpd_points_the_speculative_head_at_a_local_folder(tmp_path):
     (tmp_path / "P-MTP").mkdir()
-    args = argparse.Namespace(model=str(tmp_path))
-    serve_args = hpd_parsing.prepare_serve(list(hpd_parsing.SERVE_ARGS), args)
+    serve_args = hpd_parsing.prepare_serve(list(hpd_parsing.SERVE_ARGS), str(tmp_path))
     config = serve_args[serve_args.index("--speculative-config") + 1]
     assert f'"model": "{tmp_path / "P-MTP"}"' in config
     assert '"num_speculative_tokens": 6' in config
@@ -146,25 +144,25 @@ def test_hpd_points_the_speculative_head_at_a_local_folder(tmp_path):
 
 def test_ovis_drops_figure_tags_unless_kept():
     raw = 'Title\n\n<img src="images/bbox_10_20_300_400.jpg" />\n\nBody text.'
-    assert ovis_ocr2.parse(raw, argparse.Namespace(keep_image_tags=False)).text == "Title\n\nBody text."
-    assert "<img" in ovis_ocr2.parse(raw, argparse.Namespace(keep_image_tags=True)).text
+    assert ovis_ocr2.parse(raw, {"keep_image_tags": False}).text == "Title\n\nBody text."
+    assert "<img" in ovis_ocr2.parse(raw, {"keep_image_tags": True}).text
 
 
 def test_ovis_trims_a_long_truncated_repeat():
     raw = "Intro line.\n" + "| 1 | 2 |\n" * 1000
-    parsed = ovis_ocr2.parse(raw, argparse.Namespace(keep_image_tags=False)).text
+    parsed = ovis_ocr2.parse(raw, {"keep_image_tags": False}).text
     assert parsed.count("| 1 | 2 |") == 1
 
 
 def test_ovis_prompt_follows_the_image():
-    content = ovis_ocr2.build_content({"type": "image_url"}, argparse.Namespace())
+    content = ovis_ocr2.build_content({"type": "image_url"})
     assert content[0] == {"type": "image_url"}
     assert content[1]["text"].startswith("\nExtract all readable content")
 
 
 def test_lighton_sends_the_image_alone():
     facts = ModelFacts.from_namespace(vars(lighton_ocr3))
-    assert facts.build_content({"type": "image_url"}, argparse.Namespace()) == [{"type": "image_url"}]
+    assert facts.build_content({"type": "image_url"}) == [{"type": "image_url"}]
     assert facts.max_side == 2048
     assert facts.sampling["temperature"] == 0.1
 

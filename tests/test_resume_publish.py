@@ -335,7 +335,7 @@ def test_every_row_holds_the_text_of_its_own_page(server, tmp_path, capsys):
     assert output["page_id"] == inputs["page_id"]
     for row, text in zip(inputs, output["markdown"]):
         part = prepare_image(row["image"]["bytes"]).content_part()
-        content = nanonets_ocr2.build_content(part, None)
+        content = nanonets_ocr2.build_content(part)
         request = {"messages": [{"role": "user", "content": content}], "temperature": 0.0, "max_tokens": 16}
         assert text == answer_text(request), row["page_id"]
 

@@ -6,9 +6,9 @@ without warning, a stop signal in the middle of a restart, a healthy server that
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
+import dataclasses
 import http.server
 import json
 import os
@@ -27,6 +27,7 @@ import pytest
 from ocr_core import engine as engine_module
 from ocr_core import server as server_module
 from ocr_core.chat import Retryable
+from ocr_core.cli import build_parser, parse_arguments
 from ocr_core.engine import Engine
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts
@@ -206,14 +207,11 @@ FACTS = ModelFacts(
 
 
 def engine_for(url: str, facts: ModelFacts = FACTS, **overrides: object) -> Engine:
-    args = {
-        "server": url, "hf_token": None, "api_key": None, "model": facts.model, "startup_timeout": 600.0,
-        "max_restarts": 3,
-        "max_model_len": facts.max_model_len, "max_tokens": 1000, "extra_serve_args": "", "stall_timeout": 300.0,
-        "data_parallel_size": None, "api_server_count": None,
-    }  # fmt: skip
-    args.update(overrides)
-    return Engine(argparse.Namespace(**args), facts, "x-server.py", ["IN", "OUT"], ScalePlan(0, "", 1, 1))
+    """A server handle for `url` with the recipe's own settings, as its command line would give them."""
+    argv = ["IN", "./OUT", "--server", url, "--startup-timeout", "600", "--max-tokens", "1000"]
+    settings = parse_arguments(build_parser("x-server.py", facts, "server"), argv)
+    settings = dataclasses.replace(settings, **overrides)
+    return Engine(settings, facts, "x-server.py", ["IN", "OUT"], ScalePlan(0, "", 1, 1))
 
 
 def spawned_sleeper(engine: Engine, fake: FakeVllm) -> SpawnedServer:
@@ -462,7 +460,7 @@ def test_close_while_restart_stops_the_old_server_starts_nothing(fake_vllm, monk
 def test_close_while_preparing_the_serve_command_starts_nothing(fake_vllm):
     entered, release = threading.Event(), threading.Event()
 
-    def slow_prepare(serve_args: list[str], args: argparse.Namespace) -> list[str]:
+    def slow_prepare(serve_args: list[str], model: str) -> list[str]:
         entered.set()
         release.wait(30)
         return serve_args

@@ -7,7 +7,6 @@ fail its own row now, not the whole publish hours later.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from .breaker import LOOP, TRUNCATED, UNSTORABLE
 from .errors import ERROR_TEXT_LIMIT
 from .facts import ModelFacts
 from .repeats import Repeat, keep_one_copy, repeated_tail
+from .settings import Settings
 
 
 @dataclass(frozen=True)
@@ -29,34 +29,34 @@ class Verdict:
     error: str | None = None
 
 
-def requested_sampling(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
+def requested_sampling(facts: ModelFacts, settings: Settings) -> dict[str, Any]:
     """The card's sampling with the command line's temperature and max_tokens on top."""
-    sampling = {**facts.sampling, "temperature": args.temperature}
-    if args.max_tokens is not None:
-        sampling["max_tokens"] = args.max_tokens
-    if args.ignore_eos:
+    sampling = {**facts.sampling, "temperature": settings.temperature}
+    if settings.max_tokens is not None:
+        sampling["max_tokens"] = settings.max_tokens
+    if settings.ignore_eos:
         sampling["ignore_eos"] = True
     return sampling
 
 
 def judge(
-    text: str, finish_reason: str | None, facts: ModelFacts, args: argparse.Namespace, resampled: bool, attempts: int
+    text: str, finish_reason: str | None, facts: ModelFacts, settings: Settings, resampled: bool, attempts: int
 ) -> Verdict:
     """A loop is retried once at the card's other temperature; a loop that stays is trimmed to one copy and flagged.
 
     A page cut off by max_tokens keeps its text and is flagged as truncated. With --ignore-eos every page runs to
     max_tokens on purpose (benchmarks), so nothing there is a loop or truncated.
     """
-    cut_off = finish_reason == "length" and not args.ignore_eos
+    cut_off = finish_reason == "length" and not settings.ignore_eos
     loop = repeated_tail(text) if cut_off else None
     if loop and facts.retry_temperature is not None and not resampled:
         return Verdict(resample=True)
-    parsed = facts.parse(keep_one_copy(text, loop) if loop else text, args)
+    parsed = facts.parse(keep_one_copy(text, loop) if loop else text, settings.model_options)
     problems = []
     if loop:
         problems.append(loop_error(loop, attempts))
     elif cut_off:
-        problems.append(truncation_error(args))
+        problems.append(truncation_error(settings))
     unstorable = storage_problem(parsed.extra, facts.extra_columns)
     if unstorable:
         problems.append(unstorable)
@@ -71,15 +71,15 @@ def loop_error(loop: Repeat, attempts: int) -> str:
     )
 
 
-def truncation_error(args: argparse.Namespace) -> str:
-    if args.max_tokens is None:
+def truncation_error(settings: Settings) -> str:
+    if settings.max_tokens is None:
         return (
-            f"{TRUNCATED}: the answer filled the context (--max-model-len {args.max_model_len}) before the model "
+            f"{TRUNCATED}: the answer filled the context (--max-model-len {settings.max_model_len}) before the model "
             "finished; text holds what was written; raise --max-model-len"
         )
     return (
-        f"{TRUNCATED}: the answer hit max_tokens ({args.max_tokens}) before the model finished; text holds what was "
-        "written; raise --max-tokens"
+        f"{TRUNCATED}: the answer hit max_tokens ({settings.max_tokens}) before the model finished; text holds what "
+        "was written; raise --max-tokens"
     )
 
 

@@ -18,6 +18,7 @@ from .breaker import MAX_ERROR_RATE
 from .canary import CANARY_PAGES
 from .facts import ModelFacts
 from .redact import redact
+from .settings import Settings
 from .source import InputError, parse_shard
 
 SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
@@ -290,7 +291,8 @@ def shard_argument(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Settings:
+    """The checked, typed settings of a command line; a wrong combination exits 2 with the fix, as argparse does."""
     args = parser.parse_args(argv)
     if args.max_tokens is not None and args.max_tokens >= args.max_model_len:
         parser.error(
@@ -311,4 +313,4 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
         parser.error("--price-per-hour must be 0 or more")
     if getattr(args, "retry_budget", 1.0) <= 0:
         parser.error("--retry-budget must be more than 0 seconds")
-    return args
+    return Settings.from_namespace(args)

@@ -8,7 +8,6 @@ look at a server busy with a large window proves nothing; a hung engine is repor
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import shlex
@@ -42,6 +41,7 @@ from .server import (
     served_names,
     url_port,
 )
+from .settings import Settings
 
 HF_TOKEN_HOSTS = ("huggingface.co", "hf.co")
 HF_TOKEN_DOMAINS = (".huggingface.co", ".hf.co", ".hf.jobs")
@@ -76,16 +76,14 @@ def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[st
 
 
 class Engine:
-    def __init__(
-        self, args: argparse.Namespace, facts: ModelFacts, script: str, argv: list[str], scale: ScalePlan
-    ) -> None:
-        self.args = args
+    def __init__(self, settings: Settings, facts: ModelFacts, script: str, argv: list[str], scale: ScalePlan) -> None:
+        self.settings = settings
         self.scale = scale
         self.facts = facts
         self.script = script
         self.argv = argv
-        self.url = args.server.rstrip("/")
-        self.headers = api_headers(self.url, args.hf_token, args.api_key)
+        self.url = settings.server.rstrip("/")
+        self.headers = api_headers(self.url, settings.hf_token, settings.api_key)
         self.spawned: SpawnedServer | None = None
         self.restarts = 0
         self.generation = 0
@@ -99,27 +97,27 @@ class Engine:
             if is_local(self.url):
                 await asyncio.to_thread(self.spawn)
                 return Target(self.url, self.spawned_name(), self.headers)
-            say(f"waiting up to {self.args.startup_timeout:.0f} s for {self.url} to answer /health")
-            if not await self.poll_health(self.args.startup_timeout):
-                raise ServerError(f"{self.url} did not answer /health within {self.args.startup_timeout:.0f} s")
+            say(f"waiting up to {self.settings.startup_timeout:.0f} s for {self.url} to answer /health")
+            if not await self.poll_health(self.settings.startup_timeout):
+                raise ServerError(f"{self.url} did not answer /health within {self.settings.startup_timeout:.0f} s")
         return Target(self.url, self.check_reused(), self.headers)
 
     def spawned_name(self) -> str:
         assert self.spawned is not None
         names = served_names(self.spawned.argv)
-        return names[0] if names else self.args.model
+        return names[0] if names else self.settings.model
 
     def check_reused(self) -> str:
         """The model name to request from a server this run did not start; refuses one that cannot do this job."""
         entries = list_models(self.url, self.headers)
-        entry = matching_model(entries, self.args.model, served_names(self.facts.serve_args))
+        entry = matching_model(entries, self.settings.model, served_names(self.facts.serve_args))
         if entry is None:
-            raise ServerError(mismatch_message(self.url, self.args.model, [item["id"] for item in entries]))
+            raise ServerError(mismatch_message(self.url, self.settings.model, [item["id"] for item in entries]))
         served_len = entry.get("max_model_len")
         say(f"{self.url} serves {entry['id']} (max_model_len {served_len or 'not given'}); this run did not start it")
-        for note in unapplied_flags(self.args, served_len):
+        for note in unapplied_flags(self.settings, served_len):
             say(note)
-        max_tokens = self.args.max_tokens
+        max_tokens = self.settings.max_tokens
         if isinstance(served_len, int) and max_tokens is not None and served_len <= max_tokens:
             raise ServerError(
                 f"{self.url} serves max_model_len {served_len}, at or below --max-tokens {max_tokens}, so no page "
@@ -133,16 +131,16 @@ class Engine:
             raise ServerError(missing_vllm_message(self.url, self.script, self.facts, self.argv))
         serve_args = list(self.facts.serve_args)
         if self.facts.prepare_serve is not None:
-            serve_args = self.facts.prepare_serve(serve_args, self.args)
+            serve_args = self.facts.prepare_serve(serve_args, self.settings.model)
         extra = [
             "--max-model-len",
-            str(self.args.max_model_len),
+            str(self.settings.max_model_len),
             *self.scale.serve_args(),
-            *shlex.split(self.args.extra_serve_args),
+            *shlex.split(self.settings.extra_serve_args),
         ]
         port = url_port(self.url)
         server = SpawnedServer(
-            serve_command(self.args.model, serve_args, port, extra),
+            serve_command(self.settings.model, serve_args, port, extra),
             self.url,
             env=dict(self.facts.serve_env),
             log_path=Path(tempfile.gettempdir()) / f"vllm-serve-{port}.log",
@@ -155,7 +153,7 @@ class Engine:
         say(f"starting: {shlex.join(server.argv)}")
         say(f"server log: {server.log_path}")
         server.start()
-        server.wait_ready(self.args.startup_timeout)
+        server.wait_ready(self.settings.startup_timeout)
         say("server is ready")
 
     async def poll_health(self, seconds: float, running: Callable[[], bool] = lambda: True) -> bool:
@@ -178,7 +176,7 @@ class Engine:
             if generation != self.generation or not error.engine_dead:
                 return self.generation
             if self.spawned is None:
-                if await self.poll_health(self.args.startup_timeout):
+                if await self.poll_health(self.settings.startup_timeout):
                     return self.generation
                 raise JobFailed(f"{self.url} stopped answering ({error}) and did not come back")
             if await self.poll_health(DEATH_BUDGET_S, self.spawned.alive):
@@ -203,13 +201,13 @@ class Engine:
     async def restart_spawned(self, why: str) -> None:
         """One bounded restart; pages in flight fail with transport errors and are retried under the new generation."""
         assert self.spawned is not None
-        if self.restarts >= self.args.max_restarts:
+        if self.restarts >= self.settings.max_restarts:
             raise JobFailed(
                 f"{why}, and the server was already restarted {self.restarts} time(s) (--max-restarts). Last lines "
                 f"of {self.spawned.log_path}:\n{log_tail(self.spawned.log_path)}"
             )
         self.restarts += 1
-        say(f"{why}; restarting it ({self.restarts}/{self.args.max_restarts})")
+        say(f"{why}; restarting it ({self.restarts}/{self.settings.max_restarts})")
         try:
             await asyncio.to_thread(self.restart)
         except ServerError as exc:
@@ -220,7 +218,7 @@ class Engine:
         assert self.spawned is not None
         self.spawned.stop()
         self.spawned.start()
-        self.spawned.wait_ready(self.args.startup_timeout)
+        self.spawned.wait_ready(self.settings.startup_timeout)
         say("server is ready again")
 
     def close(self) -> None:
@@ -242,16 +240,16 @@ def mismatch_message(url: str, model: str, served: list[str]) -> str:
     )
 
 
-def unapplied_flags(args: argparse.Namespace, served_len: object) -> list[str]:
+def unapplied_flags(settings: Settings, served_len: object) -> list[str]:
     """Notes for the flags that only shape a server this run starts, when they were given for one it did not."""
     notes = []
-    if served_len != args.max_model_len:
+    if served_len != settings.max_model_len:
         notes.append(
-            f"--max-model-len {args.max_model_len} does not apply to a server this run did not start; it serves "
+            f"--max-model-len {settings.max_model_len} does not apply to a server this run did not start; it serves "
             f"max_model_len {served_len or 'unknown'}"
         )
     for name in SPAWN_ONLY_FLAGS:
-        value = getattr(args, name, None)
+        value = getattr(settings, name, None)
         if value:
             notes.append(f"--{name.replace('_', '-')} {value} does not apply to a server this run did not start")
     return notes

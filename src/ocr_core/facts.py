@@ -19,11 +19,11 @@ class Parsed(NamedTuple):
     extra: Mapping[str, Any] = {}
 
 
-def default_build_content(image_part: dict, args: argparse.Namespace) -> list[dict]:
+def default_build_content(image_part: dict) -> list[dict]:
     return [image_part]
 
 
-def default_parse(text: str, args: argparse.Namespace) -> Parsed:
+def default_parse(text: str, options: Mapping[str, Any]) -> Parsed:
     return Parsed(text.strip())
 
 
@@ -34,14 +34,14 @@ class ModelFacts:
     serve_args: tuple[str, ...]
     sampling: Mapping[str, Any]
     max_model_len: int
-    build_content: Callable[[dict, argparse.Namespace], list[dict]] = default_build_content
-    parse: Callable[[str, argparse.Namespace], Parsed] = default_parse
+    build_content: Callable[[dict], list[dict]] = default_build_content
+    parse: Callable[[str, Mapping[str, Any]], Parsed] = default_parse
     request_extras: Mapping[str, Any] = field(default_factory=dict)
     max_side: int | None = None
     max_pixels: int | None = None
     retry_temperature: float | None = None
     serve_env: Mapping[str, str] = field(default_factory=dict)
-    prepare_serve: Callable[[list[str], argparse.Namespace], list[str]] | None = None
+    prepare_serve: Callable[[list[str], str], list[str]] | None = None
     add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
     extra_columns: Mapping[str, str] = field(default_factory=dict)
     summary_metrics: Callable[[Mapping[str, float], Mapping[str, float]], dict] | None = None

@@ -7,7 +7,6 @@ of it; the manifest is compared before any earlier result is trusted; an `--over
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -49,6 +48,7 @@ from .output import (
 from .pdf import render_size
 from .progress import finished_ids, new_run_id, read_results
 from .report import say
+from .settings import Settings
 from .source import Source, load_source
 
 WORK_DIR_ENV = "OCR_WORK_DIR"
@@ -60,7 +60,7 @@ class UsageError(CommandError, ValueError):
 
 @dataclass
 class Job:
-    args: argparse.Namespace
+    settings: Settings
     facts: ModelFacts
     script: str
     mode: str
@@ -78,50 +78,53 @@ class Job:
     @cached_property
     def todo(self) -> int:
         """Rows this run drives (counted once: `skip` is settled before the job exists); none with --finalize."""
-        if self.args.finalize:
+        if self.settings.finalize:
             return 0
         return sum(row_id not in self.skip for row_id in self.source.owned())
 
 
-def hub_token(args: argparse.Namespace) -> str | None:
-    return args.hf_token or os.environ.get("HF_TOKEN")
+def hub_token(settings: Settings) -> str | None:
+    return settings.hf_token or os.environ.get("HF_TOKEN")
 
 
-def open_destination(args: argparse.Namespace, hub: HubClient | None) -> Destination:
+def open_destination(settings: Settings, hub: HubClient | None) -> Destination:
     """The output, refused before anything is written when it is a folder that must not be written over."""
-    if is_local_output(args.output):
-        reason = unsafe_local_output(args.output, args.input)
+    if is_local_output(settings.output):
+        reason = unsafe_local_output(settings.output, settings.input)
         if reason:
             raise UsageError(reason)
-        return Destination(args.output, args.split, args.config, None)
-    if args.output.count("/") != 1:
+        return Destination(settings.output, settings.split, settings.config, None)
+    if settings.output.count("/") != 1:
         raise UsageError(
-            f"OUTPUT {args.output!r} is neither a local folder (start it with ./ or /) nor a Hub id (namespace/name)"
+            f"OUTPUT {settings.output!r} is neither a local folder (start it with ./ or /) nor a Hub id "
+            "(namespace/name)"
         )
-    client = hub or HfHub(hub_token(args))
-    with_retries(lambda: client.create_repo(args.output, args.private), "creating the output repo")
+    client = hub or HfHub(hub_token(settings))
+    with_retries(lambda: client.create_repo(settings.output, settings.private), "creating the output repo")
     work_dir = Path(os.environ[WORK_DIR_ENV]) if os.environ.get(WORK_DIR_ENV) else None
-    return Destination(args.output, args.split, args.config, client, args.private, args.create_pr, work_dir)
+    return Destination(
+        settings.output, settings.split, settings.config, client, settings.private, settings.create_pr, work_dir
+    )
 
 
-def input_revision(args: argparse.Namespace, previous: dict | None, hub: HubClient | None) -> str | None:
+def input_revision(settings: Settings, previous: dict | None, hub: HubClient | None) -> str | None:
     """The commit of a Hub input this run reads: the one asked for, else the one the job began on, else the newest."""
-    if Path(args.input).expanduser().exists():
+    if Path(settings.input).expanduser().exists():
         return None
-    if args.input_revision:
-        return args.input_revision
-    if previous and previous.get("input") == args.input and previous.get("input_revision"):
+    if settings.input_revision:
+        return settings.input_revision
+    if previous and previous.get("input") == settings.input and previous.get("input_revision"):
         return previous["input_revision"]
-    client = hub or HfHub(hub_token(args))
-    return with_retries(lambda: client.input_revision(args.input), "reading the input's revision")
+    client = hub or HfHub(hub_token(settings))
+    return with_retries(lambda: client.input_revision(settings.input), "reading the input's revision")
 
 
-def claim_lease(destination: Destination, listing: list[str], run_id: str, args: argparse.Namespace) -> Lease | None:
+def claim_lease(destination: Destination, listing: list[str], run_id: str, settings: Settings) -> Lease | None:
     """Refuses to start beside a live run of an overlapping slice on another machine (a Hub output only)."""
     if destination.local:
         return None
-    lease = Lease.new(run_id, lease_key(args.shard), lease_ttl(args.upload_every))
-    if not args.take_over:
+    lease = Lease.new(run_id, lease_key(settings.shard), lease_ttl(settings.upload_every))
+    if not settings.take_over:
         taken = conflicts(destination.leases(listing), lease, time.time())
         if taken:
             raise LeaseTaken(taken_message(taken[0].describe(), destination.where()))
@@ -153,19 +156,19 @@ def check_ownership(destination: Destination, listing: list[str], overwrite: boo
 
 
 def prepare_job(
-    args: argparse.Namespace, facts: ModelFacts, script: str, mode: str, argv: list[str], hub: HubClient | None
+    settings: Settings, facts: ModelFacts, script: str, mode: str, argv: list[str], hub: HubClient | None
 ) -> Job:
     started = time.monotonic()
     run_id = new_run_id()
-    destination = open_destination(args, hub)
-    check_ownership(destination, destination.listing(), args.overwrite)
-    locks = LocalLocks(destination.progress_dir, lease_key(args.shard))
+    destination = open_destination(settings, hub)
+    check_ownership(destination, destination.listing(), settings.overwrite)
+    locks = LocalLocks(destination.progress_dir, lease_key(settings.shard))
     locks.acquire(destination.where())
     lease = None
     try:
         listing = destination.listing()
-        lease = claim_lease(destination, listing, run_id, args)
-        return settle(args, facts, script, mode, argv, hub, destination, listing, locks, lease, run_id, started)
+        lease = claim_lease(destination, listing, run_id, settings)
+        return settle(settings, facts, script, mode, argv, hub, destination, listing, locks, lease, run_id, started)
     except BaseException:
         release(destination, lease, locks)
         raise
@@ -184,7 +187,7 @@ def release(destination: Destination, lease: Lease | None, locks: LocalLocks) ->
 
 
 def settle(
-    args: argparse.Namespace,
+    settings: Settings,
     facts: ModelFacts,
     script: str,
     mode: str,
@@ -197,38 +200,39 @@ def settle(
     run_id: str,
     started: float,
 ) -> Job:
-    previous = earlier_manifest(destination, listing, args.overwrite)
-    revision = input_revision(args, previous, hub)
+    previous = earlier_manifest(destination, listing, settings.overwrite)
+    revision = input_revision(settings, previous, hub)
     source = load_source(
-        args.input, args.split, args.image_column, args.input_config, args.id_column, args.max_samples,
-        args.shuffle, args.seed, args.shard, revision, render_size(facts.pdf_render, args.pdf_longest_edge),
+        settings.input, settings.split, settings.image_column, settings.input_config, settings.id_column,
+        settings.max_samples, settings.shuffle, settings.seed, settings.shard, revision,
+        render_size(facts.pdf_render, settings.pdf_longest_edge),
     )  # fmt: skip
-    failed_text = None if args.null_failed_text else FAILED_TEXT
-    columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns), failed_text)
+    failed_text = None if settings.null_failed_text else FAILED_TEXT
+    columns = Columns(settings.output_column, settings.error_column, dict(facts.extra_columns), failed_text)
     clashing = collisions(source, columns)
-    if clashing and not args.overwrite:
+    if clashing and not settings.overwrite:
         raise UsageError(
-            f"{args.input} already has column(s) {clashing}; pass --overwrite to replace them, "
+            f"{settings.input} already has column(s) {clashing}; pass --overwrite to replace them, "
             "or --output-column / --error-column to write elsewhere"
         )
     pdf_render = source.pdfs.size.describe() if source.pdfs else None
-    manifest = fingerprint(args, facts, script, revision, len(source.dataset), pdf_render)
+    manifest = fingerprint(settings, facts, script, revision, len(source.dataset), pdf_render)
     changed = settings_changes(previous, manifest)
-    if changed and not args.overwrite:
+    if changed and not settings.overwrite:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
     if changed:
-        replace_results(destination, listing, lease, locks, args.take_over, changed)
-    start_progress(destination, listing, manifest, lease, args.take_over)
+        replace_results(destination, listing, lease, locks, settings.take_over, changed)
+    start_progress(destination, listing, manifest, lease, settings.take_over)
     fetched = destination.pull_progress()
     if fetched:
         say(f"fetched {fetched} progress file(s) from {destination.describe()}")
-    skip = finished_ids(read_results(destination.progress_dir, ["error"]), args.retry_errors)
+    skip = finished_ids(read_results(destination.progress_dir, ["error"]), settings.retry_errors)
     job = Job(
-        args, facts, script, mode, argv, destination, source, columns, skip, locks, lease, run_id, manifest, started
+        settings, facts, script, mode, argv, destination, source, columns, skip, locks, lease, run_id, manifest, started
     )
     owned = source.owned()
-    shard = f" (shard {args.shard[0]}/{args.shard[1]}: {len(owned)} of them)" if args.shard else ""
-    say(f"{len(source.ids)} row(s) selected from {args.input}{shard}; {len(owned) - job.todo} already done, "
+    shard = f" (shard {settings.shard[0]}/{settings.shard[1]}: {len(owned)} of them)" if settings.shard else ""
+    say(f"{len(source.ids)} row(s) selected from {settings.input}{shard}; {len(owned) - job.todo} already done, "
         f"{job.todo} to do")  # fmt: skip
     return job
 

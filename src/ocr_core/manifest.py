@@ -9,7 +9,6 @@ the Hub) instead.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from .answers import requested_sampling
 from .facts import ModelFacts
 from .images import placeholder_part
+from .settings import Settings
 
 MANIFEST = "manifest.json"
 
@@ -30,17 +30,8 @@ class ManifestUnreadable(ValueError):
     """The manifest cannot be read (a crash while it was written): nothing says how the results were made."""
 
 
-def model_options(facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
-    """The values of the options a model module adds (e.g. --keep-image-tags): they change its parse."""
-    if facts.add_arguments is None:
-        return {}
-    own = argparse.ArgumentParser(add_help=False)
-    facts.add_arguments(own)
-    return {name: getattr(args, name) for name in vars(own.parse_args([]))}
-
-
 def fingerprint(
-    args: argparse.Namespace,
+    settings: Settings,
     facts: ModelFacts,
     script: str,
     input_revision: str | None,
@@ -53,19 +44,19 @@ def fingerprint(
     it was."""
     manifest = {
         "script": script,
-        "input": args.input,
-        "input_config": args.input_config,
+        "input": settings.input,
+        "input_config": settings.input_config,
         "input_revision": input_revision,
         "input_rows": input_rows,
-        "split": args.split,
-        "image_column": args.image_column,
-        "id_column": args.id_column,
-        "model": args.model,
-        "prompt": facts.build_content(placeholder_part(), args),
-        "sampling": requested_sampling(facts, args),
+        "split": settings.split,
+        "image_column": settings.image_column,
+        "id_column": settings.id_column,
+        "model": settings.model,
+        "prompt": facts.build_content(placeholder_part()),
+        "sampling": requested_sampling(facts, settings),
         "request_extras": dict(facts.request_extras),
         "image_limits": {"max_side": facts.max_side, "max_pixels": facts.max_pixels},
-        "parse_options": model_options(facts, args),
+        "parse_options": dict(settings.model_options),
     }
     if pdf_render is not None:
         manifest["pdf_render"] = pdf_render

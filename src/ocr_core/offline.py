@@ -8,7 +8,6 @@ engine still rejects is split in halves down to the single page at fault.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import sys
@@ -27,6 +26,7 @@ from .images import BadImage, with_note
 from .pdf import prepare_page
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
+from .settings import Settings
 from .source import RowInput
 
 SERVER_ONLY_FLAGS = {
@@ -101,7 +101,7 @@ class OfflineRunner:
         self,
         llm: Any,
         facts: ModelFacts,
-        args: argparse.Namespace,
+        settings: Settings,
         log: ProgressLog,
         progress: Progress,
         canary: Canary | None = None,
@@ -110,12 +110,12 @@ class OfflineRunner:
 
         self.llm = llm
         self.facts = facts
-        self.args = args
+        self.settings = settings
         self.log = log
         self.progress = progress
-        self.breaker = Breaker(args.max_error_rate, image=facts.image)
+        self.breaker = Breaker(settings.max_error_rate, image=facts.image)
         self.canary = canary
-        self.sampling = offline_sampling(llm, facts, args)
+        self.sampling = offline_sampling(llm, facts, settings)
         self.resampling = (
             SamplingParams(**{**self.sampling, "temperature": facts.retry_temperature})
             if facts.retry_temperature is not None
@@ -141,7 +141,7 @@ class OfflineRunner:
         """The page's chat messages, or the reason it has none (its error column)."""
         try:
             image = prepare_page(row.cell, self.facts.max_side, self.facts.max_pixels, verify=True)
-            content = self.facts.build_content(image.content_part(), self.args)
+            content = self.facts.build_content(image.content_part())
             return OfflinePage([{"role": "user", "content": content}], image.note)
         except BadImage as exc:
             return f"{exc.kind}: {exc}"
@@ -201,23 +201,25 @@ class OfflineRunner:
         result.finish_reason = completion.finish_reason
         result.prompt_tokens = len(output.prompt_token_ids or [])
         result.completion_tokens = len(completion.token_ids)
-        verdict = judge(completion.text, completion.finish_reason, self.facts, self.args, resampled, result.attempts)
+        verdict = judge(
+            completion.text, completion.finish_reason, self.facts, self.settings, resampled, result.attempts
+        )
         result.text, result.extra, result.error = verdict.text, verdict.extra, verdict.error
         return verdict.resample
 
     def record(self, result: RowResult) -> None:
         self.log.add(result)
         self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
-        if result.error is not None and self.args.verbose:
+        if result.error is not None and self.settings.verbose:
             say(f"{result.row_id}: {result.error}")
         if self.canary is not None:
             self.canary.record(result)
         self.breaker.record(result.error)
 
 
-def offline_sampling(llm: Any, facts: ModelFacts, args: argparse.Namespace) -> dict[str, Any]:
+def offline_sampling(llm: Any, facts: ModelFacts, settings: Settings) -> dict[str, Any]:
     """The server's sampling rule: the model's generation_config defaults, then the recipe's, then the CLI's."""
-    return {**llm.llm_engine.model_config.get_diff_sampling_param(), **requested_sampling(facts, args)}
+    return {**llm.llm_engine.model_config.get_diff_sampling_param(), **requested_sampling(facts, settings)}
 
 
 def stdout_to_stderr() -> TextIO:
@@ -232,19 +234,19 @@ def stdout_to_stderr() -> TextIO:
     return summary
 
 
-def open_llm(facts: ModelFacts, args: argparse.Namespace, job_command: str) -> Any:
+def open_llm(facts: ModelFacts, settings: Settings, job_command: str) -> Any:
     """Builds the engine from SERVE_ARGS; the FlashInfer sampler needs nvcc, which the vLLM images lack."""
     os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
     check_gpu(job_command)
     from vllm import LLM
 
-    kwargs = engine_kwargs([*facts.serve_args, *shlex.split(args.extra_serve_args)])
-    kwargs["max_model_len"] = args.max_model_len
-    say(f"building the engine: LLM(model={args.model!r}, {', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+    kwargs = engine_kwargs([*facts.serve_args, *shlex.split(settings.extra_serve_args)])
+    kwargs["max_model_len"] = settings.max_model_len
+    say(f"building the engine: LLM(model={settings.model!r}, {', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
     try:
-        return LLM(model=args.model, **kwargs)
+        return LLM(model=settings.model, **kwargs)
     except Exception as exc:
         raise JobFailed(
             f"the vLLM engine could not be built: {type(exc).__name__}: {exc}. Flags passed with "
-            "--extra-serve-args replace the recipe's flags of the same name."
+            "--extra-serve-settings replace the recipe's flags of the same name."
         ) from exc

@@ -9,7 +9,6 @@ An exception nobody expected while preparing, sending or parsing a page becomes 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
@@ -18,11 +17,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
-from .answers import judge
+from .answers import judge, requested_sampling
 from .breaker import Breaker
 from .canary import Canary
 from .chat import Answer, Retryable, RowFailed, chat_body, post_chat
@@ -34,6 +32,7 @@ from .pdf import prepare_page
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
 from .server import parse_metrics
+from .settings import Settings
 from .source import RowInput
 from .window import Window
 
@@ -61,12 +60,7 @@ class PageRequest:
     encoded: bytes
 
 
-@dataclass
-class PumpSettings:
-    sampling: Mapping[str, Any]
-    request_timeout: float
-    retry_budget: float
-    prep_threads: int = min(8, os.cpu_count() or 1)
+PREP_THREADS = min(8, os.cpu_count() or 1)
 
 
 Recover = Callable[[Retryable, int], Awaitable[int]]
@@ -77,8 +71,7 @@ class Pump:
         self,
         target: Target,
         facts: ModelFacts,
-        args: argparse.Namespace,
-        settings: PumpSettings,
+        settings: Settings,
         window: Window,
         log: ProgressLog,
         progress: Progress,
@@ -90,15 +83,15 @@ class Pump:
         """`transport` replaces the network (tests pass an httpx.MockTransport)."""
         self.target = target
         self.facts = facts
-        self.args = args
         self.settings = settings
+        self.sampling = requested_sampling(facts, settings)
         self.window = window
         self.log = log
         self.progress = progress
         self.recover = recover
         self.guard = guard
         self.transport = transport
-        self.breaker = Breaker(args.max_error_rate, image=facts.image)
+        self.breaker = Breaker(settings.max_error_rate, image=facts.image)
         self.canary = canary
         self.cap_logged = 0.0
         self.waiting: float | None = None
@@ -111,7 +104,7 @@ class Pump:
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         timeout = httpx.Timeout(self.settings.request_timeout, connect=30.0, pool=None)
         tasks: set[asyncio.Task] = set()
-        with ThreadPoolExecutor(self.settings.prep_threads, thread_name_prefix="prep") as prep:
+        with ThreadPoolExecutor(PREP_THREADS, thread_name_prefix="prep") as prep:
             async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=self.transport) as client:
                 watcher = asyncio.create_task(self.watch_queue(client))
                 try:
@@ -153,7 +146,7 @@ class Pump:
         try:
             result, acknowledged = await self.complete(row, client, prep)
             self.log.add(result)
-            if result.error is not None and self.args.verbose:
+            if result.error is not None and self.settings.verbose:
                 say(f"{row.row_id}: {result.error}")
             self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
             if self.canary is not None:
@@ -192,8 +185,8 @@ class Pump:
         image = prepare_page(cell, self.facts.max_side, self.facts.max_pixels)
         body = chat_body(
             self.target.model,
-            self.facts.build_content(placeholder_part(), self.args),
-            self.settings.sampling,
+            self.facts.build_content(placeholder_part()),
+            self.sampling,
             self.facts.request_extras,
         )
         return PageRequest(image, body, image.json_with_image(body))
@@ -254,7 +247,7 @@ class Pump:
         result.finish_reason = answer.finish_reason
         result.prompt_tokens += answer.prompt_tokens
         result.completion_tokens += answer.completion_tokens
-        verdict = judge(answer.text, answer.finish_reason, self.facts, self.args, resampled, result.attempts)
+        verdict = judge(answer.text, answer.finish_reason, self.facts, self.settings, resampled, result.attempts)
         if verdict.resample:
             return False
         result.text, result.extra, result.error = verdict.text, verdict.extra, verdict.error

@@ -2,18 +2,19 @@
 
 Secrets are registered by value, once, as soon as the arguments are parsed, and every text that leaves the process
 goes through `redact`. Matching values rather than flag names also catches argparse's abbreviations (`--hf hf_...`),
-secrets inside --extra-serve-args and the password in a URL.
+secrets inside --extra-serve-settings and the password in a URL.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
 import shlex
 from collections.abc import Mapping
 from urllib.parse import urlsplit
+
+from .settings import Settings
 
 MASK = "***"
 SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd"})
@@ -37,14 +38,14 @@ def register_secret(value: str | None) -> None:
         SECRET_VALUES.update({value, shlex.quote(value), json.dumps(value)[1:-1]})
 
 
-def register_run_secrets(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> None:
+def register_run_secrets(settings: Settings, environ: Mapping[str, str] = os.environ) -> None:
     """Registers every secret a run knows of; `run.main` calls it once, right after parsing the arguments."""
-    for value in (getattr(args, "hf_token", None), getattr(args, "api_key", None)):
+    for value in (settings.hf_token, settings.api_key):
         register_secret(value)
     for name in SECRET_ENVIRONMENT:
         register_secret(environ.get(name))
-    register_secret(url_credential(getattr(args, "server", None) or ""))
-    for value in secret_flag_values(getattr(args, "extra_serve_args", None) or ""):
+    register_secret(url_credential(settings.server or ""))
+    for value in secret_flag_values(settings.extra_serve_args or ""):
         register_secret(value)
 
 

@@ -9,7 +9,6 @@ parsed prints the one JSON summary line on stdout, with `exit_code` and, when th
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import sys
@@ -39,6 +38,7 @@ from .mirror import ProgressMirror
 from .progress import ProgressLog, read_results
 from .redact import register_run_secrets
 from .report import Tally, print_summary, say
+from .settings import Settings
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 KEPT = "finished rows are kept; rerun the same command to resume"
@@ -140,18 +140,18 @@ def run_recipe(
     if not argv:
         print(usage(script, facts, mode))
         return 0
-    args = parse_arguments(build_parser(script, facts, mode), argv)
-    summary: dict[str, Any] = {"script": script, "model": args.model, "mode": mode, "output": args.output}
+    settings = parse_arguments(build_parser(script, facts, mode), argv)
+    summary: dict[str, Any] = {"script": script, "model": settings.model, "mode": mode, "output": settings.output}
     streams: list[TextIO] = [sys.stdout]
     stop = StopSignals()
     stop.install()
     try:
-        register_run_secrets(args)
-        if args.verbose:
+        register_run_secrets(settings)
+        if settings.verbose:
             say(versions())
-        code = run(args, facts, script, mode, drive_pages, argv, hub, stop, summary, streams)
+        code = run(settings, facts, script, mode, drive_pages, argv, hub, stop, summary, streams)
     except BaseException as exc:
-        code = failure_code(exc, stop, summary, args.verbose)
+        code = failure_code(exc, stop, summary, settings.verbose)
     finally:
         stop.restore()
     summary["exit_code"] = code
@@ -160,7 +160,7 @@ def run_recipe(
 
 
 def run(
-    args: argparse.Namespace,
+    settings: Settings,
     facts: ModelFacts,
     script: str,
     mode: str,
@@ -171,9 +171,9 @@ def run(
     summary: dict[str, Any],
     streams: list[TextIO],
 ) -> int:
-    job = prepare_job(args, facts, script, mode, argv, hub)
+    job = prepare_job(settings, facts, script, mode, argv, hub)
     try:
-        mirror = ProgressMirror(job.destination, job.args.upload_every, job.manifest, job.lease)
+        mirror = ProgressMirror(job.destination, job.settings.upload_every, job.manifest, job.lease)
         mirror.start()
         try:
             drive = drive_pages(job, stop, streams)
@@ -272,22 +272,22 @@ def make_canary(job: Job, log: ProgressLog, version: str | None) -> Canary | Non
 
     Its message shows the exact job command on the model's image, with --retry-errors to redo the rows it flags.
     """
-    if job.args.no_canary:
+    if job.settings.no_canary:
         return None
     argv = job.argv if "--retry-errors" in job.argv else [*job.argv, "--retry-errors"]
     served = f"vLLM {version}" if version else None
-    context = CanaryContext(job.args.model, job.facts.image, job_command(job.script, job.facts, argv), served)
-    return Canary(log, context, min(job.args.canary_pages, job.todo))
+    context = CanaryContext(job.settings.model, job.facts.image, job_command(job.script, job.facts, argv), served)
+    return Canary(log, context, min(job.settings.canary_pages, job.todo))
 
 
 def inference_info(job: Job, drive: Drive) -> dict[str, Any]:
     window = drive.window
     return {
-        "model_id": job.args.model,
-        "model_name": drive.model_name or job.args.model,
-        "column_name": job.args.output_column,
-        "error_column": job.args.error_column,
-        "sampling": requested_sampling(job.facts, job.args),
+        "model_id": job.settings.model,
+        "model_name": drive.model_name or job.settings.model,
+        "column_name": job.settings.output_column,
+        "error_column": job.settings.error_column,
+        "sampling": requested_sampling(job.facts, job.settings),
         "image": job.facts.image,
         "vllm_version": drive.version,
         "mode": job.mode,
@@ -329,7 +329,7 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
         "rows": len(selected),
         "done_this_run": tally.done,
         "resumed": len(job.source.owned()) - job.todo,
-        "shard": list(job.args.shard) if job.args.shard else None,
+        "shard": list(job.settings.shard) if job.settings.shard else None,
         "errors": len(errors),
         "errors_this_run": tally.errors,
         "truncated": truncated,
@@ -353,9 +353,9 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
 
 def run_cost(job: Job, tally: Tally, wall_s: float) -> tuple[str, dict[str, Any]]:
     """The flavor and the cost fields of the summary; a sample run (--max-samples) also projects the whole input."""
-    flavor, price = run_price(job.args.price_per_hour, job.facts.flavor)
+    flavor, price = run_price(job.settings.price_per_hour, job.facts.flavor)
     input_rows = len(job.source.dataset)
-    sample_of = input_rows if job.args.max_samples is not None and len(job.source.ids) < input_rows else None
+    sample_of = input_rows if job.settings.max_samples is not None and len(job.source.ids) < input_rows else None
     return flavor, cost_facts(price, wall_s, tally.seconds() if tally.done else 0.0, tally.done, sample_of)
 
 
@@ -384,19 +384,19 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
     card = render_card(
         job.destination.existing_card(),
         CardFacts(
-            source=job.args.input,
-            split=job.args.split,
-            config=job.args.config,
+            source=job.settings.input,
+            split=job.settings.split,
+            config=job.settings.config,
             data_prefix=job.destination.data_prefix,
-            model=job.args.model,
+            model=job.settings.model,
             script=job.script,
             image=job.facts.image,
             mode=job.mode,
             command=job_command(
                 job.script, job.facts, job.argv, job_timeout(len(job.source.ids), tally.pages_per_s() or None)
             ),
-            output_column=job.args.output_column,
-            error_column=job.args.error_column,
+            output_column=job.settings.output_column,
+            error_column=job.settings.error_column,
             rows=len(job.source.ids),
             errors=errors,
             truncated=truncated,
@@ -415,5 +415,5 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         files = assemble(
             job.source, results, job.columns, inference_info(job, drive), Path(folder), job.destination.data_prefix
         )
-        title = f"OCR with {job.args.model}: {len(job.source.ids)} rows [{job.args.config or 'default'}]"
+        title = f"OCR with {job.settings.model}: {len(job.source.ids)} rows [{job.settings.config or 'default'}]"
         return job.destination.publish(files, card, title)

@@ -37,7 +37,7 @@ def drive_offline_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Dri
 
 def run_offline_job(job: Job, stop: StopSignals) -> Drive:
     """Offline shape: an in-process engine fed batches of --batch-size pages."""
-    batch = job.args.batch_size
+    batch = job.settings.batch_size
     drive = Drive(window=Feeding(batch, 0, batch, batch))
     say(f"batches of {batch} page(s) through LLM.chat")
     owned = len(job.source.owned())
@@ -59,12 +59,12 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
 
 def drive_offline(job: Job, progress: Progress, stop: StopSignals) -> None:
     """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
-    llm = open_llm(job.facts, job.args, job_command(job.script, job.facts, job.argv))
+    llm = open_llm(job.facts, job.settings, job_command(job.script, job.facts, job.argv))
     stop.install()
-    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.args.batch_size))
-    runner = OfflineRunner(llm, job.facts, job.args, log, progress, make_canary(job, log, vllm_version()))
+    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.settings.batch_size))
+    runner = OfflineRunner(llm, job.facts, job.settings, log, progress, make_canary(job, log, vllm_version()))
     progress.start()
-    runner.run(job.source.rows(job.skip), job.args.batch_size)
+    runner.run(job.source.rows(job.skip), job.settings.batch_size)
 
 
 def vllm_version() -> str | None:

@@ -4,7 +4,6 @@ adaptive for -saturate) with a watch for an engine that stops making progress be
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -12,7 +11,6 @@ from typing import Any, TextIO
 
 import httpx
 
-from .answers import requested_sampling
 from .cli import SATURATE_MAX_INFLIGHT, SERVER_WINDOW
 from .engine import Engine
 from .errors import JobFailed
@@ -20,11 +18,12 @@ from .hostmem import MemoryGuard
 from .hub import HubClient
 from .job import Job
 from .progress import ProgressLog
-from .pump import Pump, PumpSettings, Target, metrics_page
+from .pump import Pump, Target, metrics_page
 from .report import Progress, say
 from .run import KEPT, Drive, Feeding, StopSignals, make_canary, run_recipe
 from .scale import ScalePlan, detect_gpus, plan_scale
 from .server import is_local, kv_capacity, parse_metrics
+from .settings import Settings
 from .stall import beside, watch_for_stalls
 from .window import Window
 
@@ -45,7 +44,7 @@ def drive_server_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Driv
 
 
 def make_window(
-    args: argparse.Namespace, mode: str, scale: ScalePlan, capacity: int | None
+    settings: Settings, mode: str, scale: ScalePlan, capacity: int | None
 ) -> tuple[Window, MemoryGuard | None]:
     """A fixed window for -server; for -saturate an adaptive one under a memory guard.
 
@@ -54,10 +53,12 @@ def make_window(
     """
     engines = scale.data_parallel
     if mode == "server":
-        size = args.max_inflight or SERVER_WINDOW * engines
+        size = settings.max_inflight or SERVER_WINDOW * engines
         say(f"window: {size} page(s) in flight")
         return Window(size, size), None
-    guard = MemoryGuard(args.max_inflight or SATURATE_MAX_INFLIGHT * engines, local_server=is_local(args.server))
+    guard = MemoryGuard(
+        settings.max_inflight or SATURATE_MAX_INFLIGHT * engines, local_server=is_local(settings.server)
+    )
     cap, why = guard.cap(0)
     start = min(cap, max(SERVER_WINDOW * engines, capacity or 0))
     room = f"the KV cache holds {capacity} full-length sequence(s)" if capacity else "KV cache size unknown"
@@ -65,16 +66,16 @@ def make_window(
     return Window(start, cap, adaptive=True), guard
 
 
-def scale_plan(args: argparse.Namespace) -> ScalePlan:
+def scale_plan(settings: Settings) -> ScalePlan:
     gpus, name = detect_gpus()
-    return plan_scale(gpus, name, os.cpu_count() or 1, args.api_server_count, args.data_parallel_size)
+    return plan_scale(gpus, name, os.cpu_count() or 1, settings.api_server_count, settings.data_parallel_size)
 
 
 async def run_job(job: Job, stop: StopSignals) -> Drive:
     """Server shape: finds or starts the server, then keeps the window full until every row has an outcome."""
-    args = job.args
+    settings = job.settings
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
-    engine = Engine(args, job.facts, job.script, job.argv, scale_plan(args))
+    engine = Engine(settings, job.facts, job.script, job.argv, scale_plan(settings))
     owned = len(job.source.owned())
     progress = Progress(owned, owned - job.todo)
     drive = Drive()
@@ -84,7 +85,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
             target = await engine.open()
             drive.model_name = target.model
             window, guard = make_window(
-                args, job.mode, engine.scale, kv_capacity(await metrics_text(target), args.max_model_len)
+                settings, job.mode, engine.scale, kv_capacity(await metrics_text(target), settings.max_model_len)
             )
             metrics_before = await read_metrics(target)
             drive.version = await server_version(target)
@@ -130,15 +131,10 @@ async def pump_pages(
 ) -> None:
     """Pumps the rows still to do, with a watch for an engine that stops making progress beside it."""
     log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit))
-    settings = PumpSettings(
-        requested_sampling(job.facts, job.args),
-        request_timeout=job.args.request_timeout,
-        retry_budget=job.args.retry_budget,
-    )
     canary = make_canary(job, log, version)
-    pump = Pump(target, job.facts, job.args, settings, window, log, progress, engine.recover, guard, canary=canary)
+    pump = Pump(target, job.facts, job.settings, window, log, progress, engine.recover, guard, canary=canary)
     progress.start()
-    stalls = watch_for_stalls(target, job.args.stall_timeout, lambda: window.in_flight, engine)
+    stalls = watch_for_stalls(target, job.settings.stall_timeout, lambda: window.in_flight, engine)
     await beside(pump.run(job.source.rows(job.skip)), stalls)
 
 

@@ -8,12 +8,12 @@ in 0-1000 page coordinates), stored as a structured blocks column beside the joi
 size (the image resizes pages itself, MAX_PATCHES_WITH_RESIZE), so PDF pages render at 200 dpi.
 """
 
-import argparse
 import json
 import re
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -59,17 +59,17 @@ HPD_PREFIX_CACHE_COUNTERS = (
 )
 
 
-def build_content(image_part: dict, args: argparse.Namespace) -> list[dict]:
+def build_content(image_part: dict) -> list[dict]:
     return [image_part, {"type": "text", "text": PROMPT}]
 
 
-def prepare_serve(serve_args: list[str], args: argparse.Namespace) -> list[str]:
+def prepare_serve(serve_args: list[str], model: str) -> list[str]:
     """Points the speculative P-MTP head at a local folder, fetching only that folder from the model repo."""
-    local = Path(args.model) / "P-MTP"
+    local = Path(model) / "P-MTP"
     if not local.is_dir():
         from huggingface_hub import snapshot_download
 
-        local = Path(snapshot_download(args.model, allow_patterns=["P-MTP/*"])) / "P-MTP"
+        local = Path(snapshot_download(model, allow_patterns=["P-MTP/*"])) / "P-MTP"
     index = serve_args.index("--speculative-config") + 1
     config = json.loads(serve_args[index])
     config["model"] = str(local)
@@ -86,7 +86,7 @@ def hpd_parse_blocks(text: str) -> list[dict]:
     return blocks
 
 
-def parse(text: str, args: argparse.Namespace) -> Parsed:
+def parse(text: str, options: Mapping[str, Any]) -> Parsed:
     """Joins the blocks' text in reading order; a reply without blocks is kept as it came."""
     blocks = hpd_parse_blocks(text)
     if not blocks:

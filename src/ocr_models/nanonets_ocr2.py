@@ -6,8 +6,6 @@ image, and decoding is greedy. The card names no page size ("higher resolution h
 200 dpi inside the Qwen2.5-VL processor's pixel band (3136 to 12845056), which a 32768-token context holds.
 """
 
-import argparse
-
 MODEL = "nanonets/Nanonets-OCR2-3B"
 IMAGE = "vllm/vllm-openai:v0.10.2"
 VLLM_PIN = "0.10.2"
@@ -26,5 +24,5 @@ SAMPLING = {"temperature": 0.0, "max_tokens": 15000}
 PDF_RENDER = {"dpi": 200, "min_pixels": 3136, "max_pixels": 12845056}
 
 
-def build_content(image_part: dict, args: argparse.Namespace) -> list[dict]:
+def build_content(image_part: dict) -> list[dict]:
     return [image_part, {"type": "text", "text": PROMPT}]

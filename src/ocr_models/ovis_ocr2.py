@@ -9,6 +9,8 @@ image; decoding is greedy with thinking off. Like the card's own parser, the out
 
 import argparse
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from ocr_core.facts import Parsed
 from ocr_core.repeats import trim_repeats
@@ -49,7 +51,7 @@ OVIS_IMAGE_TAG = re.compile(r'<img\s+src="images/bbox_\d+_\d+_\d+_\d+\.jpg"\s*/?
 OVIS_TRIM_FROM_CHARS = 8000
 
 
-def build_content(image_part: dict, args: argparse.Namespace) -> list[dict]:
+def build_content(image_part: dict) -> list[dict]:
     return [image_part, {"type": "text", "text": PROMPT}]
 
 
@@ -61,9 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def parse(text: str, args: argparse.Namespace) -> Parsed:
+def parse(text: str, options: Mapping[str, Any]) -> Parsed:
     if len(text) >= OVIS_TRIM_FROM_CHARS:
         text = trim_repeats(text, min_repeats=5)
-    if not args.keep_image_tags:
+    if not options["keep_image_tags"]:
         text = re.sub(r"\n{3,}", "\n\n", OVIS_IMAGE_TAG.sub("", text))
     return Parsed(text.strip())
