@@ -1558,7 +1558,6 @@ class Tally:
     loops: int = 0
     truncated: int = 0
     output_tokens: int = 0
-    prompt_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
 
@@ -1594,7 +1593,7 @@ class Progress:
             dynamic_ncols=True,
         )
 
-    def record(self, error: str | None, prompt: int, output: int) -> None:
+    def record(self, error: str | None, output: int) -> None:
         """One row's outcome; loops and truncated pages are errors that are also counted apart."""
         tally = self.tally
         kind = error_kind(error) if error is not None else None
@@ -1602,7 +1601,6 @@ class Progress:
         tally.errors += error is not None
         tally.loops += kind == LOOP
         tally.truncated += kind == TRUNCATED
-        tally.prompt_tokens += prompt
         tally.output_tokens += output
         if self.bar is not None:
             self.bar.update(1)
@@ -3919,7 +3917,7 @@ class OfflineRunner:
 
     def record(self, result: RowResult) -> None:
         self.log.add(result)
-        self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
+        self.progress.record(result.error, result.completion_tokens)
         if result.error is not None and self.args.verbose:
             say(f"{result.row_id}: {result.error}")
         if self.canary is not None:
@@ -4139,7 +4137,7 @@ class Pump:
             self.log.add(result)
             if result.error is not None and self.args.verbose:
                 say(f"{row.row_id}: {result.error}")
-            self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
+            self.progress.record(result.error, result.completion_tokens)
             if self.canary is not None:
                 self.canary.record(result)
             self.breaker.record(result.error)

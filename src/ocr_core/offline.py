@@ -207,7 +207,7 @@ class OfflineRunner:
 
     def record(self, result: RowResult) -> None:
         self.log.add(result)
-        self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
+        self.progress.record(result.error, result.completion_tokens)
         if result.error is not None and self.args.verbose:
             say(f"{result.row_id}: {result.error}")
         if self.canary is not None:

@@ -154,7 +154,7 @@ class Pump:
             self.log.add(result)
             if result.error is not None and self.args.verbose:
                 say(f"{row.row_id}: {result.error}")
-            self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
+            self.progress.record(result.error, result.completion_tokens)
             if self.canary is not None:
                 self.canary.record(result)
             self.breaker.record(result.error)
