@@ -1121,6 +1121,8 @@ RENDER_PIXEL_CEILING = 40_000_000
 PASSWORD_ERROR = 4
 SECURITY_ERROR = 6
 PDFIUM_LOCK = threading.Lock()
+# The threads that run prepare_page beside the engine, in both shapes: one per core, up to eight.
+PREP_THREADS = min(8, os.cpu_count() or 1)
 INSTALL_HINT = "PDF input needs pypdfium2: `pip install pypdfium2` (uv run installs it with the script)"
 
 
@@ -3869,7 +3871,7 @@ class OfflineRunner:
     def run(self, rows: Iterator[RowInput], batch_size: int) -> None:
         """Prepares the next batch's pages in threads while the engine works on the current one."""
         try:
-            with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="prep") as prep:
+            with ThreadPoolExecutor(PREP_THREADS, thread_name_prefix="prep") as prep:
                 upcoming = self.submit(rows, batch_size, prep)
                 while upcoming:
                     current, upcoming = upcoming, self.submit(rows, batch_size, prep)
@@ -4081,7 +4083,7 @@ class PumpSettings:
     sampling: Mapping[str, Any]
     request_timeout: float
     retry_budget: float
-    prep_threads: int = min(8, os.cpu_count() or 1)
+    prep_threads: int = PREP_THREADS
 
 
 Recover = Callable[[Retryable, int], Awaitable[int]]

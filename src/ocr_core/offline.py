@@ -24,7 +24,7 @@ from .canary import Canary
 from .chat import JobFailed, internal_error
 from .facts import ModelFacts
 from .images import BadImage, with_note
-from .pdf import prepare_page
+from .pdf import PREP_THREADS, prepare_page
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
 from .source import RowInput
@@ -126,7 +126,7 @@ class OfflineRunner:
     def run(self, rows: Iterator[RowInput], batch_size: int) -> None:
         """Prepares the next batch's pages in threads while the engine works on the current one."""
         try:
-            with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="prep") as prep:
+            with ThreadPoolExecutor(PREP_THREADS, thread_name_prefix="prep") as prep:
                 upcoming = self.submit(rows, batch_size, prep)
                 while upcoming:
                     current, upcoming = upcoming, self.submit(rows, batch_size, prep)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -29,7 +28,7 @@ from .chat import Answer, JobFailed, Retryable, RowFailed, chat_body, internal_e
 from .facts import ModelFacts
 from .hostmem import MemoryGuard
 from .images import BadImage, PreparedImage, placeholder_part, with_note
-from .pdf import prepare_page
+from .pdf import PREP_THREADS, prepare_page
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
 from .server import parse_metrics
@@ -65,7 +64,7 @@ class PumpSettings:
     sampling: Mapping[str, Any]
     request_timeout: float
     retry_budget: float
-    prep_threads: int = min(8, os.cpu_count() or 1)
+    prep_threads: int = PREP_THREADS
 
 
 Recover = Callable[[Retryable, int], Awaitable[int]]
