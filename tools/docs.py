@@ -9,6 +9,7 @@ Usage: python tools/docs.py [--check]
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import json
 from collections.abc import Callable
@@ -16,10 +17,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS_JSON = ROOT / "models.json"
+CLI_SOURCE = ROOT / "src" / "ocr_core" / "cli.py"
 BLOCKS = {"README.md": ("scripts",), "SERVING.md": ("scripts", "measurements")}
+
+
+def cli_constant(name: str, source: Path = CLI_SOURCE) -> object:
+    """A module-level constant of the shared command line, read from its source so the tables quote its defaults.
+
+    Read, not imported: this tool runs without the recipes' dependencies (datasets, httpx) installed.
+    """
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(target, "id", None) == name for target in node.targets):
+            return ast.literal_eval(node.value)
+    raise KeyError(f"{source} defines no {name}")
+
+
 SHAPES = {
-    "offline": "offline (`vllm.LLM`), batches of 16",
-    "server": "server, fixed window of 32",
+    "offline": f"offline (`vllm.LLM`), batches of {cli_constant('OFFLINE_BATCH')}",
+    "server": f"server, fixed window of {cli_constant('SERVER_WINDOW')}",
     "saturate": "server, adaptive window",
 }
 EDIT_NOTE = "<!-- rendered by tools/docs.py from models.json: edit that file, then run python tools/docs.py -->"
