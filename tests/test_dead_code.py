@@ -24,7 +24,9 @@ def vulture(*paths: str) -> subprocess.CompletedProcess:
 
 def test_src_and_tools_hold_no_dead_code():
     result = vulture("src", "tools")
-    assert result.returncode == 0, f"dead code (delete it, or whitelist a real false positive):\n{result.stdout}"
+    assert result.returncode == 0, (
+        f"dead code (delete it, or whitelist a real false positive):\n{result.stdout}{result.stderr}"
+    )
 
 
 def test_the_check_reports_an_unused_function_and_attribute(tmp_path):
