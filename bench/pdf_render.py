@@ -10,7 +10,6 @@ Run: .testbed/venv/bin/python bench/pdf_render.py
 
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -19,6 +18,7 @@ from common import ROOT, save
 from ocr_core.images import reencode
 from ocr_core.pdf import (
     PDFIUM_LOCK,
+    PREP_THREADS,
     PdfPage,
     RenderSize,
     open_document,
@@ -33,7 +33,6 @@ from tests.testbed.pdfs import pdf_bytes
 SAMPLE = ROOT / "samples" / "pdf" / "sample-pages.pdf"
 TEXT_PAGES = 16
 ROUNDS = 3
-THREADS = min(8, os.cpu_count() or 1)
 SIZES = {
     "lighton-ocr3 (longest edge 2048)": (render_size(lighton_ocr3.PDF_RENDER), lighton_ocr3.MAX_SIDE, None),
     "ovis-ocr2 (200 dpi in its band)": (render_size(ovis_ocr2.PDF_RENDER), None, ovis_ocr2.MAX_PIXELS),
@@ -108,11 +107,11 @@ def run() -> dict:
                 "render_ms_in_lock": round(render_ms, 1),
                 "jpeg_ms_outside_lock": round(encode_ms, 1),
                 "one_thread_pages_per_s": round(pages_per_s(pages, max_side, max_pixels, 1), 1),
-                f"{THREADS}_threads_pages_per_s": round(pages_per_s(pages, max_side, max_pixels, THREADS), 1),
+                f"{PREP_THREADS}_threads_pages_per_s": round(pages_per_s(pages, max_side, max_pixels, PREP_THREADS), 1),
             }
             results.append(row)
             print(row)
-    return {"threads": THREADS, "rounds": ROUNDS, "results": results}
+    return {"threads": PREP_THREADS, "rounds": ROUNDS, "results": results}
 
 
 if __name__ == "__main__":

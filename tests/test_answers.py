@@ -5,6 +5,7 @@ Both shapes grade answers through `judge`, so these scenarios cover the server a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from types import ModuleType
@@ -86,6 +87,21 @@ def test_truncated_page_keeps_its_text_and_says_so():
     assert verdict.text == PAGE
     assert verdict.error.startswith("truncated: the answer hit max_tokens (700)")
     assert "raise --max-tokens" in verdict.error
+
+
+def test_page_that_filled_the_context_names_max_model_len():
+    facts, args = recipe(nanonets_ocr2, "--max-model-len", "20000")
+    args = dataclasses.replace(args, max_tokens=None)
+    verdict = judge(PAGE, "length", facts, args, resampled=False, attempts=1)
+    assert verdict.text == PAGE
+    assert verdict.error.startswith("truncated: the answer filled the context (--max-model-len 20000)")
+    assert "raise --max-model-len" in verdict.error
+
+
+def test_loop_that_finished_by_its_stop_token_is_not_resampled():
+    facts, args = recipe(lighton_ocr3)
+    verdict = judge(looping_page(), "stop", facts, args, resampled=False, attempts=1)
+    assert (verdict.resample, verdict.error, verdict.text) == (False, None, looping_page())
 
 
 def test_hpd_parse_survives_absurd_numbers():

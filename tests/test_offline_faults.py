@@ -24,7 +24,7 @@ from ocr_core.progress import ProgressLog, read_results
 from ocr_core.report import Progress
 from ocr_core.settings import Settings
 from ocr_core.source import RowInput
-from ocr_models import nanonets_ocr2
+from ocr_models import lighton_ocr3, nanonets_ocr2
 
 Reply = Callable[[int], "SimpleNamespace | Exception"]
 
@@ -43,14 +43,19 @@ def completion(text: str = "page text", finish_reason: str = "stop") -> SimpleNa
 
 
 class FakeLLM:
-    """Answers the n-th conversation it is ever given with `reply(n)`; a raised reply fails the whole batch."""
+    """Answers the n-th conversation it is ever given with `reply(n)`; a raised reply fails the whole batch.
+
+    `calls` keeps each call's number of conversations and its sampling parameters.
+    """
 
     def __init__(self, reply: Reply) -> None:
         self.reply = reply
         self.asked = 0
+        self.calls: list[tuple[int, object]] = []
         self.llm_engine = SimpleNamespace(model_config=SimpleNamespace(get_diff_sampling_param=dict))
 
     def chat(self, conversations: list, params: object, use_tqdm: bool, chat_template_kwargs: object) -> list:
+        self.calls.append((len(conversations), params))
         replies = []
         for _ in conversations:
             replies.append(self.reply(self.asked))
@@ -151,3 +156,37 @@ def test_a_multi_frame_page_keeps_its_text_and_says_what_was_not_read(tmp_path):
     assert failure is None
     assert results["train-0"]["text"] == "page text"
     assert results["train-0"]["error"].startswith("only frame 1 of 2")
+
+
+LOOPING_PAGE = "# Survey\n\n" + "<td>0</td>" * 300
+
+
+def run_with_a_loop(folder: Path, second: SimpleNamespace) -> tuple[dict[str, dict], FakeLLM, ModelFacts, float]:
+    """Three pages in one batch on LightOnOCR's card; page 1 loops, and its resample answers `second`."""
+    facts = ModelFacts.from_namespace(vars(lighton_ocr3))
+    args = parse_arguments(build_parser("recipe.py", facts, "offline"), ["in", "./out"])
+    replies = {1: completion(LOOPING_PAGE, "length"), 3: second}
+    llm = FakeLLM(lambda n: replies.get(n, completion()))
+    runner = OfflineRunner(llm, facts, args, ProgressLog(folder, "20260101T000000Z-aaaaaa"), Progress(3, 0))
+    runner.run(iter([RowInput(index, f"train-{index}", {"bytes": PAGE, "path": None}) for index in range(3)]), 3)
+    return {row["row_id"]: row for row in read_results(folder).to_pylist()}, llm, facts, args.temperature
+
+
+def test_only_the_looping_page_is_resampled_once_at_the_retry_temperature(tmp_path):
+    results, llm, facts, temperature = run_with_a_loop(tmp_path, completion(LOOPING_PAGE, "length"))
+    assert [(count, params.temperature) for count, params in llm.calls] == [(3, temperature), (1, 0.2)]
+    assert facts.retry_temperature == 0.2 != temperature
+    looped = results["train-1"]
+    assert looped["attempts"] == 2 and looped["text"] == "# Survey\n\n<td>0</td>"
+    assert looped["error"].startswith("repetition loop") and "after 2 attempt(s)" in looped["error"]
+    assert [results[f"train-{i}"]["error"] for i in (0, 2)] == [None, None]
+
+
+def test_a_resample_that_finishes_is_a_clean_row_offline(tmp_path):
+    results, llm, _, _ = run_with_a_loop(tmp_path, completion("# Survey"))
+    assert len(llm.calls) == 2
+    assert (results["train-1"]["text"], results["train-1"]["error"], results["train-1"]["attempts"]) == (
+        "# Survey",
+        None,
+        2,
+    )

@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
+import json
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -31,7 +33,7 @@ from ocr_core.report import Progress
 from ocr_core.settings import Settings
 from ocr_core.source import RowInput
 from ocr_core.window import Window
-from ocr_models import hpd_parsing, nanonets_ocr2
+from ocr_models import hpd_parsing, lighton_ocr3, nanonets_ocr2
 
 URL = "http://vllm.test"
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -103,15 +105,19 @@ def run_pump(
     args: Settings | None = None,
     retry_budget: float = 30.0,
     page: bytes = PAGE,
+    restarts: bool = False,
 ) -> Outcome:
-    """Pumps `count` pages through a window of one (so the fake server sees them in order)."""
+    """Pumps `count` pages through a window of one (so the fake server sees them in order).
+
+    With `restarts`, every recovery reports a restarted engine (a new generation), as a spawned server's does.
+    """
     default_facts, default_args = recipe()
     facts, args = facts or default_facts, args or default_args
     recovered: list[Retryable] = []
 
     async def recover(error: Retryable, generation: int) -> int:
         recovered.append(error)
-        return generation
+        return generation + 1 if restarts else generation
 
     settings = dataclasses.replace(args, request_timeout=5.0, retry_budget=retry_budget)
     log = ProgressLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
@@ -186,6 +192,46 @@ def test_status_to_outcome(reply, kind, words):
     assert words in str(outcome)
 
 
+@pytest.mark.parametrize(
+    ("reply", "kind", "words"),
+    [
+        (httpx.Response(502, text="<html>Bad Gateway</html>"), Retryable, "502: <html>Bad Gateway</html>"),
+        (refusal(422, "prompt too long"), RowFailed, "server rejected the page (422): prompt too long"),
+        (httpx.Response(400, json={"message": "flat error"}), RowFailed, "(400): flat error"),
+        (httpx.Response(200, json={"choices": [{"message": {"content": ["a"]}}]}), RowFailed, "not text"),
+    ],
+    ids=["html-502", "422", "flat-400", "list-content"],
+)
+def test_odd_bodies_keep_their_outcome_and_reason(reply, kind, words):
+    outcome = outcome_of(reply)
+    assert isinstance(outcome, kind), outcome
+    assert words in str(outcome)
+
+
+def test_an_answer_without_content_is_empty_text():
+    body = {"choices": [{"message": {"content": None}, "finish_reason": "stop"}]}
+    read = outcome_of(httpx.Response(200, json=body))
+    assert (read.text, read.prompt_tokens, read.completion_tokens) == ("", 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("reply", "engine_dead"),
+    [
+        (refusal(500), True),
+        (refusal(503), True),
+        (httpx.ConnectError("refused", request=request()), True),
+        (refusal(408), False),
+        (refusal(429), False),
+        (httpx.ReadTimeout("slow", request=request()), False),
+    ],
+    ids=["500", "503", "refused", "408", "429", "timeout"],
+)
+def test_only_server_errors_and_refused_connections_ask_for_a_health_check(reply, engine_dead):
+    outcome = outcome_of(reply)
+    assert isinstance(outcome, Retryable)
+    assert outcome.engine_dead is engine_dead
+
+
 def test_retry_after_in_seconds_is_kept():
     outcome = outcome_of(refusal(429, headers={"Retry-After": "7"}))
     assert isinstance(outcome, Retryable) and outcome.retry_after == 7.0
@@ -254,6 +300,100 @@ def test_retry_after_is_waited_for(tmp_path):
     outcome = run_pump(tmp_path, server, count=1)
     assert outcome.failure is None
     assert server.times[1] - server.times[0] >= 1.0
+
+
+def test_an_api_key_refused_mid_run_stops_the_job_at_once(tmp_path):
+    server = FakeServer([answer("first page"), refusal(401)])
+    outcome = run_pump(tmp_path, server, count=3)
+    assert isinstance(outcome.failure, JobFailed) and "API key" in str(outcome.failure)
+    assert len(server.times) == 2
+    assert list(outcome.results) == ["train-0"]
+
+
+@pytest.fixture
+def request_clock(monkeypatch) -> list[float]:
+    """The pump's clock, moved only by the fake server: every failing request takes ten seconds."""
+    now = [100.0]
+    monkeypatch.setattr(pump_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    return now
+
+
+def slow_failures(now: list[float], failures: int) -> FakeServer:
+    """The first `failures` requests are 503s of ten seconds each on the pump's clock; the rest are answered."""
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        if len(server.times) > failures:
+            return answer("late page")
+        now[0] += 10.0
+        return refusal(503, "overloaded")
+
+    server = FakeServer([], rest=reply)
+    return server
+
+
+def test_a_page_failing_past_its_budget_stops_the_job_after_a_counted_number_of_attempts(tmp_path, request_clock):
+    server = slow_failures(request_clock, failures=6)
+    outcome = run_pump(tmp_path, server, count=2, retry_budget=25.0)
+    assert outcome.failure is not None
+    assert "page train-0 kept failing for 30 s over 4 attempts (--retry-budget 25 s)" in str(outcome.failure)
+    assert len(server.times) == 4
+    assert outcome.results == {}
+
+
+def test_a_restarted_engine_gives_the_page_a_fresh_budget(tmp_path, request_clock):
+    server = slow_failures(request_clock, failures=6)
+    outcome = run_pump(tmp_path, server, count=2, retry_budget=25.0, restarts=True)
+    assert outcome.failure is None
+    assert outcome.results["train-0"]["attempts"] == 7
+    assert outcome.results["train-0"]["text"] == "late page"
+    assert len(outcome.recovered) == 6
+
+
+# ---- a repetition loop: one resample at the card's retry temperature, then flagged and trimmed ----
+
+LOOPING_PAGE = "# Survey\n\n" + "<td>0</td>" * 300
+
+
+def chat_bodies(replies: list[httpx.Response]) -> tuple[FakeServer, list[dict]]:
+    """A fake server answering `replies` in turn, and the chat bodies it was sent."""
+    bodies: list[dict] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return replies[len(bodies) - 1]
+
+    return FakeServer([], rest=reply), bodies
+
+
+def test_a_loop_is_resampled_once_at_the_retry_temperature_then_flagged_and_trimmed(tmp_path):
+    facts, args = recipe(lighton_ocr3)
+    server, bodies = chat_bodies([answer(LOOPING_PAGE, "length")] * 2)
+    outcome = run_pump(tmp_path, server, count=1, facts=facts, args=args)
+    assert [body["temperature"] for body in bodies] == [args.temperature, facts.retry_temperature]
+    assert args.temperature != facts.retry_temperature
+    row = outcome.results["train-0"]
+    assert row["attempts"] == 2
+    assert row["error"].startswith("repetition loop") and "after 2 attempt(s)" in row["error"]
+    assert row["text"] == "# Survey\n\n<td>0</td>"
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (20, 6)
+    assert (outcome.progress.tally.loops, outcome.progress.tally.errors) == (1, 1)
+
+
+def test_a_resample_that_finishes_is_a_clean_row(tmp_path):
+    facts, args = recipe(lighton_ocr3)
+    server, bodies = chat_bodies([answer(LOOPING_PAGE, "length"), answer("# Survey", "stop")])
+    outcome = run_pump(tmp_path, server, count=1, facts=facts, args=args)
+    row = outcome.results["train-0"]
+    assert (row["text"], row["error"], row["attempts"]) == ("# Survey", None, 2)
+    assert len(bodies) == 2
+
+
+def test_a_card_without_a_retry_temperature_flags_the_loop_without_resampling(tmp_path):
+    server, bodies = chat_bodies([answer(LOOPING_PAGE, "length")])
+    outcome = run_pump(tmp_path, server, count=1)
+    row = outcome.results["train-0"]
+    assert len(bodies) == 1 and row["attempts"] == 1
+    assert row["error"].startswith("repetition loop") and row["text"] == "# Survey\n\n<td>0</td>"
 
 
 # ---- one odd page is one error row, and the run goes on ----

@@ -212,7 +212,7 @@ SHAPE_SENTENCES = {
     "engine's queue fills or host memory says stop",
 }
 HOOKS_AND_FACTS = CORE / "facts.py"
-DOC_FACTS = ("PROMPT",)
+BUILD_FACTS = ("PROMPT", "VLLM_PIN")  # read by the build and the docs, not at run time
 
 
 def docstring(recipe: Recipe, model: Split, facts: dict, places: dict[str, int]) -> str:
@@ -251,7 +251,7 @@ def wrapped(text: str) -> str:
 
 def known_model_names() -> tuple[set[str], set[str]]:
     """The facts (upper case) and hooks (lower case) ModelFacts reads from a model module, from its source."""
-    names = set(DOC_FACTS)
+    names = set(BUILD_FACTS)
     for node in ast.walk(ast.parse(HOOKS_AND_FACTS.read_text())):
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
             names.add(node.slice.value)

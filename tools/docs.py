@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from ocr_core.assemble import INFO_COLUMN  # noqa: E402  (src/ is on the path only from here on)
-from ocr_core.cli import job_command  # noqa: E402
+from ocr_core.cli import OFFLINE_BATCH, SERVER_WINDOW, job_command  # noqa: E402
 from ocr_core.facts import ModelFacts  # noqa: E402
 from ocr_models import RECIPES, Recipe  # noqa: E402
 from tools.build_scripts import CORE, core_order, split_module  # noqa: E402
@@ -30,8 +30,8 @@ from tools.build_scripts import CORE, core_order, split_module  # noqa: E402
 MODELS_JSON = ROOT / "models.json"
 BLOCKS = {"README.md": ("scripts", "modules"), "SERVING.md": ("scripts", "measurements")}
 SHAPES = {
-    "offline": "offline (`vllm.LLM`), batches of 16",
-    "server": "server, fixed window of 32",
+    "offline": f"offline (`vllm.LLM`), batches of {OFFLINE_BATCH}",
+    "server": f"server, fixed window of {SERVER_WINDOW}",
     "saturate": "server, adaptive window",
 }
 EDIT_NOTE = (
@@ -52,7 +52,7 @@ def model_facts(recipe: Recipe) -> dict:
         "model_id": facts.model,
         "mode": recipe.shape,
         "image": facts.image,
-        "vllm_pin": facts.vllm_pin if recipe.shape == "offline" else None,
+        "vllm_pin": module.VLLM_PIN if recipe.shape == "offline" else None,
         "flavor": facts.flavor,
         "job_command": job_command(recipe.script, facts),
         "serve_args": list(facts.serve_args),

@@ -205,7 +205,7 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         "--upload-every",
         type=float,
         default=300.0,
-        help="seconds between progress uploads to the Hub (default: 300)",
+        help="seconds between progress uploads to the Hub (default: %(default).0f)",
     )
 
 

@@ -46,7 +46,6 @@ class ModelFacts:
     extra_columns: Mapping[str, str] = field(default_factory=dict)
     summary_metrics: Callable[[Mapping[str, float], Mapping[str, float]], dict] | None = None
     flavor: str = "l4x1"
-    vllm_pin: str | None = None
     job_command: str | None = None
     pdf_render: Mapping[str, Any] = field(default_factory=dict)
 
@@ -66,7 +65,6 @@ class ModelFacts:
             "extra_columns": ns.get("EXTRA_COLUMNS"),
             "summary_metrics": ns.get("summary_metrics"),
             "flavor": ns.get("FLAVOR"),
-            "vllm_pin": ns.get("VLLM_PIN"),
             "job_command": ns.get("JOB_COMMAND"),
             "pdf_render": ns.get("PDF_RENDER"),
         }

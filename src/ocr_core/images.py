@@ -42,7 +42,6 @@ class PreparedImage:
     mime: str
     width: int
     height: int
-    passed_through: bool
     note: str | None = None
     """Why the text may be incomplete although the page was read (a multi-frame file); the row keeps its text."""
 
@@ -164,7 +163,7 @@ def prepare_opened(
     if mime and image.mode in PASS_THROUGH_MODES and scale >= 1.0 and orientation == 1 and frames == 1:
         if verify:
             image.load()
-        return PreparedImage(data, mime, width, height, passed_through=True)
+        return PreparedImage(data, mime, width, height)
     note = None
     if frames > 1:
         note = f"only frame 1 of {frames} of this multi-frame image was read; split it into one row per page"
@@ -189,7 +188,7 @@ def reencode(image: Image.Image, scale: float, note: str | None) -> PreparedImag
         image = image.resize(size, Image.Resampling.LANCZOS)
     buffer = io.BytesIO()
     image.save(buffer, format="JPEG", quality=REENCODE_QUALITY)
-    return PreparedImage(buffer.getvalue(), "image/jpeg", image.width, image.height, passed_through=False, note=note)
+    return PreparedImage(buffer.getvalue(), "image/jpeg", image.width, image.height, note=note)
 
 
 def to_rgb_or_gray(image: Image.Image) -> Image.Image:

@@ -23,7 +23,7 @@ from .canary import Canary
 from .errors import CommandError, JobFailed, internal_error
 from .facts import ModelFacts
 from .images import BadImage, with_note
-from .pdf import prepare_page
+from .pdf import PREP_THREADS, prepare_page
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
 from .settings import Settings
@@ -126,7 +126,7 @@ class OfflineRunner:
     def run(self, rows: Iterator[RowInput], batch_size: int) -> None:
         """Prepares the next batch's pages in threads while the engine works on the current one."""
         try:
-            with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="prep") as prep:
+            with ThreadPoolExecutor(PREP_THREADS, thread_name_prefix="prep") as prep:
                 upcoming = self.submit(rows, batch_size, prep)
                 while upcoming:
                     current, upcoming = upcoming, self.submit(rows, batch_size, prep)
@@ -209,7 +209,7 @@ class OfflineRunner:
 
     def record(self, result: RowResult) -> None:
         self.log.add(result)
-        self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
+        self.progress.record(result.error, result.completion_tokens)
         if result.error is not None and self.settings.verbose:
             say(f"{result.row_id}: {result.error}")
         if self.canary is not None:

@@ -13,6 +13,7 @@ pypdfium2 is imported only when the input holds PDFs.
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -29,6 +30,8 @@ RENDER_PIXEL_CEILING = 40_000_000
 PASSWORD_ERROR = 4
 SECURITY_ERROR = 6
 PDFIUM_LOCK = threading.Lock()
+# The threads that run prepare_page beside the engine, in both shapes: one per core, up to eight.
+PREP_THREADS = min(8, os.cpu_count() or 1)
 INSTALL_HINT = "PDF input needs pypdfium2: `pip install pypdfium2` (uv run installs it with the script)"
 
 

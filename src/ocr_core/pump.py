@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -28,7 +27,7 @@ from .errors import JobFailed, internal_error
 from .facts import ModelFacts
 from .hostmem import MemoryGuard
 from .images import BadImage, PreparedImage, placeholder_part, with_note
-from .pdf import prepare_page
+from .pdf import PREP_THREADS, prepare_page
 from .progress import ProgressLog, RowResult
 from .report import Progress, say
 from .server import parse_metrics
@@ -58,9 +57,6 @@ class PageRequest:
     image: PreparedImage
     body: dict
     encoded: bytes
-
-
-PREP_THREADS = min(8, os.cpu_count() or 1)
 
 
 Recover = Callable[[Retryable, int], Awaitable[int]]
@@ -148,7 +144,7 @@ class Pump:
             self.log.add(result)
             if result.error is not None and self.settings.verbose:
                 say(f"{row.row_id}: {result.error}")
-            self.progress.record(result.error, result.prompt_tokens, result.completion_tokens)
+            self.progress.record(result.error, result.completion_tokens)
             if self.canary is not None:
                 self.canary.record(result)
             self.breaker.record(result.error)

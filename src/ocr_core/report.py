@@ -21,7 +21,6 @@ class Tally:
     loops: int = 0
     truncated: int = 0
     output_tokens: int = 0
-    prompt_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
 
@@ -57,7 +56,7 @@ class Progress:
             dynamic_ncols=True,
         )
 
-    def record(self, error: str | None, prompt: int, output: int) -> None:
+    def record(self, error: str | None, output: int) -> None:
         """One row's outcome; loops and truncated pages are errors that are also counted apart."""
         tally = self.tally
         kind = error_kind(error) if error is not None else None
@@ -65,7 +64,6 @@ class Progress:
         tally.errors += error is not None
         tally.loops += kind == LOOP
         tally.truncated += kind == TRUNCATED
-        tally.prompt_tokens += prompt
         tally.output_tokens += output
         if self.bar is not None:
             self.bar.update(1)

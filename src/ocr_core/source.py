@@ -78,7 +78,6 @@ class PdfDocuments:
 
 @dataclass
 class Source:
-    name: str
     split: str
     dataset: datasets.Dataset
     features: datasets.Features
@@ -205,7 +204,7 @@ def load_source(
         raise InputError(str(exc)) from exc
     selected = select_rows(len(dataset), max_samples, shuffle, seed)
     ids = [page_ids[index] for index in selected] if pdfs else row_ids(dataset, split, selected, id_column)
-    return Source(name, split, dataset, features, image_column, selected, ids, shard, folder, pdfs)
+    return Source(split, dataset, features, image_column, selected, ids, shard, folder, pdfs)
 
 
 def dataset_rows(
