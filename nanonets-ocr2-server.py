@@ -142,9 +142,9 @@ def build_content(image_part: dict) -> list[dict]:
 #   line  3506  ocr_core/cli.py: The command line every recipe shares: the uv-scripts contract plus the server and window controls.
 #   line  3808  ocr_core/job.py: Everything a run settles before its first page: input, output, ownership, lease, manifest and wha...
 #   line  4080  ocr_core/run.py: What every recipe does around its pages: prepare the job, let its shape drive them, publish, and ...
-#   line  4469  ocr_core/window.py: How many pages may be in flight at once.
-#   line  4535  ocr_core/pump.py: The driver: keeps a window of pages in flight against one server until every row has an outcome.
-#   line  4801  ocr_core/engine.py: The server one run talks to: found or spawned at the start, restarted when it dies or hangs, stop...
+#   line  4469  ocr_core/server_handle.py: The server one run talks to: found or spawned at the start, restarted when it dies or hangs, stop...
+#   line  4699  ocr_core/window.py: How many pages may be in flight at once.
+#   line  4765  ocr_core/pump.py: The driver: keeps a window of pages in flight against one server until every row has an outcome.
 #   line  5022  ocr_core/stall.py: Notices an engine that hangs while its /health still answers, from the server's own progress coun...
 #   line  5111  ocr_core/run_server.py: The server shapes: find or start `vllm serve`, then keep a window of pages in flight (fixed for -...
 
@@ -1862,7 +1862,7 @@ class Tally:
         return self.output_tokens / self.seconds()
 
 
-class Progress:
+class ProgressBar:
     """Counts results and keeps the bar's numbers current: pages/s, output tokens/s, pages in flight, errors."""
 
     def __init__(self, total: int, already_done: int) -> None:
@@ -2124,7 +2124,7 @@ def sync_folder(folder: Path) -> None:
         os.close(descriptor)
 
 
-class ProgressLog:
+class ResultLog:
     """Buffers results and writes a part every `flush_rows` rows or `flush_seconds` seconds."""
 
     def __init__(
@@ -2319,7 +2319,7 @@ class Canary:
     """Watches the first `pages` results of a run; `record` raises JobFailed when every answer among them is
     degenerate. Results without an answer (an unreadable page, a refused request) are the breaker's to judge."""
 
-    def __init__(self, log: ProgressLog, context: CanaryContext, pages: int = CANARY_PAGES) -> None:
+    def __init__(self, log: ResultLog, context: CanaryContext, pages: int = CANARY_PAGES) -> None:
         self.log = log
         self.context = context
         self.pages = pages
@@ -4314,7 +4314,7 @@ def capture(action: Callable[[], str | None]) -> tuple[str | None, BaseException
         return None, exc
 
 
-def make_canary(job: Job, log: ProgressLog, version: str | None) -> Canary | None:
+def make_canary(job: Job, log: ResultLog, version: str | None) -> Canary | None:
     """The canary over this run's first answers (all of them when fewer are to do), or None with --no-canary.
 
     Its message shows the exact job command on the model's image, with --retry-errors to redo the rows it flags.
@@ -4466,6 +4466,236 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         return job.destination.publish(files, card, title)
 
 
+# ---- ocr_core/server_handle.py ----
+# The server one run talks to: found or spawned at the start, restarted when it dies or hangs, stopped at the end.
+#
+# Recovery is single-flight: when many pages in flight fail together because the engine died, one of them restarts
+# it and the others see the new generation number and simply retry. Death is decided from the process for a server
+# this run spawned (exited means dead, at once) and from /health over a long budget while it runs, because one failed
+# look at a server busy with a large window proves nothing; a hung engine is reported by the stall watcher.
+
+
+HF_TOKEN_HOSTS = ("huggingface.co", "hf.co")
+HF_TOKEN_DOMAINS = (".huggingface.co", ".hf.co", ".hf.jobs")
+HEALTH_CHECK_GAP_S = 2.0
+HEALTH_CHECK_TIMEOUT_S = 20.0
+DEATH_BUDGET_S = 60.0
+SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count")
+
+
+def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> dict[str, str]:
+    """--api-key for the --server URL the user named; else the HF token, but only where the Hub would take it.
+
+    The Hub's own hosts and HF Jobs endpoints, over https, matched on a dot boundary: `evilhuggingface.co` and
+    anyone's Space (`*.hf.space`) could otherwise collect the token of whoever points a run at them.
+    """
+    key = api_key
+    parts = urlsplit(url)
+    host = (parts.hostname or "").rstrip(".")
+    if not key and parts.scheme == "https" and (host in HF_TOKEN_HOSTS or host.endswith(HF_TOKEN_DOMAINS)):
+        key = hf_token or os.environ.get("HF_TOKEN")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[str]) -> str:
+    return redact(
+        f"No vLLM server answers at {url}, and the `vllm` command is not on PATH to start one.\n"
+        f"Run this script on the vLLM image, which brings `vllm` (the script then starts the server itself):\n"
+        f"  {job_command(script, facts, argv)}\n"
+        f"or point it at a server that is already running:\n"
+        f"  uv run {script_url(script)} {' '.join(shlex.quote(a) for a in argv[:2])} --server http://HOST:8000"
+    )
+
+
+@dataclass
+class Target:
+    """Where requests go: base URL, served model name, headers (an API key for remote servers)."""
+
+    url: str
+    model: str
+    headers: Mapping[str, str]
+
+
+class ServerHandle:
+    def __init__(self, settings: Settings, facts: ModelFacts, script: str, argv: list[str], scale: ScalePlan) -> None:
+        self.settings = settings
+        self.scale = scale
+        self.facts = facts
+        self.script = script
+        self.argv = argv
+        self.url = settings.server.rstrip("/")
+        self.headers = api_headers(self.url, settings.hf_token, settings.api_key)
+        self.spawned: SpawnedServer | None = None
+        self.restarts = 0
+        self.generation = 0
+        self.lock = asyncio.Lock()
+        self.state = threading.Lock()
+        self.closed = False
+
+    async def open(self) -> Target:
+        """Spawns a server for a local address where none answers; checks what a server it did not start serves."""
+        if not healthy(self.url, self.headers):
+            if is_local(self.url):
+                await asyncio.to_thread(self.spawn)
+                return Target(self.url, self.spawned_name(), self.headers)
+            say(f"waiting up to {self.settings.startup_timeout:.0f} s for {self.url} to answer /health")
+            if not await self.poll_health(self.settings.startup_timeout):
+                raise ServerError(f"{self.url} did not answer /health within {self.settings.startup_timeout:.0f} s")
+        return Target(self.url, self.check_reused(), self.headers)
+
+    def spawned_name(self) -> str:
+        assert self.spawned is not None
+        names = served_names(self.spawned.argv)
+        return names[0] if names else self.settings.model
+
+    def check_reused(self) -> str:
+        """The model name to request from a server this run did not start; refuses one that cannot do this job."""
+        entries = list_models(self.url, self.headers)
+        entry = matching_model(entries, self.settings.model, served_names(self.facts.serve_args))
+        if entry is None:
+            raise ServerError(mismatch_message(self.url, self.settings.model, [item["id"] for item in entries]))
+        served_len = entry.get("max_model_len")
+        say(f"{self.url} serves {entry['id']} (max_model_len {served_len or 'not given'}); this run did not start it")
+        for note in unapplied_flags(self.settings, served_len):
+            say(note)
+        max_tokens = self.settings.max_tokens
+        if isinstance(served_len, int) and max_tokens is not None and served_len <= max_tokens:
+            raise ServerError(
+                f"{self.url} serves max_model_len {served_len}, at or below --max-tokens {max_tokens}, so no page "
+                f"would fit (its image needs room too). Pass a --max-tokens well below {served_len}, or restart "
+                "that server with a larger --max-model-len"
+            )
+        return entry["id"]
+
+    def spawn(self) -> None:
+        if shutil.which("vllm") is None:
+            raise ServerError(missing_vllm_message(self.url, self.script, self.facts, self.argv))
+        serve_args = list(self.facts.serve_args)
+        if self.facts.prepare_serve is not None:
+            serve_args = self.facts.prepare_serve(serve_args, self.settings.model)
+        extra = [
+            "--max-model-len",
+            str(self.settings.max_model_len),
+            *self.scale.serve_args(),
+            *shlex.split(self.settings.extra_serve_args),
+        ]
+        port = url_port(self.url)
+        server = SpawnedServer(
+            serve_command(self.settings.model, serve_args, port, extra),
+            self.url,
+            env=dict(self.facts.serve_env),
+            log_path=Path(tempfile.gettempdir()) / f"vllm-serve-{port}.log",
+        )
+        with self.state:
+            if self.closed:
+                raise ServerError(STOPPING)
+            self.spawned = server
+        say(f"machine: {self.scale.describe()}")
+        say(f"starting: {shlex.join(server.argv)}")
+        say(f"server log: {server.log_path}")
+        server.start()
+        server.wait_ready(self.settings.startup_timeout)
+        say("server is ready")
+
+    async def poll_health(self, seconds: float, running: Callable[[], bool] = lambda: True) -> bool:
+        """Looks at /health until it answers 200 or `seconds` pass; stops early once `running` says no."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        async with httpx.AsyncClient(timeout=HEALTH_CHECK_TIMEOUT_S) as client:
+            while loop.time() < deadline and running():
+                try:
+                    if (await client.get(f"{self.url}/health", headers=self.headers)).status_code == 200:
+                        return True
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(HEALTH_CHECK_GAP_S)
+        return False
+
+    async def recover(self, error: Retryable, generation: int) -> int:
+        """Restarts a dead spawned server (bounded); returns the generation the caller should retry under."""
+        async with self.lock:
+            if generation != self.generation or not error.engine_dead:
+                return self.generation
+            if self.spawned is None:
+                if await self.poll_health(self.settings.startup_timeout):
+                    return self.generation
+                raise JobFailed(f"{self.url} stopped answering ({error}) and did not come back")
+            if await self.poll_health(DEATH_BUDGET_S, self.spawned.alive):
+                return self.generation
+            await self.restart_spawned(f"the vLLM server is down ({error})")
+            return self.generation
+
+    async def stalled(self, reason: str, generation: int) -> None:
+        """The stall watcher's report: a spawned server is restarted; one this run did not start ends the job."""
+        async with self.lock:
+            if generation != self.generation:
+                return
+            if self.spawned is None:
+                raise JobFailed(
+                    f"the vLLM server at {self.url} answers /health, but its engine {reason}: it is hung. Restart "
+                    "that server (or run without --server so that this script starts and manages its own), then "
+                    "rerun the same command to resume; raise --stall-timeout only if single pages legitimately "
+                    "take that long"
+                )
+            await self.restart_spawned(f"the vLLM engine {reason}")
+
+    async def restart_spawned(self, why: str) -> None:
+        """One bounded restart; pages in flight fail with transport errors and are retried under the new generation."""
+        assert self.spawned is not None
+        if self.restarts >= self.settings.max_restarts:
+            raise JobFailed(
+                f"{why}, and the server was already restarted {self.restarts} time(s) (--max-restarts). Last lines "
+                f"of {self.spawned.log_path}:\n{log_tail(self.spawned.log_path)}"
+            )
+        self.restarts += 1
+        say(f"{why}; restarting it ({self.restarts}/{self.settings.max_restarts})")
+        try:
+            await asyncio.to_thread(self.restart)
+        except ServerError as exc:
+            raise JobFailed(f"restarting the vLLM server failed: {exc}") from exc
+        self.generation += 1
+
+    def restart(self) -> None:
+        assert self.spawned is not None
+        self.spawned.stop()
+        self.spawned.start()
+        self.spawned.wait_ready(self.settings.startup_timeout)
+        say("server is ready again")
+
+    def close(self) -> None:
+        """Stops what this run started, also while a restart runs in a worker thread; nothing starts afterwards."""
+        with self.state:
+            self.closed = True
+            server = self.spawned
+        if server is not None:
+            server.close()
+
+
+def mismatch_message(url: str, model: str, served: list[str]) -> str:
+    if not served:
+        return f"{url} lists no model at /v1/models; point --server at a vLLM server of {model}"
+    use = f"--model {served[0]}" if len(served) == 1 else f"--model with one of {served}"
+    return (
+        f"{url} serves {served}, not {model} (a server left over from another job?). Stop it, or point --server "
+        f"at a server of {model}; to use what it serves anyway, pass {use}"
+    )
+
+
+def unapplied_flags(settings: Settings, served_len: object) -> list[str]:
+    """Notes for the flags that only shape a server this run starts, when they were given for one it did not."""
+    notes = []
+    if served_len != settings.max_model_len:
+        notes.append(
+            f"--max-model-len {settings.max_model_len} does not apply to a server this run did not start; it serves "
+            f"max_model_len {served_len or 'unknown'}"
+        )
+    for name in SPAWN_ONLY_FLAGS:
+        value = getattr(settings, name, None)
+        if value:
+            notes.append(f"--{name.replace('_', '-')} {value} does not apply to a server this run did not start")
+    return notes
+
+
 # ---- ocr_core/window.py ----
 # How many pages may be in flight at once.
 #
@@ -4550,15 +4780,6 @@ BACKOFF_MAX_EXPONENT = 16
 CAP_LOG_GAP_S = 30.0
 
 
-@dataclass
-class Target:
-    """Where requests go: base URL, served model name, headers (an API key for remote servers)."""
-
-    url: str
-    model: str
-    headers: Mapping[str, str]
-
-
 @dataclass(frozen=True)
 class PageRequest:
     image: PreparedImage
@@ -4576,8 +4797,8 @@ class Pump:
         facts: ModelFacts,
         settings: Settings,
         window: Window,
-        log: ProgressLog,
-        progress: Progress,
+        log: ResultLog,
+        progress: ProgressBar,
         recover: Recover,
         guard: MemoryGuard | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -4798,227 +5019,6 @@ def retry_delay(attempt: int, retry_after: float | None = None) -> float:
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
-# ---- ocr_core/engine.py ----
-# The server one run talks to: found or spawned at the start, restarted when it dies or hangs, stopped at the end.
-#
-# Recovery is single-flight: when many pages in flight fail together because the engine died, one of them restarts
-# it and the others see the new generation number and simply retry. Death is decided from the process for a server
-# this run spawned (exited means dead, at once) and from /health over a long budget while it runs, because one failed
-# look at a server busy with a large window proves nothing; a hung engine is reported by the stall watcher.
-
-
-HF_TOKEN_HOSTS = ("huggingface.co", "hf.co")
-HF_TOKEN_DOMAINS = (".huggingface.co", ".hf.co", ".hf.jobs")
-HEALTH_CHECK_GAP_S = 2.0
-HEALTH_CHECK_TIMEOUT_S = 20.0
-DEATH_BUDGET_S = 60.0
-SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count")
-
-
-def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> dict[str, str]:
-    """--api-key for the --server URL the user named; else the HF token, but only where the Hub would take it.
-
-    The Hub's own hosts and HF Jobs endpoints, over https, matched on a dot boundary: `evilhuggingface.co` and
-    anyone's Space (`*.hf.space`) could otherwise collect the token of whoever points a run at them.
-    """
-    key = api_key
-    parts = urlsplit(url)
-    host = (parts.hostname or "").rstrip(".")
-    if not key and parts.scheme == "https" and (host in HF_TOKEN_HOSTS or host.endswith(HF_TOKEN_DOMAINS)):
-        key = hf_token or os.environ.get("HF_TOKEN")
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[str]) -> str:
-    return redact(
-        f"No vLLM server answers at {url}, and the `vllm` command is not on PATH to start one.\n"
-        f"Run this script on the vLLM image, which brings `vllm` (the script then starts the server itself):\n"
-        f"  {job_command(script, facts, argv)}\n"
-        f"or point it at a server that is already running:\n"
-        f"  uv run {script_url(script)} {' '.join(shlex.quote(a) for a in argv[:2])} --server http://HOST:8000"
-    )
-
-
-class Engine:
-    def __init__(self, settings: Settings, facts: ModelFacts, script: str, argv: list[str], scale: ScalePlan) -> None:
-        self.settings = settings
-        self.scale = scale
-        self.facts = facts
-        self.script = script
-        self.argv = argv
-        self.url = settings.server.rstrip("/")
-        self.headers = api_headers(self.url, settings.hf_token, settings.api_key)
-        self.spawned: SpawnedServer | None = None
-        self.restarts = 0
-        self.generation = 0
-        self.lock = asyncio.Lock()
-        self.state = threading.Lock()
-        self.closed = False
-
-    async def open(self) -> Target:
-        """Spawns a server for a local address where none answers; checks what a server it did not start serves."""
-        if not healthy(self.url, self.headers):
-            if is_local(self.url):
-                await asyncio.to_thread(self.spawn)
-                return Target(self.url, self.spawned_name(), self.headers)
-            say(f"waiting up to {self.settings.startup_timeout:.0f} s for {self.url} to answer /health")
-            if not await self.poll_health(self.settings.startup_timeout):
-                raise ServerError(f"{self.url} did not answer /health within {self.settings.startup_timeout:.0f} s")
-        return Target(self.url, self.check_reused(), self.headers)
-
-    def spawned_name(self) -> str:
-        assert self.spawned is not None
-        names = served_names(self.spawned.argv)
-        return names[0] if names else self.settings.model
-
-    def check_reused(self) -> str:
-        """The model name to request from a server this run did not start; refuses one that cannot do this job."""
-        entries = list_models(self.url, self.headers)
-        entry = matching_model(entries, self.settings.model, served_names(self.facts.serve_args))
-        if entry is None:
-            raise ServerError(mismatch_message(self.url, self.settings.model, [item["id"] for item in entries]))
-        served_len = entry.get("max_model_len")
-        say(f"{self.url} serves {entry['id']} (max_model_len {served_len or 'not given'}); this run did not start it")
-        for note in unapplied_flags(self.settings, served_len):
-            say(note)
-        max_tokens = self.settings.max_tokens
-        if isinstance(served_len, int) and max_tokens is not None and served_len <= max_tokens:
-            raise ServerError(
-                f"{self.url} serves max_model_len {served_len}, at or below --max-tokens {max_tokens}, so no page "
-                f"would fit (its image needs room too). Pass a --max-tokens well below {served_len}, or restart "
-                "that server with a larger --max-model-len"
-            )
-        return entry["id"]
-
-    def spawn(self) -> None:
-        if shutil.which("vllm") is None:
-            raise ServerError(missing_vllm_message(self.url, self.script, self.facts, self.argv))
-        serve_args = list(self.facts.serve_args)
-        if self.facts.prepare_serve is not None:
-            serve_args = self.facts.prepare_serve(serve_args, self.settings.model)
-        extra = [
-            "--max-model-len",
-            str(self.settings.max_model_len),
-            *self.scale.serve_args(),
-            *shlex.split(self.settings.extra_serve_args),
-        ]
-        port = url_port(self.url)
-        server = SpawnedServer(
-            serve_command(self.settings.model, serve_args, port, extra),
-            self.url,
-            env=dict(self.facts.serve_env),
-            log_path=Path(tempfile.gettempdir()) / f"vllm-serve-{port}.log",
-        )
-        with self.state:
-            if self.closed:
-                raise ServerError(STOPPING)
-            self.spawned = server
-        say(f"machine: {self.scale.describe()}")
-        say(f"starting: {shlex.join(server.argv)}")
-        say(f"server log: {server.log_path}")
-        server.start()
-        server.wait_ready(self.settings.startup_timeout)
-        say("server is ready")
-
-    async def poll_health(self, seconds: float, running: Callable[[], bool] = lambda: True) -> bool:
-        """Looks at /health until it answers 200 or `seconds` pass; stops early once `running` says no."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        async with httpx.AsyncClient(timeout=HEALTH_CHECK_TIMEOUT_S) as client:
-            while loop.time() < deadline and running():
-                try:
-                    if (await client.get(f"{self.url}/health", headers=self.headers)).status_code == 200:
-                        return True
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(HEALTH_CHECK_GAP_S)
-        return False
-
-    async def recover(self, error: Retryable, generation: int) -> int:
-        """Restarts a dead spawned server (bounded); returns the generation the caller should retry under."""
-        async with self.lock:
-            if generation != self.generation or not error.engine_dead:
-                return self.generation
-            if self.spawned is None:
-                if await self.poll_health(self.settings.startup_timeout):
-                    return self.generation
-                raise JobFailed(f"{self.url} stopped answering ({error}) and did not come back")
-            if await self.poll_health(DEATH_BUDGET_S, self.spawned.alive):
-                return self.generation
-            await self.restart_spawned(f"the vLLM server is down ({error})")
-            return self.generation
-
-    async def stalled(self, reason: str, generation: int) -> None:
-        """The stall watcher's report: a spawned server is restarted; one this run did not start ends the job."""
-        async with self.lock:
-            if generation != self.generation:
-                return
-            if self.spawned is None:
-                raise JobFailed(
-                    f"the vLLM server at {self.url} answers /health, but its engine {reason}: it is hung. Restart "
-                    "that server (or run without --server so that this script starts and manages its own), then "
-                    "rerun the same command to resume; raise --stall-timeout only if single pages legitimately "
-                    "take that long"
-                )
-            await self.restart_spawned(f"the vLLM engine {reason}")
-
-    async def restart_spawned(self, why: str) -> None:
-        """One bounded restart; pages in flight fail with transport errors and are retried under the new generation."""
-        assert self.spawned is not None
-        if self.restarts >= self.settings.max_restarts:
-            raise JobFailed(
-                f"{why}, and the server was already restarted {self.restarts} time(s) (--max-restarts). Last lines "
-                f"of {self.spawned.log_path}:\n{log_tail(self.spawned.log_path)}"
-            )
-        self.restarts += 1
-        say(f"{why}; restarting it ({self.restarts}/{self.settings.max_restarts})")
-        try:
-            await asyncio.to_thread(self.restart)
-        except ServerError as exc:
-            raise JobFailed(f"restarting the vLLM server failed: {exc}") from exc
-        self.generation += 1
-
-    def restart(self) -> None:
-        assert self.spawned is not None
-        self.spawned.stop()
-        self.spawned.start()
-        self.spawned.wait_ready(self.settings.startup_timeout)
-        say("server is ready again")
-
-    def close(self) -> None:
-        """Stops what this run started, also while a restart runs in a worker thread; nothing starts afterwards."""
-        with self.state:
-            self.closed = True
-            server = self.spawned
-        if server is not None:
-            server.close()
-
-
-def mismatch_message(url: str, model: str, served: list[str]) -> str:
-    if not served:
-        return f"{url} lists no model at /v1/models; point --server at a vLLM server of {model}"
-    use = f"--model {served[0]}" if len(served) == 1 else f"--model with one of {served}"
-    return (
-        f"{url} serves {served}, not {model} (a server left over from another job?). Stop it, or point --server "
-        f"at a server of {model}; to use what it serves anyway, pass {use}"
-    )
-
-
-def unapplied_flags(settings: Settings, served_len: object) -> list[str]:
-    """Notes for the flags that only shape a server this run starts, when they were given for one it did not."""
-    notes = []
-    if served_len != settings.max_model_len:
-        notes.append(
-            f"--max-model-len {settings.max_model_len} does not apply to a server this run did not start; it serves "
-            f"max_model_len {served_len or 'unknown'}"
-        )
-    for name in SPAWN_ONLY_FLAGS:
-        value = getattr(settings, name, None)
-        if value:
-            notes.append(f"--{name.replace('_', '-')} {value} does not apply to a server this run did not start")
-    return notes
-
-
 # ---- ocr_core/stall.py ----
 # Notices an engine that hangs while its /health still answers, from the server's own progress counters.
 #
@@ -5160,22 +5160,22 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     """Server shape: finds or starts the server, then keeps the window full until every row has an outcome."""
     settings = job.settings
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
-    engine = Engine(settings, job.facts, job.script, job.argv, scale_plan(settings))
+    handle = ServerHandle(settings, job.facts, job.script, job.argv, scale_plan(settings))
     owned = len(job.source.owned())
-    progress = Progress(owned, owned - job.todo)
+    progress = ProgressBar(owned, owned - job.todo)
     drive = Drive()
     window: Window | None = None
     try:
         if job.todo:
-            target = await engine.open()
+            target = await handle.open()
             drive.model_name = target.model
             window, guard = make_window(
-                settings, job.mode, engine.scale, kv_capacity(await metrics_text(target), settings.max_model_len)
+                settings, job.mode, handle.scale, kv_capacity(await metrics_text(target), settings.max_model_len)
             )
             metrics_before = await read_metrics(target)
             drive.version = await server_version(target)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
-            await pump_pages(job, target, engine, window, guard, progress, drive.version)
+            await pump_pages(job, target, handle, window, guard, progress, drive.version)
             if job.facts.summary_metrics:
                 drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
     except asyncio.CancelledError:
@@ -5186,7 +5186,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
         say(f"error: {exc}\n{KEPT.capitalize()}.")
     finally:
         progress.close()
-        await finish_in_thread(engine.close)
+        await finish_in_thread(handle.close)
         stop.leave_async(asyncio.get_running_loop())
     drive.tally = progress.tally
     if window is not None:
@@ -5208,18 +5208,18 @@ async def finish_in_thread(action: Callable[[], None]) -> None:
 async def pump_pages(
     job: Job,
     target: Target,
-    engine: Engine,
+    handle: ServerHandle,
     window: Window,
     guard: MemoryGuard | None,
-    progress: Progress,
+    progress: ProgressBar,
     version: str | None,
 ) -> None:
     """Pumps the rows still to do, with a watch for an engine that stops making progress beside it."""
-    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit))
+    log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit))
     canary = make_canary(job, log, version)
-    pump = Pump(target, job.facts, job.settings, window, log, progress, engine.recover, guard, canary=canary)
+    pump = Pump(target, job.facts, job.settings, window, log, progress, handle.recover, guard, canary=canary)
     progress.start()
-    stalls = watch_for_stalls(target, job.settings.stall_timeout, lambda: window.in_flight, engine)
+    stalls = watch_for_stalls(target, job.settings.stall_timeout, lambda: window.in_flight, handle)
     await beside(pump.run(job.source.rows(job.skip)), stalls)
 
 

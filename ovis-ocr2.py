@@ -1608,7 +1608,7 @@ class Tally:
         return self.output_tokens / self.seconds()
 
 
-class Progress:
+class ProgressBar:
     """Counts results and keeps the bar's numbers current: pages/s, output tokens/s, pages in flight, errors."""
 
     def __init__(self, total: int, already_done: int) -> None:
@@ -1870,7 +1870,7 @@ def sync_folder(folder: Path) -> None:
         os.close(descriptor)
 
 
-class ProgressLog:
+class ResultLog:
     """Buffers results and writes a part every `flush_rows` rows or `flush_seconds` seconds."""
 
     def __init__(
@@ -2065,7 +2065,7 @@ class Canary:
     """Watches the first `pages` results of a run; `record` raises JobFailed when every answer among them is
     degenerate. Results without an answer (an unreadable page, a refused request) are the breaker's to judge."""
 
-    def __init__(self, log: ProgressLog, context: CanaryContext, pages: int = CANARY_PAGES) -> None:
+    def __init__(self, log: ResultLog, context: CanaryContext, pages: int = CANARY_PAGES) -> None:
         self.log = log
         self.context = context
         self.pages = pages
@@ -3675,8 +3675,8 @@ class OfflineRunner:
         llm: Any,
         facts: ModelFacts,
         settings: Settings,
-        log: ProgressLog,
-        progress: Progress,
+        log: ResultLog,
+        progress: ProgressBar,
         canary: Canary | None = None,
     ) -> None:
         from vllm import SamplingParams
@@ -4062,7 +4062,7 @@ def capture(action: Callable[[], str | None]) -> tuple[str | None, BaseException
         return None, exc
 
 
-def make_canary(job: Job, log: ProgressLog, version: str | None) -> Canary | None:
+def make_canary(job: Job, log: ResultLog, version: str | None) -> Canary | None:
     """The canary over this run's first answers (all of them when fewer are to do), or None with --no-canary.
 
     Its message shows the exact job command on the model's image, with --retry-errors to redo the rows it flags.
@@ -4243,7 +4243,7 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
     drive = Drive(window=Feeding(batch, 0, batch, batch))
     say(f"batches of {batch} page(s) through LLM.chat")
     owned = len(job.source.owned())
-    progress = Progress(owned, owned - job.todo)
+    progress = ProgressBar(owned, owned - job.todo)
     try:
         if job.todo:
             drive_offline(job, progress, stop)
@@ -4259,11 +4259,11 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
     return drive
 
 
-def drive_offline(job: Job, progress: Progress, stop: StopSignals) -> None:
+def drive_offline(job: Job, progress: ProgressBar, stop: StopSignals) -> None:
     """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
     llm = open_llm(job.facts, job.settings, job_command(job.script, job.facts, job.argv))
     stop.install()
-    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.settings.batch_size))
+    log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.settings.batch_size))
     runner = OfflineRunner(llm, job.facts, job.settings, log, progress, make_canary(job, log, vllm_version()))
     progress.start()
     runner.run(job.source.rows(job.skip), job.settings.batch_size)

@@ -23,7 +23,7 @@ from common import ROOT, save
 from ocr_core.lease import Lease
 from ocr_core.mirror import ProgressMirror
 from ocr_core.output import Destination
-from ocr_core.progress import ProgressLog, RowResult, finished_ids, part_files, read_results
+from ocr_core.progress import ResultLog, RowResult, finished_ids, part_files, read_results
 from tests.testbed.hub_double import FolderHub
 
 REPO = "bench/progress"
@@ -49,7 +49,7 @@ def simulate_run(hub: CountingHub, work: Path, rows: int, rows_per_part: int, cy
     """Writes `rows` results as a run would; returns the figures of the Hub side."""
     destination = Destination(REPO, "train", None, hub, work_dir=work)
     mirror = ProgressMirror(destination, 300.0, {"bench": True}, Lease.new("bench", "all", 900.0))
-    log = ProgressLog(destination.progress_dir, "20261130T000000Z-bench0", flush_rows=rows_per_part)
+    log = ResultLog(destination.progress_dir, "20261130T000000Z-bench0", flush_rows=rows_per_part)
     rng = random.Random(0)
     words = corpus(rng, 4_000_000)
     started = time.monotonic()

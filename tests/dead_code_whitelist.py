@@ -22,7 +22,7 @@ PDF_RENDER
 # The source of the HF Jobs price table; tests/test_cost.py keeps models.json's "_prices.source" equal to it.
 JOB_PRICES_SOURCE
 
-# A column of the progress parts: RowResult is written through dataclasses.asdict (ProgressLog.flush).
+# A column of the progress parts: RowResult is written through dataclasses.asdict (ResultLog.flush).
 _.row_index
 
 # The second argument of a signal handler (signal.signal calls it with the frame).

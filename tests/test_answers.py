@@ -17,7 +17,7 @@ from ocr_core.answers import judge
 from ocr_core.assemble import Columns, assemble
 from ocr_core.cli import build_parser, parse_arguments
 from ocr_core.facts import ModelFacts
-from ocr_core.progress import ProgressLog, RowResult, read_results
+from ocr_core.progress import ResultLog, RowResult, read_results
 from ocr_core.settings import Settings
 from ocr_core.source import load_source
 from ocr_models import hpd_parsing, lighton_ocr3, nanonets_ocr2
@@ -135,7 +135,7 @@ def test_values_that_fit_are_kept():
 def test_rows_with_an_unstorable_value_still_publish(tmp_path):
     facts, args = recipe(hpd_parsing)
     source = load_source(str(SAMPLE_DATASET), max_samples=2)
-    log = ProgressLog(tmp_path / "progress", "20260101T000000Z-aaaaaa")
+    log = ResultLog(tmp_path / "progress", "20260101T000000Z-aaaaaa")
     bboxes = ([0, 0, 2**40, 50], [0, 0, 1000, 50])
     for index, row_id, bbox in zip(source.selected, source.ids, bboxes):
         verdict = judge(hpd_answer(bbox), "stop", facts, args, resampled=False, attempts=1)

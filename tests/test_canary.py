@@ -22,8 +22,8 @@ from ocr_core.canary import (
 )
 from ocr_core.errors import JobFailed
 from ocr_core.offline import OfflineRunner
-from ocr_core.progress import ProgressLog, RowResult, read_results
-from ocr_core.report import Progress
+from ocr_core.progress import ResultLog, RowResult, read_results
+from ocr_core.report import ProgressBar
 from ocr_core.source import RowInput
 from tests.test_offline_faults import PAGE, FakeLLM, completion, recipe
 from tests.test_resume_publish import SAMPLES, run_main, served
@@ -71,8 +71,8 @@ def test_every_answer_degenerate_is_a_verdict_one_real_answer_clears_it():
     assert canary_verdict([]) is None
 
 
-def canary(folder, pages: int = 8) -> tuple[Canary, ProgressLog]:
-    log = ProgressLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
+def canary(folder, pages: int = 8) -> tuple[Canary, ResultLog]:
+    log = ResultLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
     return Canary(log, CONTEXT, pages), log
 
 
@@ -133,9 +133,9 @@ def test_all_truncated_names_max_tokens(tmp_path):
 
 def test_the_offline_runner_stops_on_the_canary(tmp_path):
     facts, args = recipe()
-    log = ProgressLog(tmp_path, "20260101T000000Z-aaaaaa", flush_rows=1000)
+    log = ResultLog(tmp_path, "20260101T000000Z-aaaaaa", flush_rows=1000)
     runner = OfflineRunner(
-        FakeLLM(lambda n: completion("!!!!!!!!")), facts, args, log, Progress(40, 0), Canary(log, CONTEXT)
+        FakeLLM(lambda n: completion("!!!!!!!!")), facts, args, log, ProgressBar(40, 0), Canary(log, CONTEXT)
     )
     rows = [RowInput(index, f"train-{index}", {"bytes": PAGE, "path": None}) for index in range(40)]
     with pytest.raises(JobFailed, match="canary"):

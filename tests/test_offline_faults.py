@@ -20,8 +20,8 @@ from ocr_core.cli import build_parser, parse_arguments
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, Parsed, default_parse
 from ocr_core.offline import OfflineRunner
-from ocr_core.progress import ProgressLog, read_results
-from ocr_core.report import Progress
+from ocr_core.progress import ResultLog, read_results
+from ocr_core.report import ProgressBar
 from ocr_core.settings import Settings
 from ocr_core.source import RowInput
 from ocr_models import lighton_ocr3, nanonets_ocr2
@@ -78,10 +78,10 @@ def run_offline(
     facts: ModelFacts | None = None,
     batch_size: int = 4,
     page: bytes = PAGE,
-) -> tuple[dict[str, dict], Progress, JobFailed | None]:
+) -> tuple[dict[str, dict], ProgressBar, JobFailed | None]:
     default_facts, args = recipe()
-    progress = Progress(count, 0)
-    log = ProgressLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
+    progress = ProgressBar(count, 0)
+    log = ResultLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
     runner = OfflineRunner(FakeLLM(reply), facts or default_facts, args, log, progress)
     rows = [RowInput(index, f"train-{index}", {"bytes": page, "path": None}) for index in range(count)]
     failure = None
@@ -167,7 +167,7 @@ def run_with_a_loop(folder: Path, second: SimpleNamespace) -> tuple[dict[str, di
     args = parse_arguments(build_parser("recipe.py", facts, "offline"), ["in", "./out"])
     replies = {1: completion(LOOPING_PAGE, "length"), 3: second}
     llm = FakeLLM(lambda n: replies.get(n, completion()))
-    runner = OfflineRunner(llm, facts, args, ProgressLog(folder, "20260101T000000Z-aaaaaa"), Progress(3, 0))
+    runner = OfflineRunner(llm, facts, args, ResultLog(folder, "20260101T000000Z-aaaaaa"), ProgressBar(3, 0))
     runner.run(iter([RowInput(index, f"train-{index}", {"bytes": PAGE, "path": None}) for index in range(3)]), 3)
     return {row["row_id"]: row for row in read_results(folder).to_pylist()}, llm, facts, args.temperature
 

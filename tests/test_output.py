@@ -10,17 +10,17 @@ import pytest
 
 from ocr_core.assemble import Columns, assemble, missing_rows
 from ocr_core.card import CardFacts, render_card, split_front_matter
-from ocr_core.progress import ProgressLog, RowResult, finished_ids, read_results
+from ocr_core.progress import ResultLog, RowResult, finished_ids, read_results
 from ocr_core.source import InputError, load_source
 
 SAMPLE_DATASET = Path(__file__).resolve().parent.parent / "samples" / "dataset"
 
 
 def test_newest_part_wins_and_errors_can_be_retried(tmp_path):
-    first = ProgressLog(tmp_path, "20260101T000000Z-aaaaaa", flush_rows=2)
+    first = ResultLog(tmp_path, "20260101T000000Z-aaaaaa", flush_rows=2)
     first.add(RowResult(0, "train-0", text="zero"))
     first.add(RowResult(1, "train-1", error="server rejected the page (400): bad"))
-    second = ProgressLog(tmp_path, "20260102T000000Z-bbbbbb", flush_rows=10)
+    second = ResultLog(tmp_path, "20260102T000000Z-bbbbbb", flush_rows=10)
     second.add(RowResult(1, "train-1", text="one"))
     second.flush()
     results = read_results(tmp_path)
@@ -30,7 +30,7 @@ def test_newest_part_wins_and_errors_can_be_retried(tmp_path):
 
 
 def test_error_rows_are_skipped_unless_retried(tmp_path):
-    log = ProgressLog(tmp_path, "20260101T000000Z-aaaaaa")
+    log = ResultLog(tmp_path, "20260101T000000Z-aaaaaa")
     log.add(RowResult(0, "train-0", text="zero"))
     log.add(RowResult(1, "train-1", error="bad image: image cell is empty (None)"))
     log.flush()
@@ -56,7 +56,7 @@ def test_missing_column_names_the_fix():
 
 def test_final_dataset_keeps_input_order_and_columns(tmp_path):
     source = load_source(str(SAMPLE_DATASET), max_samples=6, shuffle=True, seed=3)
-    log = ProgressLog(tmp_path / "progress", "20260101T000000Z-aaaaaa")
+    log = ResultLog(tmp_path / "progress", "20260101T000000Z-aaaaaa")
     for index, row_id in reversed(list(zip(source.selected, source.ids))):
         error = "bad image: broken" if index % 2 else None
         log.add(RowResult(index, row_id, text=None if error else f"text {index}", error=error))

@@ -19,8 +19,8 @@ from ocr_core.canary import Canary, CanaryContext
 from ocr_core.cost import JOB_PRICES_USD_PER_HOUR
 from ocr_core.offline import OfflineRunner
 from ocr_core.pdf import BadPdf, PdfPage, RenderSize, looks_like_pdf, prepare_page, render_scale, render_size
-from ocr_core.progress import ProgressLog, read_results
-from ocr_core.report import Progress
+from ocr_core.progress import ResultLog, read_results
+from ocr_core.report import ProgressBar
 from ocr_core.source import InputError, load_source, pdf_files
 from ocr_models import hpd_parsing, lighton_ocr3, nanonets_ocr2, ovis_ocr2
 from tests.test_offline_faults import FakeLLM, completion, recipe
@@ -171,7 +171,7 @@ def test_rendering_in_many_threads_gives_the_bytes_of_one():
 
 def test_the_offline_runner_sends_rendered_pages_and_fails_a_bad_pdf_alone(tmp_path):
     facts, args = recipe()
-    log = ProgressLog(tmp_path / "progress", "20260101T000000Z-aaaaaa", flush_rows=1000)
+    log = ResultLog(tmp_path / "progress", "20260101T000000Z-aaaaaa", flush_rows=1000)
     engine = FakeLLM(lambda n: completion(f"page {n}"))
     sent: list[bytes] = []
     chat = engine.chat
@@ -184,7 +184,7 @@ def test_the_offline_runner_sends_rendered_pages_and_fails_a_bad_pdf_alone(tmp_p
 
     engine.chat = keep_images
     canary = Canary(log, CanaryContext("m", "i", "c"))
-    runner = OfflineRunner(engine, facts, args, log, Progress(6, 0), canary)
+    runner = OfflineRunner(engine, facts, args, log, ProgressBar(6, 0), canary)
     runner.run(load_source(str(pdf_folder(tmp_path / "in")), pdf_size=SMALL).rows(set()), 4)
     results = {row["row_id"]: row for row in read_results(tmp_path / "progress").to_pylist()}
     assert sorted(results) == sorted(FOLDER_IDS)

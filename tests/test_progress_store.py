@@ -16,11 +16,11 @@ from ocr_core.compaction import FAN_IN, TOP_CLASS, compact, plan_merges, size_cl
 from ocr_core.lease import Lease, LeaseTaken, LocalLocks, conflicts, lease_key, overlaps, yields_to
 from ocr_core.manifest import differences, fingerprint, settings_mismatch_message
 from ocr_core.output import foreign_files, owned_configs, unsafe_local_output
-from ocr_core.progress import ProgressLog, RowResult, finished_ids, part_files, read_results
+from ocr_core.progress import ResultLog, RowResult, finished_ids, part_files, read_results
 
 
 def write_parts(folder: Path, count: int, rows_per_part: int, text: str = "t") -> list[str]:
-    log = ProgressLog(folder, "20260101T000000Z-aaaaaa", flush_rows=rows_per_part)
+    log = ResultLog(folder, "20260101T000000Z-aaaaaa", flush_rows=rows_per_part)
     ids = []
     for index in range(count * rows_per_part):
         ids.append(f"train-{index}")
@@ -34,8 +34,8 @@ def texts(folder: Path) -> dict[str, str]:
 
 
 def test_the_newest_record_wins_whatever_the_file_names(tmp_path):
-    late = ProgressLog(tmp_path, "00000000T000000Z-zzzzzz", flush_rows=1)
-    early = ProgressLog(tmp_path, "99999999T999999Z-aaaaaa", flush_rows=1)
+    late = ResultLog(tmp_path, "00000000T000000Z-zzzzzz", flush_rows=1)
+    early = ResultLog(tmp_path, "99999999T999999Z-aaaaaa", flush_rows=1)
     early.add(RowResult(0, "train-0", error="server rejected the page (400)", recorded_at=100.0))
     late.add(RowResult(0, "train-0", text="redone", recorded_at=200.0))
     assert texts(tmp_path) == {"train-0": "redone"}
@@ -43,7 +43,7 @@ def test_the_newest_record_wins_whatever_the_file_names(tmp_path):
 
 
 def test_parts_are_written_whole_under_their_final_name(tmp_path):
-    log = ProgressLog(tmp_path, "run", flush_rows=2)
+    log = ResultLog(tmp_path, "run", flush_rows=2)
     log.add(RowResult(0, "a", text="x"))
     assert part_files(tmp_path) == []
     log.add(RowResult(1, "b", text="y"))
@@ -105,7 +105,7 @@ def test_compaction_keeps_every_row_and_bounds_the_file_count(tmp_path):
 
 
 def test_compaction_keeps_the_newest_record_of_a_row_merged_with_an_older_one(tmp_path):
-    log = ProgressLog(tmp_path, "run", flush_rows=1)
+    log = ResultLog(tmp_path, "run", flush_rows=1)
     for attempt in range(FAN_IN):
         log.add(RowResult(0, "train-0", text=f"attempt {attempt}", recorded_at=1000.0 + attempt))
     list(compact(tmp_path))

@@ -27,9 +27,10 @@ from ocr_core.chat import Retryable, RowFailed, post_chat
 from ocr_core.cli import build_parser, parse_arguments
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, default_parse
-from ocr_core.progress import ProgressLog, read_results
-from ocr_core.pump import Pump, Target, retry_delay
-from ocr_core.report import Progress
+from ocr_core.progress import ResultLog, read_results
+from ocr_core.pump import Pump, retry_delay
+from ocr_core.report import ProgressBar
+from ocr_core.server_handle import Target
 from ocr_core.settings import Settings
 from ocr_core.source import RowInput
 from ocr_core.window import Window
@@ -92,7 +93,7 @@ def rows(count: int, page: bytes = PAGE) -> list[RowInput]:
 @dataclasses.dataclass
 class Outcome:
     results: dict[str, dict]
-    progress: Progress
+    progress: ProgressBar
     failure: JobFailed | None
     recovered: list[Retryable]
 
@@ -120,8 +121,8 @@ def run_pump(
         return generation + 1 if restarts else generation
 
     settings = dataclasses.replace(args, request_timeout=5.0, retry_budget=retry_budget)
-    log = ProgressLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
-    progress = Progress(count, 0)
+    log = ResultLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
+    progress = ProgressBar(count, 0)
     pump = Pump(
         Target(URL, "m", {}), facts, settings, Window(1, 1), log, progress, recover,
         transport=httpx.MockTransport(server),

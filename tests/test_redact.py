@@ -15,12 +15,12 @@ import pytest
 
 import ocr_core.redact as redaction
 from ocr_core.cli import build_parser, job_command, parse_arguments, without_secrets
-from ocr_core.engine import api_headers, missing_vllm_message
 from ocr_core.facts import ModelFacts
 from ocr_core.redact import redact, register_run_secrets, register_secret
 from ocr_core.report import print_summary, say
 from ocr_core.run_server import main
 from ocr_core.server import SpawnedServer
+from ocr_core.server_handle import api_headers, missing_vllm_message
 from ocr_models import lighton_ocr3
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,16 +24,15 @@ from pathlib import Path
 
 import pytest
 
-from ocr_core import engine as engine_module
 from ocr_core import server as server_module
+from ocr_core import server_handle as engine_module
 from ocr_core.chat import Retryable
 from ocr_core.cli import build_parser, parse_arguments
-from ocr_core.engine import Engine
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts
-from ocr_core.pump import Target
 from ocr_core.scale import ScalePlan
 from ocr_core.server import ServerError, SpawnedServer
+from ocr_core.server_handle import ServerHandle, Target
 from ocr_core.stall import PROGRESS_COUNTERS, StallDetector, watch_for_stalls
 from tests.testbed.env import REPO_ROOT
 
@@ -206,15 +205,15 @@ FACTS = ModelFacts(
 )
 
 
-def engine_for(url: str, facts: ModelFacts = FACTS, **overrides: object) -> Engine:
+def engine_for(url: str, facts: ModelFacts = FACTS, **overrides: object) -> ServerHandle:
     """A server handle for `url` with the recipe's own settings, as its command line would give them."""
     argv = ["IN", "./OUT", "--server", url, "--startup-timeout", "600", "--max-tokens", "1000"]
     settings = parse_arguments(build_parser("x-server.py", facts, "server"), argv)
     settings = dataclasses.replace(settings, **overrides)
-    return Engine(settings, facts, "x-server.py", ["IN", "OUT"], ScalePlan(0, "", 1, 1))
+    return ServerHandle(settings, facts, "x-server.py", ["IN", "OUT"], ScalePlan(0, "", 1, 1))
 
 
-def spawned_sleeper(engine: Engine, fake: FakeVllm) -> SpawnedServer:
+def spawned_sleeper(engine: ServerHandle, fake: FakeVllm) -> SpawnedServer:
     """Gives the engine a started server that never answers HTTP, as if it were still loading."""
     fake.mode("sleep")
     engine.spawned = SpawnedServer(["vllm", "serve", "org/model"], engine.url, log_path=fake.log_path)

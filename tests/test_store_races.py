@@ -15,12 +15,12 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from ocr_core import engine as engine_module
 from ocr_core import hub as hub_module
 from ocr_core import lease as lease_module
 from ocr_core import progress as progress_module
+from ocr_core import server_handle as engine_module
 from ocr_core.lease import Lease
-from ocr_core.progress import ProgressLog, RowResult, part_files
+from ocr_core.progress import ResultLog, RowResult, part_files
 from tests.test_resume_publish import (
     PROGRESS,
     REPO,
@@ -142,13 +142,13 @@ def test_finalize_only_publishes(server, tmp_path, capsys, monkeypatch):
 
 def test_the_hub_lease_stays_alive_while_the_engine_starts(server, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(lease_module, "MIN_LEASE_S", 2.0)
-    slow_open = engine_module.Engine.open
+    slow_open = engine_module.ServerHandle.open
 
     async def open_slowly(self):
         await __import__("asyncio").sleep(5)
         return await slow_open(self)
 
-    monkeypatch.setattr(engine_module.Engine, "open", open_slowly)
+    monkeypatch.setattr(engine_module.ServerHandle, "open", open_slowly)
     machine(monkeypatch, tmp_path, "machine-1")
     repeated(tmp_path / "in", copies=1)
     hub = FolderHub(tmp_path / "hub")
@@ -195,7 +195,7 @@ def test_results_of_an_earlier_version_are_adopted(server, tmp_path, capsys):
         )
     )
     repeated(tmp_path / "in", copies=1)
-    log = ProgressLog(folder, "20261101T000000Z-legacy", flush_rows=100)
+    log = ResultLog(folder, "20261101T000000Z-legacy", flush_rows=100)
     for index in range(5):
         log.add(RowResult(index, f"train-{index}", text=f"old text {index}"))
     log.flush()
@@ -245,7 +245,7 @@ def test_a_failed_part_write_leaves_no_temporary_file(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(progress_module.pq, "ParquetWriter", FullDisk)
-    log = ProgressLog(tmp_path, "run", flush_rows=1)
+    log = ResultLog(tmp_path, "run", flush_rows=1)
     with pytest.raises(OSError):
         log.add(RowResult(0, "train-0", text="x"))
     assert list(tmp_path.iterdir()) == []

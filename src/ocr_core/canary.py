@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from .breaker import LOOP, TRUNCATED, Advice, error_kind
 from .errors import JobFailed
-from .progress import ProgressLog, RowResult
+from .progress import ResultLog, RowResult
 
 CANARY_PAGES = 8
 REPEATED = "one character or token repeated"
@@ -101,7 +101,7 @@ class Canary:
     """Watches the first `pages` results of a run; `record` raises JobFailed when every answer among them is
     degenerate. Results without an answer (an unreadable page, a refused request) are the breaker's to judge."""
 
-    def __init__(self, log: ProgressLog, context: CanaryContext, pages: int = CANARY_PAGES) -> None:
+    def __init__(self, log: ResultLog, context: CanaryContext, pages: int = CANARY_PAGES) -> None:
         self.log = log
         self.context = context
         self.pages = pages

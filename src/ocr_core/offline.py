@@ -24,8 +24,8 @@ from .errors import CommandError, JobFailed, internal_error
 from .facts import ModelFacts
 from .images import BadImage, with_note
 from .pdf import PREP_THREADS, prepare_page
-from .progress import ProgressLog, RowResult
-from .report import Progress, say
+from .progress import ResultLog, RowResult
+from .report import ProgressBar, say
 from .settings import Settings
 from .source import RowInput
 
@@ -102,8 +102,8 @@ class OfflineRunner:
         llm: Any,
         facts: ModelFacts,
         settings: Settings,
-        log: ProgressLog,
-        progress: Progress,
+        log: ResultLog,
+        progress: ProgressBar,
         canary: Canary | None = None,
     ) -> None:
         from vllm import SamplingParams

@@ -90,7 +90,7 @@ def sync_folder(folder: Path) -> None:
         os.close(descriptor)
 
 
-class ProgressLog:
+class ResultLog:
     """Buffers results and writes a part every `flush_rows` rows or `flush_seconds` seconds."""
 
     def __init__(

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -28,9 +28,10 @@ from .facts import ModelFacts
 from .hostmem import MemoryGuard
 from .images import BadImage, PreparedImage, placeholder_part, with_note
 from .pdf import PREP_THREADS, prepare_page
-from .progress import ProgressLog, RowResult
-from .report import Progress, say
+from .progress import ResultLog, RowResult
+from .report import ProgressBar, say
 from .server import parse_metrics
+from .server_handle import Target
 from .settings import Settings
 from .source import RowInput
 from .window import Window
@@ -41,15 +42,6 @@ BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 60.0
 BACKOFF_MAX_EXPONENT = 16
 CAP_LOG_GAP_S = 30.0
-
-
-@dataclass
-class Target:
-    """Where requests go: base URL, served model name, headers (an API key for remote servers)."""
-
-    url: str
-    model: str
-    headers: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -69,8 +61,8 @@ class Pump:
         facts: ModelFacts,
         settings: Settings,
         window: Window,
-        log: ProgressLog,
-        progress: Progress,
+        log: ResultLog,
+        progress: ProgressBar,
         recover: Recover,
         guard: MemoryGuard | None = None,
         transport: httpx.AsyncBaseTransport | None = None,

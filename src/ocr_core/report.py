@@ -34,7 +34,7 @@ class Tally:
         return self.output_tokens / self.seconds()
 
 
-class Progress:
+class ProgressBar:
     """Counts results and keeps the bar's numbers current: pages/s, output tokens/s, pages in flight, errors."""
 
     def __init__(self, total: int, already_done: int) -> None:

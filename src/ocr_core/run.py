@@ -35,7 +35,7 @@ from .hub import HubClient, HubRefused
 from .job import Job, prepare_job, release
 from .lease import LeaseTaken
 from .mirror import ProgressMirror
-from .progress import ProgressLog, read_results
+from .progress import ResultLog, read_results
 from .redact import register_run_secrets
 from .report import Tally, print_summary, say
 from .settings import Settings
@@ -267,7 +267,7 @@ def capture(action: Callable[[], str | None]) -> tuple[str | None, BaseException
         return None, exc
 
 
-def make_canary(job: Job, log: ProgressLog, version: str | None) -> Canary | None:
+def make_canary(job: Job, log: ResultLog, version: str | None) -> Canary | None:
     """The canary over this run's first answers (all of them when fewer are to do), or None with --no-canary.
 
     Its message shows the exact job command on the model's image, with --retry-errors to redo the rows it flags.

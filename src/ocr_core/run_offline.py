@@ -13,8 +13,8 @@ from .errors import JobFailed
 from .hub import HubClient
 from .job import Job
 from .offline import OfflineRunner, open_llm, stdout_to_stderr
-from .progress import ProgressLog
-from .report import Progress, say
+from .progress import ResultLog
+from .report import ProgressBar, say
 from .run import KEPT, Drive, Feeding, Interrupted, StopSignals, make_canary, run_recipe
 
 
@@ -41,7 +41,7 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
     drive = Drive(window=Feeding(batch, 0, batch, batch))
     say(f"batches of {batch} page(s) through LLM.chat")
     owned = len(job.source.owned())
-    progress = Progress(owned, owned - job.todo)
+    progress = ProgressBar(owned, owned - job.todo)
     try:
         if job.todo:
             drive_offline(job, progress, stop)
@@ -57,11 +57,11 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
     return drive
 
 
-def drive_offline(job: Job, progress: Progress, stop: StopSignals) -> None:
+def drive_offline(job: Job, progress: ProgressBar, stop: StopSignals) -> None:
     """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
     llm = open_llm(job.facts, job.settings, job_command(job.script, job.facts, job.argv))
     stop.install()
-    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.settings.batch_size))
+    log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.settings.batch_size))
     runner = OfflineRunner(llm, job.facts, job.settings, log, progress, make_canary(job, log, vllm_version()))
     progress.start()
     runner.run(job.source.rows(job.skip), job.settings.batch_size)

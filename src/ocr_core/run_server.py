@@ -12,17 +12,17 @@ from typing import Any, TextIO
 import httpx
 
 from .cli import SATURATE_MAX_INFLIGHT, SERVER_WINDOW
-from .engine import Engine
 from .errors import JobFailed
 from .hostmem import MemoryGuard
 from .hub import HubClient
 from .job import Job
-from .progress import ProgressLog
-from .pump import Pump, Target, metrics_page
-from .report import Progress, say
+from .progress import ResultLog
+from .pump import Pump, metrics_page
+from .report import ProgressBar, say
 from .run import KEPT, Drive, Feeding, StopSignals, make_canary, run_recipe
 from .scale import ScalePlan, detect_gpus, plan_scale
 from .server import is_local, kv_capacity, parse_metrics
+from .server_handle import ServerHandle, Target
 from .settings import Settings
 from .stall import beside, watch_for_stalls
 from .window import Window
@@ -75,22 +75,22 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     """Server shape: finds or starts the server, then keeps the window full until every row has an outcome."""
     settings = job.settings
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
-    engine = Engine(settings, job.facts, job.script, job.argv, scale_plan(settings))
+    handle = ServerHandle(settings, job.facts, job.script, job.argv, scale_plan(settings))
     owned = len(job.source.owned())
-    progress = Progress(owned, owned - job.todo)
+    progress = ProgressBar(owned, owned - job.todo)
     drive = Drive()
     window: Window | None = None
     try:
         if job.todo:
-            target = await engine.open()
+            target = await handle.open()
             drive.model_name = target.model
             window, guard = make_window(
-                settings, job.mode, engine.scale, kv_capacity(await metrics_text(target), settings.max_model_len)
+                settings, job.mode, handle.scale, kv_capacity(await metrics_text(target), settings.max_model_len)
             )
             metrics_before = await read_metrics(target)
             drive.version = await server_version(target)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
-            await pump_pages(job, target, engine, window, guard, progress, drive.version)
+            await pump_pages(job, target, handle, window, guard, progress, drive.version)
             if job.facts.summary_metrics:
                 drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
     except asyncio.CancelledError:
@@ -101,7 +101,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
         say(f"error: {exc}\n{KEPT.capitalize()}.")
     finally:
         progress.close()
-        await finish_in_thread(engine.close)
+        await finish_in_thread(handle.close)
         stop.leave_async(asyncio.get_running_loop())
     drive.tally = progress.tally
     if window is not None:
@@ -123,18 +123,18 @@ async def finish_in_thread(action: Callable[[], None]) -> None:
 async def pump_pages(
     job: Job,
     target: Target,
-    engine: Engine,
+    handle: ServerHandle,
     window: Window,
     guard: MemoryGuard | None,
-    progress: Progress,
+    progress: ProgressBar,
     version: str | None,
 ) -> None:
     """Pumps the rows still to do, with a watch for an engine that stops making progress beside it."""
-    log = ProgressLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit))
+    log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit))
     canary = make_canary(job, log, version)
-    pump = Pump(target, job.facts, job.settings, window, log, progress, engine.recover, guard, canary=canary)
+    pump = Pump(target, job.facts, job.settings, window, log, progress, handle.recover, guard, canary=canary)
     progress.start()
-    stalls = watch_for_stalls(target, job.settings.stall_timeout, lambda: window.in_flight, engine)
+    stalls = watch_for_stalls(target, job.settings.stall_timeout, lambda: window.in_flight, handle)
     await beside(pump.run(job.source.rows(job.skip)), stalls)
 
 

@@ -16,8 +16,9 @@ from typing import Protocol, TypeVar
 
 import httpx
 
-from .pump import Target, metrics_page
+from .pump import metrics_page
 from .server import parse_metrics
+from .server_handle import Target
 
 PROGRESS_COUNTERS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total")
 STALL_POLL_S = 5.0

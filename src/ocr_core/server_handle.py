@@ -14,7 +14,8 @@ import shlex
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -24,7 +25,6 @@ from .chat import Retryable
 from .cli import job_command, script_url
 from .errors import JobFailed
 from .facts import ModelFacts
-from .pump import Target
 from .redact import redact
 from .report import say
 from .scale import ScalePlan
@@ -75,7 +75,16 @@ def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[st
     )
 
 
-class Engine:
+@dataclass
+class Target:
+    """Where requests go: base URL, served model name, headers (an API key for remote servers)."""
+
+    url: str
+    model: str
+    headers: Mapping[str, str]
+
+
+class ServerHandle:
     def __init__(self, settings: Settings, facts: ModelFacts, script: str, argv: list[str], scale: ScalePlan) -> None:
         self.settings = settings
         self.scale = scale
