@@ -27,3 +27,13 @@ _.row_index
 
 # The second argument of a signal handler (signal.signal calls it with the frame).
 frame
+
+# Fields of the summary line: Summary.line writes RunFacts through vars(), and users and benchmarks read the JSON.
+_.done_this_run
+_.resumed
+_.errors_this_run
+_.loops_this_run
+_.truncated_this_run
+_.output_tokens_per_s
+_.peak_window
+_.interrupted

@@ -11,6 +11,7 @@ import pytest
 from ocr_core.assemble import Columns, assemble, missing_rows
 from ocr_core.card import CardFacts, render_card, split_front_matter
 from ocr_core.progress import ResultLog, RowResult, finished_ids, read_results
+from ocr_core.report import RunFacts, Summary
 from ocr_core.source import InputError, load_source
 
 SAMPLE_DATASET = Path(__file__).resolve().parent.parent / "samples" / "dataset"
@@ -116,3 +117,21 @@ def test_card_merges_configs():
     assert names == ["ovis", "default"]
     assert meta["configs"][0]["data_files"] == [{"split": "train", "path": "ovis/train-*"}]
     assert "hf jobs uv run" in body
+
+
+def test_the_summary_line_carries_the_run_facts_then_the_failure_and_the_exit_code():
+    summary = Summary("x.py", "org/model", "server", "./out")
+    assert json.loads(summary.line()) == {
+        "script": "x.py", "model": "org/model", "mode": "server", "output": "./out", "exit_code": None,
+    }  # fmt: skip
+    summary.run = RunFacts(
+        output="./out (config default)", rows=3, done_this_run=2, resumed=1, shard=None, errors=1, errors_this_run=1,
+        truncated=0, loops_this_run=0, truncated_this_run=0, missing=0, pages_per_s=1.5, output_tokens_per_s=9.0,
+        inference_s=2.0, wall_s=3.0, flavor="l4x1", window=32, peak_in_flight=3, peak_window=32, interrupted=False,
+        failure=None, extra={"usd_per_1000_pages": 0.4, "prefix_cache_hit_rate": 0.9},
+    )  # fmt: skip
+    summary.exit_code = 0
+    line = json.loads(summary.line())
+    assert line["output"] == "./out (config default)" and line["rows"] == 3 and line["failure"] is None
+    assert line["usd_per_1000_pages"] == 0.4 and line["prefix_cache_hit_rate"] == 0.9 and "extra" not in line
+    assert list(line)[-1] == "exit_code" and line["exit_code"] == 0

@@ -17,7 +17,7 @@ import ocr_core.redact as redaction
 from ocr_core.cli import build_parser, job_command, parse_arguments, without_secrets
 from ocr_core.facts import ModelFacts
 from ocr_core.redact import redact, register_run_secrets, register_secret
-from ocr_core.report import print_summary, say
+from ocr_core.report import Summary, say
 from ocr_core.run_server import main
 from ocr_core.server import SpawnedServer
 from ocr_core.server_handle import api_headers, missing_vllm_message
@@ -215,9 +215,9 @@ def test_say_and_the_summary_mask_registered_values_in_every_spelling(capsys):
     register_secret(secret)
     say(f"the key is {secret}")
     stream = io.StringIO()
-    print_summary(stream, {"failure": f"refused {secret}"})
+    Summary("x.py", "org/model", "server", "./out", failure=f"refused {secret}", exit_code=1).print_to(stream)
     assert capsys.readouterr().err == "the key is ***\n"
-    assert json.loads(stream.getvalue()) == {"failure": "refused ***"}
+    assert json.loads(stream.getvalue())["failure"] == "refused ***"
 
 
 def test_the_server_log_header_masks_secret_arguments(tmp_path):

@@ -91,5 +91,57 @@ def say(message: str) -> None:
     tqdm.write(redact(message), file=sys.stderr)
 
 
-def print_summary(stream: TextIO, summary: dict) -> None:
-    print(redact(json.dumps(summary, sort_keys=False)), file=stream, flush=True)
+@dataclass
+class RunFacts:
+    """What a run that reached its pages did: where the rows stand, how fast, at what cost, how it fed the engine.
+    `extra` holds the cost fields and the model's own metrics, whose names vary."""
+
+    output: str
+    rows: int
+    done_this_run: int
+    resumed: int
+    shard: list[int] | None
+    errors: int
+    errors_this_run: int
+    truncated: int
+    loops_this_run: int
+    truncated_this_run: int
+    missing: int
+    pages_per_s: float
+    output_tokens_per_s: float
+    inference_s: float
+    wall_s: float
+    flavor: str
+    window: int
+    peak_in_flight: int
+    peak_window: int
+    interrupted: bool
+    failure: str | None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Summary:
+    """The one JSON line on stdout that every way out of a run prints (scripts and benchmarks parse it): who ran,
+    what the run did when it got that far, why it failed if it did, and the exit code."""
+
+    script: str
+    model: str
+    mode: str
+    output: str
+    run: RunFacts | None = None
+    failure: str | None = None
+    exit_code: int | None = None
+
+    def line(self) -> str:
+        fields = {"script": self.script, "model": self.model, "mode": self.mode, "output": self.output}
+        if self.run is not None:
+            facts = {key: value for key, value in vars(self.run).items() if key != "extra"}
+            fields.update(facts, **self.run.extra)
+        if self.failure is not None:
+            fields["failure"] = self.failure
+        fields["exit_code"] = self.exit_code
+        return redact(json.dumps(fields, sort_keys=False))
+
+    def print_to(self, stream: TextIO) -> None:
+        print(self.line(), file=stream, flush=True)

@@ -37,7 +37,7 @@ from .lease import LeaseTaken
 from .mirror import ProgressMirror
 from .progress import ResultLog, read_results
 from .redact import register_run_secrets
-from .report import Tally, print_summary, say
+from .report import RunFacts, Summary, Tally, say
 from .settings import Settings
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -141,7 +141,7 @@ def run_recipe(
         print(usage(script, facts, mode))
         return 0
     settings = parse_arguments(build_parser(script, facts, mode), argv)
-    summary: dict[str, Any] = {"script": script, "model": settings.model, "mode": mode, "output": settings.output}
+    summary = Summary(script, settings.model, mode, settings.output)
     streams: list[TextIO] = [sys.stdout]
     stop = StopSignals()
     stop.install()
@@ -154,8 +154,8 @@ def run_recipe(
         code = failure_code(exc, stop, summary, settings.verbose)
     finally:
         stop.restore()
-    summary["exit_code"] = code
-    print_summary(streams[-1], summary)
+    summary.exit_code = code
+    summary.print_to(streams[-1])
     return code
 
 
@@ -168,7 +168,7 @@ def run(
     argv: list[str],
     hub: HubClient | None,
     stop: StopSignals,
-    summary: dict[str, Any],
+    summary: Summary,
     streams: list[TextIO],
 ) -> int:
     job = prepare_job(settings, facts, script, mode, argv, hub)
@@ -180,32 +180,31 @@ def run(
         finally:
             closed = uninterrupted(lambda: close_mirror(job, mirror))
         drive.failure = drive.failure or closed
-        code, facts_of_run = finish(job, drive, stop.signum)
-        summary.update(facts_of_run)
+        code, summary.run = finish(job, drive, stop.signum)
         return code
     finally:
         release(job.destination, job.lease, job.locks)
 
 
-def failure_code(exc: BaseException, stop: StopSignals, summary: dict[str, Any], verbose: bool) -> int:
+def failure_code(exc: BaseException, stop: StopSignals, summary: Summary, verbose: bool) -> int:
     """The exit code and the summary's `failure` for a run that ended by an exception."""
     if isinstance(exc, Interrupted | KeyboardInterrupt):
-        summary["failure"] = "interrupted"
+        summary.failure = "interrupted"
         return 128 + (stop.signum or signal.SIGINT)
     if isinstance(exc, CommandError):
-        summary["failure"] = str(exc)
+        summary.failure = str(exc)
         say(f"error: {exc}")
         return 2
     if isinstance(exc, JobFailed | LeaseTaken):
-        summary["failure"] = str(exc)
+        summary.failure = str(exc)
         say(f"error: {exc}\n{KEPT.capitalize()}.")
         return 1
     if isinstance(exc, SystemExit):
-        summary["failure"] = f"exited with {exc.code}"
+        summary.failure = f"exited with {exc.code}"
         return exc.code if isinstance(exc.code, int) else 1
     if not isinstance(exc, Exception):
         raise exc
-    summary["failure"] = f"internal error: {type(exc).__name__}: {exc}"
+    summary.failure = f"internal error: {type(exc).__name__}: {exc}"
     detail = traceback.format_exc() if verbose else "Rerun with --verbose for the traceback."
     say(f"error: {type(exc).__name__}: {exc}\n{KEPT.capitalize()}. {detail}")
     return 1
@@ -297,58 +296,86 @@ def inference_info(job: Job, drive: Drive) -> dict[str, Any]:
     }
 
 
-def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, Any]]:
-    """Publishes when every row has an outcome; returns the exit code and the summary's facts of the run."""
+@dataclass(frozen=True)
+class Outcome:
+    """Where the selected rows stand, read from the results on disk (every run's, not only this one's)."""
+
+    rows: int
+    errors: int
+    truncated: int
+    missing: int
+    missing_here: int
+
+
+def read_outcome(job: Job) -> Outcome:
+    """A shard first pulls the other shards' progress, so that the last one to finish sees every row."""
     if job.source.shard:
         job.destination.pull_progress()
     results = read_results(job.destination.progress_dir, ["error"])
-    missing = missing_rows(job.source, results)
     selected = set(job.source.ids)
     errors = [
         error
         for row_id, error in zip(results["row_id"].to_pylist(), results["error"].to_pylist())
         if error is not None and row_id in selected
     ]
-    truncated = sum(error.startswith(TRUNCATED) for error in errors)
+    return Outcome(
+        rows=len(selected),
+        errors=len(errors),
+        truncated=sum(error.startswith(TRUNCATED) for error in errors),
+        missing=missing_rows(job.source, results),
+        missing_here=missing_rows(job.source, results, True),
+    )
+
+
+def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, RunFacts]:
+    """Publishes when every row has an outcome; returns the exit code and the summary's facts of the run."""
+    outcome = read_outcome(job)
     wall_s = time.monotonic() - job.started
     flavor, cost = run_cost(job, drive.tally, wall_s)
-    published, code = None, 128 + stopped if stopped else 1
-    if not missing and stopped is None and drive.failure is None:
-        published, code = publish_or_say(job, drive, len(errors), truncated, describe_cost(cost, flavor))
-    elif job.source.shard and stopped is None and drive.failure is None and not missing_rows(job.source, results, True):
-        say(
-            f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
-            "publishes the dataset; or run the same command with --finalize once all shards are done"
-        )
-        code = 0
-    elif stopped is None and drive.failure is None:
-        say(f"{missing} row(s) have no outcome yet; rerun the same command to finish them")
+    published, code = conclude(job, drive, stopped, outcome, describe_cost(cost, flavor))
     tally, window = drive.tally, drive.window
-    return code, {
-        "output": published or job.destination.describe(),
-        "rows": len(selected),
-        "done_this_run": tally.done,
-        "resumed": len(job.source.owned()) - job.todo,
-        "shard": list(job.settings.shard) if job.settings.shard else None,
-        "errors": len(errors),
-        "errors_this_run": tally.errors,
-        "truncated": truncated,
-        "loops_this_run": tally.loops,
-        "truncated_this_run": tally.truncated,
-        "missing": missing,
-        "pages_per_s": round(tally.pages_per_s(), 3),
-        "output_tokens_per_s": round(tally.tokens_per_s(), 1),
-        "inference_s": round(tally.seconds(), 2),
-        "wall_s": round(wall_s, 2),
-        "flavor": flavor,
-        **cost,
-        "window": window.limit,
-        "peak_in_flight": window.peak_in_flight,
-        "peak_window": window.peak_limit,
-        "interrupted": stopped is not None,
-        "failure": drive.failure,
-        **drive.extra,
-    }
+    return code, RunFacts(
+        output=published or job.destination.describe(),
+        rows=outcome.rows,
+        done_this_run=tally.done,
+        resumed=len(job.source.owned()) - job.todo,
+        shard=list(job.settings.shard) if job.settings.shard else None,
+        errors=outcome.errors,
+        errors_this_run=tally.errors,
+        truncated=outcome.truncated,
+        loops_this_run=tally.loops,
+        truncated_this_run=tally.truncated,
+        missing=outcome.missing,
+        pages_per_s=round(tally.pages_per_s(), 3),
+        output_tokens_per_s=round(tally.tokens_per_s(), 1),
+        inference_s=round(tally.seconds(), 2),
+        wall_s=round(wall_s, 2),
+        flavor=flavor,
+        window=window.limit,
+        peak_in_flight=window.peak_in_flight,
+        peak_window=window.peak_limit,
+        interrupted=stopped is not None,
+        failure=drive.failure,
+        extra={**cost, **drive.extra},
+    )
+
+
+def conclude(job: Job, drive: Drive, stopped: int | None, outcome: Outcome, cost: str | None) -> tuple[str | None, int]:
+    """Publishes a complete run, or says what is left; the published address (or None) and the exit code."""
+    if stopped is not None:
+        return None, 128 + stopped
+    if drive.failure is not None:
+        return None, 1
+    if not outcome.missing:
+        return publish_or_say(job, drive, outcome.errors, outcome.truncated, cost)
+    if job.source.shard and not outcome.missing_here:
+        say(
+            f"this shard is done; {outcome.missing} row(s) of other shards have no outcome yet. The last shard to "
+            "finish publishes the dataset; or run the same command with --finalize once all shards are done"
+        )
+        return None, 0
+    say(f"{outcome.missing} row(s) have no outcome yet; rerun the same command to finish them")
+    return None, 1
 
 
 def run_cost(job: Job, tally: Tally, wall_s: float) -> tuple[str, dict[str, Any]]:
