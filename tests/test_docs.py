@@ -238,3 +238,13 @@ def test_generated_blocks_are_current():
         [sys.executable, str(ROOT / "tools" / "docs.py"), "--check"], capture_output=True, text=True, cwd=ROOT
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_new_recipe_gets_its_facts_and_empty_hand_kept_fields():
+    from tools import docs
+
+    data = models_json()
+    del data["ovis-ocr2.py"]
+    entry = docs.with_model_facts(data)["ovis-ocr2.py"]
+    assert entry["model_id"] == "ATH-MaaS/OvisOCR2" and entry["twin"] == "ovis-ocr2-server.py"
+    assert {key: entry[key] for key in docs.HAND_KEPT} == docs.HAND_KEPT

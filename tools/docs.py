@@ -44,6 +44,9 @@ class MissingMarker(ValueError):
     """A document lacks the markers of a block it should carry."""
 
 
+HAND_KEPT = {"params": None, "license": None, "notes": "", "measured": [], "pinned_check": None}
+
+
 def model_facts(recipe: Recipe) -> dict:
     """The fields of a script's models.json entry that the code decides, in the order the file lists them."""
     module = importlib.import_module(f"ocr_models.{recipe.model}")
@@ -72,7 +75,10 @@ def with_model_facts(data: dict) -> dict:
     and the underscore sections left as they are; entries of scripts no longer in the registry are dropped."""
     updated = {key: value for key, value in data.items() if key.startswith("_")}
     for recipe in RECIPES:
-        updated[recipe.script] = {**data.get(recipe.script, {}), **model_facts(recipe)}
+        entry = {**data.get(recipe.script, {}), **model_facts(recipe)}
+        for key, empty in HAND_KEPT.items():
+            entry.setdefault(key, empty)
+        updated[recipe.script] = entry
     return updated
 
 
