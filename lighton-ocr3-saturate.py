@@ -20,7 +20,9 @@
 Facts from LightOn's README and client: the page image alone is the prompt (any text is out of distribution),
 pages are sent at most 2048 px on the longest side and never upscaled (PDF pages are rendered at exactly 2048 px,
 as LightOn's renderer does), temperature 0.1 rather than greedy, thinking off, and the vLLM 0.30.0 pin of LightOn's
-own benchmark environment.
+own benchmark environment. The Gated DeltaNet prefill runs on Triton, as OvisOCR2's card (same Qwen3.5 base) asks:
+on Hopper vLLM's `auto` picks FlashInfer's JIT-compiled kernel, and without flashinfer the engine dies at its first
+prefill (vLLM 0.26 on an H200, 2026-11-30); on other GPUs `auto` is Triton already.
 
 This script starts `vllm serve` when no server answers, then widens the window of pages in flight until the engine's
 queue fills or host memory says stop. Its twin lighton-ocr3.py runs the same model in-process (`vllm.LLM`).
@@ -99,6 +101,8 @@ SERVE_ARGS = [
     "--mm-processor-cache-gb",
     "0",
     "--no-enable-prefix-caching",
+    "--gdn-prefill-backend",
+    "triton",
 ]
 SAMPLING = {"temperature": 0.1, "top_p": 1.0, "max_tokens": 8192}
 REQUEST_EXTRAS = {"chat_template_kwargs": {"enable_thinking": False}}

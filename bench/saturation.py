@@ -5,7 +5,7 @@ Every arm OCRs the same pages with the same fixed output length (ignore_eos, --m
   server-32   the core in server mode (what the -server recipes run) at its default window of 32
   saturate    lighton-ocr3-saturate.py: the adaptive window
   saturate-lib the `saturate` library's pump (PyPI), the peer, on the same server and request bodies
-  ceiling     bench/ceiling.py: one LLM.generate over all pages, inputs built beforehand
+  ceiling     bench/ceiling.py: decoding the pages and one LLM.generate over all of them, as if overlapped
 Server arms share one `vllm serve` (eager, like the tests). pages/s are each run's own inference-time figures.
 Run: .testbed/venv/bin/pip install -r bench/requirements.txt && .testbed/venv/bin/python bench/saturation.py
 """
@@ -29,6 +29,7 @@ from tests.testbed.tiny_model import build_tiny_model
 COPIES = 8
 MAX_TOKENS = 64
 FIXED = ["--max-model-len", "1024", "--max-tokens", str(MAX_TOKENS), "--ignore-eos", "--temperature", "0"]
+CEILING_PARTS = ("serial_pages_per_s", "engine_only_pages_per_s", "decode_ms_per_page")
 SERVER_MODE = (
     "import sys; from ocr_core.run_server import main; from ocr_models import lighton_ocr3; "
     "sys.exit(main(vars(lighton_ocr3), 'lighton-ocr3-server', 'server', sys.argv[1:]))"
@@ -104,6 +105,7 @@ def run() -> dict:
             "output_tokens_per_s": round(arm["output_tokens_per_s"], 1),
             "of_ceiling": round(arm["pages_per_s"] / best, 3),
             **({"window": arm["window"]} if "window" in arm else {}),
+            **({key: round(arm[key], 2) for key in CEILING_PARTS} if "engine_only_pages_per_s" in arm else {}),
         }
         for name, arm in arms.items()
     }

@@ -167,6 +167,15 @@ def test_lighton_sends_the_image_alone():
     assert facts.sampling["temperature"] == 0.1
 
 
+@pytest.mark.parametrize("module", [lighton_ocr3, ovis_ocr2], ids=["lighton", "ovis"])
+def test_qwen35_models_prefill_their_linear_attention_with_triton(module):
+    """On Hopper vLLM's `auto` picks FlashInfer's GDN prefill kernel, which is JIT-compiled at start and, where
+    flashinfer is missing, kills the engine at its first prefill (shared/notes/gpu-vllm.md, vLLM 0.26 on an H200);
+    on every other GPU `auto` already resolves to Triton, so pinning it changes nothing there."""
+    args = list(module.SERVE_ARGS)
+    assert args[args.index("--gdn-prefill-backend") + 1] == "triton"
+
+
 @pytest.mark.parametrize("script", ["ovis-ocr2.py", "lighton-ocr3.py", "nanonets-ocr2.py"])
 def test_offline_header_pins_the_twin_image_version(script):
     module = SCRIPTS[script]

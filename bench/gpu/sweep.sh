@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# On the device, after install.sh: one engine setting after another through a recipe, on the same pages (issue 17).
+#
+#   bash bench/gpu/sweep.sh 'NAME|SERVE FLAGS|RECIPE FLAGS' ...
+#   bash bench/gpu/sweep.sh 'base||' 'mnbt32k|--max-num-batched-tokens 32768|' 'api8||--api-server-count 8'
+#
+# Each setting runs the recipe (RECIPE, default lighton-ocr3-saturate.py; the same pump whatever the model) with
+# `--extra-serve-args "--load-format dummy SERVE FLAGS"` plus RECIPE FLAGS, so the recipe spawns `vllm serve`
+# with its own flags, its machine plan (4 API servers on one H200) and the setting on top; pages/s is the recipe's
+# own summary (inference only, start-up excluded). One line per setting goes to $OUT/sweep.jsonl, also kept in
+# $BENCH_WORK/sweep.jsonl across calls on a warm machine (so a later call's table holds the earlier baseline);
+# the serve logs go to $OUT/sweep-logs.tar.gz. The table at the end gives each setting's ratio to the first one
+# named `base` (the recipe's defaults), measured on the same machine.
+#
+# Environment: SHAPE (qwen2_5_vl, default, or qwen3_5: LightOnOCR-3 / OvisOCR2), RECIPE, BUDGET_S (570),
+# ARM_TIMEOUT_S (330), MIN_LEFT_S (a setting is skipped when fewer seconds are left, default 190),
+# PAGES_N (192), MAX_TOKENS (800), MAX_MODEL_LEN (8192), SITE (/tmp/site), BENCH_FAKE=1 (a fake `vllm serve`,
+# no GPU).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$root"
+t0=$SECONDS
+
+site=${SITE:-/tmp/site}
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
+export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false DO_NOT_TRACK=1
+
+OUT=${OUT:-/tmp/bench-out}
+work=${BENCH_WORK:-/tmp/bench}
+logs=$work/sweep-logs
+mkdir -p "$OUT" "$work" "$logs"
+py=${PYTHON:-$(command -v python3)}
+shape=${SHAPE:-qwen2_5_vl}
+recipe=${RECIPE:-lighton-ocr3-saturate.py}
+model=$work/$shape
+pages=$work/pages
+n_pages=${PAGES_N:-192}
+max_tokens=${MAX_TOKENS:-800}
+max_len=${MAX_MODEL_LEN:-8192}
+budget=${BUDGET_S:-570}
+arm_cap=${ARM_TIMEOUT_S:-330}
+min_left=${MIN_LEFT_S:-190}
+
+say() { echo "sweep [$((SECONDS - t0)) s] $*" >&2; }
+
+mkdir -p "$work/bin"
+if [ "${BENCH_FAKE:-0}" = 1 ]; then
+    printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$py" "$here/fake_vllm.py" > "$work/bin/vllm"
+else
+    [ -d "$site/vllm" ] || { say "no vllm in $site: run bench/gpu/install.sh first"; exit 3; }
+    printf '#!/bin/sh\nexec "%s" -m vllm.entrypoints.cli.main "$@"\n' "$py" > "$work/bin/vllm"
+fi
+chmod +x "$work/bin/vllm"
+export PATH=$work/bin:$PATH
+
+[ -f "$model/config.json" ] || "$py" "$here/make_model.py" "$model" --kind "$shape" >&2 || { say "make_model failed"; exit 1; }
+[ -f "$pages/state.json" ] || "$py" "$here/make_pages.py" "$pages" --pages "$n_pages" --workers 12 >&2 \
+    || { say "make_pages failed"; exit 1; }
+# The Qwen3.5 shape dies on its first prefill without this on the lean wheels (no flashinfer): see gpu-vllm.md.
+base_serve=""
+[ "$shape" = qwen3_5 ] && base_serve="--gdn-prefill-backend triton"
+
+gpu_idle() {
+    local i used
+    command -v nvidia-smi >/dev/null || return 0
+    for ((i = 0; i < 60; i++)); do
+        used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
+        [ -n "$used" ] && [ "$used" -lt 2048 ] && return 0
+        sleep 1
+    done
+    say "GPU still holds ${used:-?} MiB after 60 s"
+}
+
+run_setting() {
+    local name=$1 serve=$2 flags=$3 left timeout tmp rc
+    left=$((budget - (SECONDS - t0) - 25))
+    if [ "$left" -lt "$min_left" ]; then say "$name: skipped, $left s left"; return; fi
+    timeout=$arm_cap
+    [ "$left" -lt "$timeout" ] && timeout=$left
+    tmp=$work/tmp-$name
+    rm -rf "$tmp" "$work/out-$name" && mkdir -p "$tmp"
+    gpu_idle
+    say "$name: start (timeout $timeout s): serve [$base_serve $serve] recipe [$flags]"
+    # shellcheck disable=SC2086  # flags are word lists on purpose
+    TMPDIR=$tmp "$py" "$here/monitor.py" run --stats "$logs/$name-stats.json" --gpu-log "$logs/$name-gpu.csv" \
+        --timeout "$timeout" --grace 30 -- "$py" "$recipe" "$pages" "$work/out-$name" --model "$model" \
+        --max-model-len "$max_len" --max-tokens "$max_tokens" --temperature 0 --ignore-eos \
+        --server http://127.0.0.1:8010 "--extra-serve-args=--load-format dummy $base_serve $serve" $flags \
+        > "$logs/$name-stdout.txt" 2> "$logs/$name-stderr.txt"
+    rc=$?
+    find "$tmp" -maxdepth 2 -name 'vllm-serve*.log' -exec cp {} "$logs/$name-serve.log" \; 2>/dev/null
+    "$py" "$here/monitor.py" merge --arm "$name" --stdout "$logs/$name-stdout.txt" --stats "$logs/$name-stats.json" \
+        --gpu-log "$logs/$name-gpu.csv" > "$logs/$name-merged.json"
+    "$py" - "$logs/$name-merged.json" "$name" "$shape" "$recipe" "$base_serve $serve" "$flags" "$n_pages" \
+        "$max_tokens" "$max_len" >> "$work/sweep.jsonl" <<'PY'
+import json, sys
+path, name, shape, recipe, serve, flags, n, max_tokens, max_len = sys.argv[1:]
+row = json.load(open(path))
+row.update(setting=name, shape=shape, recipe=recipe, serve_flags=serve.split(), recipe_flags=flags.split(),
+           pages_n=int(n), max_tokens=int(max_tokens), max_model_len=int(max_len))
+print(json.dumps(row))
+PY
+    say "$name: rc $rc; pages/s $(grep -o '"pages_per_s": [0-9.]*' "$logs/$name-stdout.txt" | tail -1)"
+    [ "$rc" = 0 ] || tail -20 "$logs/$name-stderr.txt" >&2
+}
+
+for spec in "$@"; do
+    IFS='|' read -r name serve flags <<<"$spec"
+    run_setting "$name" "$serve" "$flags"
+done
+
+cp "$work/sweep.jsonl" "$OUT/sweep.jsonl" 2>/dev/null
+nvidia-smi > "$logs/nvidia-smi.txt" 2>&1
+tar -C "$work" -czf "$OUT/sweep-logs-$(date +%H%M%S).tar.gz" sweep-logs 2>/dev/null && rm -rf "$logs"
+"$py" - "$work/sweep.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+base = {}
+for row in rows:
+    if row["setting"].startswith("base") and (row.get("summary") or {}).get("pages_per_s"):
+        base.setdefault((row["shape"], row["recipe"]), row["summary"]["pages_per_s"])
+for row in rows:
+    s = row.get("summary") or {}
+    ref = base.get((row["shape"], row["recipe"]))
+    pps = s.get("pages_per_s")
+    ratio = f"{pps / ref:.3f}" if pps and ref else "-"
+    print(f"{row['setting']:14s} {row['shape']:10s} ok={row.get('ok')} pages/s={pps} x{ratio} "
+          f"tok/s={s.get('output_tokens_per_s')} inf_s={s.get('inference_s')} busy={row.get('gpu_util_mean_inference')} "
+          f"peak_in_flight={s.get('peak_in_flight')} start_s={row.get('startup_and_teardown_s')} "
+          f"errors={s.get('errors')} serve={' '.join(row['serve_flags'])} recipe={' '.join(row['recipe_flags'])}")
+PY
