@@ -59,7 +59,6 @@ import threading
 import time
 import traceback
 import uuid
-import zlib
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -441,6 +440,17 @@ def describe_cost(facts: dict[str, Any], flavor: str) -> str | None:
 
 # ---- ocr_core/card.py ----
 @dataclass(frozen=True)
+class ShardLine:
+    """One published shard's own figures, for a sharded run's card."""
+
+    shard: int
+    rows: int
+    errors: int
+    pages_per_s: float
+    cost: str | None
+
+
+@dataclass(frozen=True)
 class CardFacts:
     source: str
     split: str
@@ -462,6 +472,9 @@ class CardFacts:
     tokens_per_s: float
     window: int
     cost: str | None = None
+    shards: int = 1
+    shard_lines: tuple[ShardLine, ...] = ()
+    kept_columns: tuple[str, ...] | None = None
 
 
 def split_front_matter(card: str | None) -> tuple[dict, str]:
@@ -529,6 +542,62 @@ def runs_list(facts: CardFacts) -> str:
     return "\n".join(lines)
 
 
+def shards_section(facts: CardFacts) -> str:
+    """For a sharded run: how many shards are in, and each one's figures."""
+    if facts.shards == 1:
+        return ""
+    lines = "\n".join(
+        f"| {line.shard} | {line.rows} | {line.errors} | {line.pages_per_s:.2f} | {line.cost or ''} |"
+        for line in facts.shard_lines
+    )
+    waiting = (
+        ""
+        if len(facts.shard_lines) == facts.shards
+        else " Until every shard is in, `load_dataset` returns the finished shards' rows (in input order)."
+    )
+    return f"""
+**{len(facts.shard_lines)} of {facts.shards} shards are in.** Each `--shard I/{facts.shards}` job publishes its own \
+contiguous range of rows as it finishes; together they are the input's rows in order.{waiting}
+
+| shard | rows | rows with an error | pages/s | cost |
+|---|---|---|---|---|
+{lines}
+"""
+
+
+def columns_note(facts: CardFacts) -> str:
+    """Which input columns the rows carry."""
+    if facts.kept_columns is None:
+        return "every input column"
+    named = ", ".join(f"`{name}`" for name in facts.kept_columns)
+    return f"only the input's {named} (`--columns`: the rest stays in {facts.source}, joined back as below)"
+
+
+def join_note(facts: CardFacts, config_arg: str) -> str:
+    """With --columns, how to put the text back beside the input's rows, by the first kept column."""
+    if not facts.kept_columns:
+        return ""
+    key = facts.kept_columns[0]
+    return f"""
+Join the text back to the input by `{key}`:
+
+```python
+from datasets import load_dataset
+
+ocr = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
+text = dict(zip(ocr["{key}"], ocr["{facts.output_column}"]))
+pages = load_dataset("{facts.source}", split="{facts.split}")
+pages = pages.map(lambda row: {{"{facts.output_column}": text.get(row["{key}"])}})
+```
+"""
+
+
+def reproduce_note(facts: CardFacts) -> str:
+    if facts.shards == 1:
+        return ""
+    return f"One job per shard: the command above with `--shard I/{facts.shards}` for I from 0 to {facts.shards - 1}.\n"
+
+
 def render_card(existing: str | None, facts: CardFacts) -> str:
     meta, prose = split_front_matter(existing)
     meta = without_stale_info(meta, facts.config or "default")
@@ -550,8 +619,8 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
 | of them cut off at max_tokens (text kept) | {facts.truncated} |
 | throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
 | pages in flight (final window) | {facts.window} |
-{cost_row}
-Columns: every input column; `{facts.output_column}`, the model's text{failed_note(facts)};
+{cost_row}{shards_section(facts)}
+Columns: {columns_note(facts)}; `{facts.output_column}`, the model's text{failed_note(facts)};
 `{facts.error_column}`, empty or why the row has no trustworthy text (unreadable image, rejected request, repetition
 loop, cut off at max_tokens);
 and `inference_info`, a JSON list with one entry per model run over these rows, oldest first (ocr-bench reads
@@ -566,15 +635,15 @@ ds = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
 failed = ds.filter(lambda row: row["{facts.error_column}"] is not None)
 trusted = ds.filter(lambda row: row["{facts.error_column}"] is None)
 ```
-
+{join_note(facts, config_arg)}
 ## Reproduce
 
 ```bash
 {facts.command}
 ```
 
-Rerunning the same command resumes: rows already done are skipped; `--retry-errors` retries the failed ones.
-Made with `{facts.script}`.
+{reproduce_note(facts)}Rerunning the same command resumes: rows already done are skipped; `--retry-errors` retries the
+failed ones. Made with `{facts.script}`.
 """
     return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{merged_body(prose, body, facts.config or 'default')}"
 
@@ -1496,15 +1565,21 @@ def fingerprint(
         "request_extras": dict(facts.request_extras),
         "image_limits": {"max_side": facts.max_side, "max_pixels": facts.max_pixels},
         "parse_options": model_options(facts, args),
+        "shards": args.shard[1] if args.shard else 1,
     }
     if pdf_render is not None:
         manifest["pdf_render"] = pdf_render
+    if args.columns is not None:
+        manifest["columns"] = list(args.columns)
     return manifest
 
 
 def differences(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """Fields whose values differ, comparing them as they read back from JSON."""
+    """Fields whose values differ, comparing them as they read back from JSON. A manifest from before shards were
+    counted holds results keyed by row id, which any number of shards resumes correctly, so it takes this one's."""
     current = json.loads(json.dumps(current))
+    if "shards" in current and "shards" not in previous:
+        previous = {**previous, "shards": current["shards"]}
     return [key for key in sorted(set(previous) | set(current)) if previous.get(key) != current.get(key)]
 
 
@@ -2130,7 +2205,7 @@ def compact(folder: Path) -> Iterator[list[str]]:
 # ---- ocr_core/output.py ----
 PROGRESS_ROOT = ".ocr-progress"
 HUB_OWN_FILES = ("README.md", ".gitattributes")
-DATA_FILE = re.compile(r"[^/]+-\d{5}-of-\d{5}\.parquet")
+DATA_FILE = re.compile(r"[^/]+-\d{5}-of-\d{5}(-\d{5})?\.parquet")
 LISTED_FOREIGN = 5
 
 
@@ -2320,11 +2395,16 @@ class Destination:
         return len({path.name for path in part_files(self.progress_dir)} - before)
 
     def discard_progress(self, listing: list[str]) -> None:
-        """--overwrite after a fingerprint change: this config's earlier results go, here and on the Hub."""
+        """--overwrite after a fingerprint change: this config's earlier results and published slices go, here and
+        on the Hub (shards publish one by one, so a slice made another way must not stay beside the new ones)."""
         self.clear_local_progress()
-        if not self.local:
-            old = [name for name in listing if name.startswith(self.progress_prefix + "/")]
-            self.push({}, old, "OCR progress: --overwrite removes results made another way")
+        data = [name for name in listing if name.startswith(f"{self.data_prefix}/{self.split}-")]
+        if self.local:
+            for name in data:
+                (self.root / name).unlink()
+            return
+        old = [name for name in listing if name.startswith(self.progress_prefix + "/")]
+        self.push({}, old + data, "OCR progress: --overwrite removes results made another way")
 
     def push(self, add: Mapping[str, Path], delete: Iterable[str], message: str) -> None:
         """One commit to the main branch; deletes are matched against a fresh listing at every attempt."""
@@ -2348,25 +2428,32 @@ class Destination:
         with tempfile.TemporaryDirectory() as folder:
             return with_retries(lambda: self.hub.download(self.spec, "README.md", Path(folder)), "reading").read_text()
 
-    def stale_data_files(self, names: Iterable[str], keep: Iterable[str]) -> list[str]:
-        """This config's data files of this split that a new publish does not write again."""
+    def stale_data_files(self, names: Iterable[str], keep: Iterable[str], shard: tuple[int, int]) -> list[str]:
+        """This split's data files that a publish of `shard` replaces: the shard's own earlier files, and files not
+        cut into this many shards (an earlier layout); the other shards' files stay."""
         keep = set(keep)
         prefix = f"{self.data_prefix}/{self.split}-"
-        return sorted(name for name in names if name.startswith(prefix) and name not in keep)
+        own = f"{prefix}{shard[0]:05d}-of-{shard[1]:05d}-"
+        sibling = re.compile(re.escape(prefix) + rf"\d{{5}}-of-{shard[1]:05d}-\d{{5}}\.parquet")
+        return sorted(
+            name
+            for name in names
+            if name.startswith(prefix) and name not in keep and (name.startswith(own) or not sibling.fullmatch(name))
+        )
 
-    def publish(self, files: dict[str, Path], card: str, message: str) -> str:
-        """Replaces this split's data files and the card in one step (one commit on the Hub).
+    def publish(self, files: dict[str, Path], card: str, message: str, shard: tuple[int, int]) -> str:
+        """Replaces this shard's data files and writes the card in one step (one commit on the Hub).
 
         A retry lists the repo again, so a commit that went through before its answer was lost is not undone, and
-        files that another shard already deleted are not deleted twice.
+        files that another run already deleted are not deleted twice.
         """
         if self.local:
-            for name in self.stale_data_files(self.listing(), files):
+            for name in self.stale_data_files(self.listing(), files, shard):
                 (self.root / name).unlink()
             for name, path in files.items():
                 (self.root / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(path), self.root / name)
-            (self.root / "README.md").write_text(card)
+            self.write_card(card, message)
             return str(self.root)
         with tempfile.TemporaryDirectory() as folder:
             card_path = Path(folder) / "README.md"
@@ -2374,10 +2461,23 @@ class Destination:
             add = {**files, "README.md": card_path}
 
             def attempt() -> str:
-                stale = self.stale_data_files(self.hub.list_files(self.spec), files)
+                stale = self.stale_data_files(self.hub.list_files(self.spec), files, shard)
                 return self.hub.commit(self.spec, add, stale, message, create_pr=self.create_pr)
 
             return with_retries(attempt, "publishing")
+
+    def write_card(self, card: str, message: str) -> None:
+        """The card alone: written aside and renamed here, so a concurrent reader never sees half of one; one
+        commit on the Hub."""
+        if self.local:
+            temporary = self.progress_dir / f".README.md.{os.getpid()}.tmp"
+            temporary.write_text(card)
+            temporary.replace(self.root / "README.md")
+            return
+        with tempfile.TemporaryDirectory() as folder:
+            card_path = Path(folder) / "README.md"
+            card_path.write_text(card)
+            self.push({"README.md": card_path}, [], message)
 
 
 # ---- ocr_core/mirror.py ----
@@ -2731,6 +2831,117 @@ def kv_capacity(text: str, max_model_len: int) -> int | None:
     return tokens // max_model_len if tokens else None
 
 
+# ---- ocr_core/slices.py ----
+SLICE_FACTS_PREFIX = "slice-"
+CARD_SETTLE_ATTEMPTS = 5
+
+
+def slice_results(folder: Path, ids: Sequence[str]) -> pa.Table:
+    """The newest result of each of these rows, every column; rows of other shards that the folder may also hold
+    are dropped part by part, so memory holds this slice's text and one part, never the whole dataset's."""
+    wanted = pa.array(list(ids), pa.string())
+    tables = []
+    with folder_lock(folder, exclusive=False):
+        for part in part_files(folder):
+            table = read_part(part)
+            if table is not None:
+                tables.append(table.filter(pc.is_in(table["row_id"], value_set=wanted)))
+    return newest_rows(pa.concat_tables(tables)) if tables else RESULT_SCHEMA.empty_table()
+
+
+def slice_facts(shard: tuple[int, int], facts: CardFacts, files: list[str]) -> dict[str, Any]:
+    """What the card needs to know of one published slice; its own shard alone writes it."""
+    return {
+        "shard": list(shard),
+        "rows": facts.rows,
+        "errors": facts.errors,
+        "truncated": facts.truncated,
+        "pages_per_s": facts.pages_per_s,
+        "tokens_per_s": facts.tokens_per_s,
+        "window": facts.window,
+        "cost": facts.cost,
+        "command": facts.command,
+        "files": files,
+    }
+
+
+def slice_facts_name(shard: tuple[int, int]) -> str:
+    return f"{SLICE_FACTS_PREFIX}{shard[0]:05d}-of-{shard[1]:05d}.json"
+
+
+def published_slices(destination: Destination, shards: int) -> list[dict[str, Any]]:
+    """The facts of every slice of this N published so far, in shard order (read fresh each time)."""
+    suffix = f"-of-{shards:05d}.json"
+    prefix = f"{destination.progress_prefix}/{SLICE_FACTS_PREFIX}"
+    names = [name for name in destination.listing() if name.startswith(prefix) and name.endswith(suffix)]
+    if destination.local:
+        return sorted((json.loads((destination.root / name).read_text()) for name in names), key=shard_of)
+    with tempfile.TemporaryDirectory() as folder:
+        paths = [
+            with_retries(lambda name=name: destination.hub.download(destination.spec, name, Path(folder)), "reading")
+            for name in names
+        ]
+        return sorted((json.loads(path.read_text()) for path in paths), key=shard_of)
+
+
+def shard_of(facts: dict[str, Any]) -> int:
+    return facts["shard"][0]
+
+
+def card_facts(template: CardFacts, slices: list[dict[str, Any]]) -> CardFacts:
+    """The card's figures from the published slices: totals over them, the first slice's command and speed, and
+    one line per slice when the run is sharded."""
+    first = slices[0]
+    shards = first["shard"][1]
+    lines = tuple(
+        ShardLine(shard_of(item), item["rows"], item["errors"], item["pages_per_s"], item["cost"]) for item in slices
+    )
+    return replace(
+        template,
+        rows=sum(item["rows"] for item in slices),
+        errors=sum(item["errors"] for item in slices),
+        truncated=sum(item["truncated"] for item in slices),
+        pages_per_s=first["pages_per_s"],
+        tokens_per_s=first["tokens_per_s"],
+        window=first["window"],
+        cost=first["cost"],
+        command=first["command"],
+        shards=shards,
+        shard_lines=lines if shards > 1 else (),
+    )
+
+
+def publish_slice(
+    destination: Destination, files: dict[str, Path], facts: dict[str, Any], template: CardFacts, message: str
+) -> str:
+    """One commit: this slice's data files, its facts file and the card (this slice's earlier files go); then the
+    card is settled against what every shard has published meanwhile."""
+    shard = tuple(facts["shard"])
+    others = [item for item in published_slices(destination, shard[1]) if tuple(item["shard"]) != shard]
+    rendered = card_facts(template, sorted([*others, facts], key=shard_of))
+    with tempfile.TemporaryDirectory() as folder:
+        facts_path = Path(folder) / slice_facts_name(shard)
+        facts_path.write_text(json.dumps(facts, sort_keys=True) + "\n")
+        name = f"{destination.progress_prefix}/{facts_path.name}"
+        card = render_card(destination.existing_card(), rendered)
+        published = destination.publish({**files, name: facts_path}, card, message, shard)
+    if not destination.create_pr:
+        settle_card(destination, template, rendered, shard[1])
+    return published
+
+
+def settle_card(destination: Destination, template: CardFacts, rendered: CardFacts, shards: int) -> None:
+    """Rewrites the card until it says what the published facts say: a shard that committed between our reading
+    and our commit is counted, whichever commit landed last."""
+    for _ in range(CARD_SETTLE_ATTEMPTS):
+        current = card_facts(template, published_slices(destination, shards))
+        if current == rendered:
+            return
+        destination.write_card(render_card(destination.existing_card(), current), "OCR: card counts every slice")
+        rendered = current
+    say("warning: the card kept changing under concurrent shards; the next shard to publish rewrites it")
+
+
 # ---- ocr_core/source.py ----
 READ_BATCH = 64
 PDF_COUNT_BATCH = 8
@@ -2797,16 +3008,19 @@ class Source:
     folder: Path | None = None
     pdfs: PdfDocuments | None = None
 
+    @property
+    def span(self) -> range:
+        """This job's positions in the selection: all of them, or its shard's contiguous range."""
+        return shard_span(len(self.selected), self.shard)
+
     def owned(self) -> list[str]:
-        """The selected ids this job processes: all of them, or its shard's."""
-        return [row_id for row_id in self.ids if in_shard(row_id, self.shard)]
+        """The selected ids this job processes, in output order: all of them, or its shard's."""
+        return self.ids[self.span.start : self.span.stop]
 
     def rows(self, skip: set[str]) -> Iterator[RowInput]:
         """Yields this job's selected rows still to do, reading image cells (or PDFs) a batch at a time."""
         todo = [
-            (index, row_id)
-            for index, row_id in zip(self.selected, self.ids)
-            if row_id not in skip and in_shard(row_id, self.shard)
+            (self.selected[position], self.ids[position]) for position in self.span if self.ids[position] not in skip
         ]
         for start in range(0, len(todo), READ_BATCH):
             batch = todo[start : start + READ_BATCH]
@@ -2819,9 +3033,13 @@ class Source:
         return [anchored(cell, self.folder) for cell in self.dataset[positions][self.image_column]]
 
 
-def in_shard(row_id: str, shard: tuple[int, int] | None) -> bool:
-    """A stable hash of the row id picks its shard, so any selection splits the same way on every machine."""
-    return shard is None or zlib.crc32(row_id.encode()) % shard[1] == shard[0]
+def shard_span(count: int, shard: tuple[int, int] | None) -> range:
+    """Shard I of N owns the I-th of N contiguous, balanced ranges of the selected rows, so the shards' outputs
+    concatenated in shard order are the input order, and a shard reads only its stretch of the input."""
+    if shard is None:
+        return range(count)
+    index, total = shard
+    return range(count * index // total, count * (index + 1) // total)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -3066,6 +3284,7 @@ def row_ids(dataset: datasets.Dataset, split: str, selected: list[int], id_colum
 # ---- ocr_core/assemble.py ----
 SHARD_BYTES = 500 * 1024**2
 SAMPLE_ROWS = 32
+WRITE_ROWS = 256
 INFO_COLUMN = "inference_info"
 FAILED_TEXT = "[OCR ERROR]"
 
@@ -3079,6 +3298,7 @@ class Columns:
     error: str
     extra: Mapping[str, pa.DataType]
     failed_text: str | None = FAILED_TEXT
+    keep: tuple[str, ...] | None = None
 
     def names(self) -> list[str]:
         return [self.output, self.error, *self.extra]
@@ -3094,9 +3314,15 @@ def missing_rows(source: Source, results: pa.Table, owned_only: bool = False) ->
     return sum(row_id not in done for row_id in (source.owned() if owned_only else source.ids))
 
 
-def output_features(source: Source, columns: Columns) -> datasets.Features:
+def kept_input_columns(source: Source, columns: Columns) -> list[str]:
+    """The input columns the output carries: every one, or those --columns names; never ones the results replace."""
     dropped = {*columns.names(), INFO_COLUMN}
-    features = datasets.Features({k: v for k, v in source.features.items() if k not in dropped})
+    named = source.features if columns.keep is None else columns.keep
+    return [name for name in named if name not in dropped]
+
+
+def output_features(source: Source, columns: Columns) -> datasets.Features:
+    features = datasets.Features({name: source.features[name] for name in kept_input_columns(source, columns)})
     features[columns.output] = datasets.Value("string")
     features[columns.error] = datasets.Value("string")
     for name, arrow_type in columns.extra.items():
@@ -3114,22 +3340,29 @@ def rows_per_shard(source: Source) -> int:
     return max(1, SHARD_BYTES // per_row)
 
 
+def slice_file_name(prefix: str, split: str, shard: tuple[int, int], part: int) -> str:
+    return f"{prefix}/{split}-{shard[0]:05d}-of-{shard[1]:05d}-{part:05d}.parquet"
+
+
 def assemble(
     source: Source, results: pa.Table, columns: Columns, info: dict[str, Any], folder: Path, prefix: str
 ) -> dict[str, Path]:
-    """Writes `<prefix>/<split>-<i>-of-<n>.parquet` files under `folder`; returns them by path in the repo."""
+    """Writes this job's range of rows (its shard's, or all) as slice files under `folder`; returns them by path in
+    the repo. `results` needs to hold only this range's rows."""
     position = {row_id: i for i, row_id in enumerate(results["row_id"].to_pylist())}
-    features = output_features(source, columns)
+    schema = output_features(source, columns).arrow_schema
+    span = source.span
     step = rows_per_shard(source)
-    total = max(1, math.ceil(len(source.selected) / step))
     files: dict[str, Path] = {}
-    for shard, start in enumerate(range(0, max(1, len(source.selected)), step)):
-        name = f"{prefix}/{source.split}-{shard:05d}-of-{total:05d}.parquet"
-        rows = slice(start, start + step)
-        table = shard_table(source, source.selected[rows], source.ids[rows], results, position, columns, info)
+    for part, start in enumerate(range(span.start, span.stop, step)):
+        name = slice_file_name(prefix, source.split, source.shard or (0, 1), part)
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table.cast(features.arrow_schema), path)
+        with pq.ParquetWriter(path, schema) as writer:
+            for first in range(start, min(start + step, span.stop), WRITE_ROWS):
+                rows = slice(first, min(first + WRITE_ROWS, start + step, span.stop))
+                batch = shard_table(source, source.selected[rows], source.ids[rows], results, position, columns, info)
+                writer.write_table(batch.cast(schema))
         files[name] = path
     return files
 
@@ -3145,7 +3378,7 @@ def shard_table(
 ) -> pa.Table:
     table = embed_table_storage(source.dataset.select(positions).with_format("arrow")[:])
     previous_info = table[INFO_COLUMN].to_pylist() if INFO_COLUMN in table.column_names else None
-    table = table.drop_columns([name for name in [*columns.names(), INFO_COLUMN] if name in table.column_names])
+    table = table.select(kept_input_columns(source, columns))
     picked = results.take([position[row_id] for row_id in ids]) if ids else RESULT_SCHEMA.empty_table()
     table = table.append_column(columns.output, text_or_failed(picked, columns.failed_text))
     table = table.append_column(columns.error, picked["error"])
@@ -3310,7 +3543,10 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--shuffle", action="store_true", help="shuffle rows before --max-samples")
     group.add_argument("--seed", type=int, default=42, help="shuffle seed (default: 42)")
     group.add_argument(
-        "--shard", type=shard_argument, help="process shard I of N (for example 0/4); N jobs write one output"
+        "--shard",
+        type=shard_argument,
+        help="process shard I of N (for example 0/4), the I-th of N contiguous ranges of the rows; each shard "
+        "publishes its own rows as it finishes, so N jobs write one output",
     )
     group.add_argument(
         "--pdf-longest-edge",
@@ -3329,6 +3565,12 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="leave the text of a failed row empty (null) instead of [OCR ERROR], the marker ocr-bench and the "
         "other OCR scripts recognise",
+    )
+    group.add_argument(
+        "--columns",
+        type=columns_argument,
+        help="carry only these input columns (comma-separated, e.g. id) beside the results, for an input too large "
+        "to copy; join back to the input by them (default: every input column)",
     )
     group.add_argument("--config", help="write the results as this config (subset) of the output dataset")
     group.add_argument("--create-pr", action="store_true", help="publish to the Hub as a pull request")
@@ -3364,7 +3606,7 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="turn the canary off (for inputs whose first pages really are blank or repetitive)",
     )
-    group.add_argument("--finalize", action="store_true", help="only publish what all shards have written")
+    group.add_argument("--finalize", action="store_true", help=argparse.SUPPRESS)
     group.add_argument("--hf-token", help="Hub token (default: the HF_TOKEN environment variable or your login)")
     group.add_argument(
         "--upload-every",
@@ -3449,6 +3691,13 @@ def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
     )
 
 
+def columns_argument(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("--columns needs at least one input column name, e.g. --columns id")
+    return names
+
+
 def shard_argument(text: str) -> tuple[int, int]:
     try:
         return parse_shard(text)
@@ -3469,6 +3718,11 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
         parser.error("--batch-size must be at least 1")
     if args.pdf_longest_edge is not None and args.pdf_longest_edge < 16:
         parser.error("--pdf-longest-edge must be at least 16 pixels")
+    if args.finalize:
+        parser.error(
+            "--finalize is no longer needed: each --shard I/N publishes its own rows when it finishes, and "
+            "load_dataset returns every finished shard in input order; rerun an unfinished shard with its own --shard"
+        )
     if args.canary_pages < 1:
         parser.error("--canary-pages must be at least 1 (--no-canary turns the canary off)")
     if not 0.0 <= args.max_error_rate <= 1.0:
@@ -3507,9 +3761,7 @@ class Job:
 
     @cached_property
     def todo(self) -> int:
-        """Rows this run drives (counted once: `skip` is settled before the job exists); none with --finalize."""
-        if self.args.finalize:
-            return 0
+        """Rows this run drives (counted once: `skip` is settled before the job exists)."""
         return sum(row_id not in self.skip for row_id in self.source.owned())
 
 
@@ -3634,7 +3886,12 @@ def settle(
         args.shuffle, args.seed, args.shard, revision, render_size(facts.pdf_render, args.pdf_longest_edge),
     )  # fmt: skip
     failed_text = None if args.null_failed_text else FAILED_TEXT
-    columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns), failed_text)
+    columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns), failed_text, args.columns)
+    unknown = [name for name in args.columns or () if name not in source.features]
+    if unknown:
+        raise UsageError(
+            f"--columns names {unknown}, which {args.input} does not have; its columns are {list(source.features)}"
+        )
     clashing = collisions(source, columns)
     if clashing and not args.overwrite:
         raise UsageError(
@@ -4986,16 +5243,16 @@ def inference_info(job: Job, drive: Drive) -> dict[str, Any]:
 
 
 def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, Any]]:
-    """Publishes when every row has an outcome; returns the exit code and the summary's facts of the run."""
-    if job.source.shard:
-        job.destination.pull_progress()
+    """Publishes this job's slice when each of its rows has an outcome; returns the exit code and the summary's
+    facts of the run. Other shards' rows are theirs to publish: nothing here waits for them."""
+    owned = job.source.owned()
     results = read_results(job.destination.progress_dir, ["error"])
-    missing = missing_rows(job.source, results)
-    selected = set(job.source.ids)
+    missing = missing_rows(job.source, results, owned_only=True)
+    mine = set(owned)
     errors = [
         error
         for row_id, error in zip(results["row_id"].to_pylist(), results["error"].to_pylist())
-        if error is not None and row_id in selected
+        if error is not None and row_id in mine
     ]
     truncated = sum(error.startswith(TRUNCATED) for error in errors)
     wall_s = time.monotonic() - job.started
@@ -5003,20 +5260,14 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
     published, code = None, 128 + stopped if stopped else 1
     if not missing and stopped is None and drive.failure is None:
         published, code = publish_or_say(job, drive, len(errors), truncated, describe_cost(cost, flavor))
-    elif job.source.shard and stopped is None and drive.failure is None and not missing_rows(job.source, results, True):
-        say(
-            f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
-            "publishes the dataset; or run the same command with --finalize once all shards are done"
-        )
-        code = 0
     elif stopped is None and drive.failure is None:
         say(f"{missing} row(s) have no outcome yet; rerun the same command to finish them")
     tally, window = drive.tally, drive.window
     return code, {
         "output": published or job.destination.describe(),
-        "rows": len(selected),
+        "rows": len(owned),
         "done_this_run": tally.done,
-        "resumed": len(job.source.owned()) - job.todo,
+        "resumed": len(owned) - job.todo,
         "shard": list(job.args.shard) if job.args.shard else None,
         "errors": len(errors),
         "errors_this_run": tally.errors,
@@ -5063,48 +5314,50 @@ def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int, cost: st
             f"{job.destination.progress_dir}; rerun the same command to publish"
         )
         return None, 1
-    say(f"published {len(job.source.ids)} row(s) ({errors} with an error) to {published}")
+    shard = f" (shard {job.args.shard[0]}/{job.args.shard[1]})" if job.args.shard else ""
+    say(f"published {len(job.source.owned())} row(s){shard} ({errors} with an error) to {published}")
     return published, 0
 
 
 def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> str:
-    tally = drive.tally
-    card = render_card(
-        job.destination.existing_card(),
-        CardFacts(
-            source=job.args.input,
-            split=job.args.split,
-            config=job.args.config,
-            data_prefix=job.destination.data_prefix,
-            model=job.args.model,
-            script=job.script,
-            image=job.facts.image,
-            mode=job.mode,
-            command=job_command(
-                job.script, job.facts, job.argv, job_timeout(len(job.source.ids), tally.pages_per_s() or None)
-            ),
-            output_column=job.args.output_column,
-            error_column=job.args.error_column,
-            rows=len(job.source.ids),
-            errors=errors,
-            truncated=truncated,
-            failed_text=job.columns.failed_text,
-            runs=tuple(
-                (entry.get("column_name", "?"), entry.get("model_id", "?")) for entry in inference_history(job.source)
-            ),
-            pages_per_s=tally.pages_per_s(),
-            tokens_per_s=tally.tokens_per_s(),
-            window=drive.window.limit,
-            cost=cost,
+    """Writes this job's slice from its own rows' results only and publishes it with its facts (slices.py)."""
+    tally, owned = drive.tally, job.source.owned()
+    command = job_command(job.script, job.facts, job.argv, job_timeout(len(owned), tally.pages_per_s() or None))
+    template = CardFacts(
+        source=job.args.input,
+        split=job.args.split,
+        config=job.args.config,
+        data_prefix=job.destination.data_prefix,
+        model=job.args.model,
+        script=job.script,
+        image=job.facts.image,
+        mode=job.mode,
+        command=command,
+        output_column=job.args.output_column,
+        error_column=job.args.error_column,
+        rows=len(owned),
+        errors=errors,
+        truncated=truncated,
+        failed_text=job.columns.failed_text,
+        runs=tuple(
+            (entry.get("column_name", "?"), entry.get("model_id", "?")) for entry in inference_history(job.source)
         ),
+        pages_per_s=tally.pages_per_s(),
+        tokens_per_s=tally.tokens_per_s(),
+        window=drive.window.limit,
+        cost=cost,
+        kept_columns=job.columns.keep,
     )
-    results = read_results(job.destination.progress_dir)
+    results = slice_results(job.destination.progress_dir, owned)
+    shard = job.source.shard or (0, 1)
     with tempfile.TemporaryDirectory() as folder:
         files = assemble(
             job.source, results, job.columns, inference_info(job, drive), Path(folder), job.destination.data_prefix
         )
-        title = f"OCR with {job.args.model}: {len(job.source.ids)} rows [{job.args.config or 'default'}]"
-        return job.destination.publish(files, card, title)
+        del results  # the slice's text is in the files now; the upload needs none of it in memory
+        part = f", shard {shard[0]}/{shard[1]}" if job.source.shard else ""
+        title = f"OCR with {job.args.model}: {len(owned)} rows{part} [{job.args.config or 'default'}]"
+        return publish_slice(job.destination, files, slice_facts(shard, template, list(files)), template, title)
 
 
 if __name__ == "__main__":

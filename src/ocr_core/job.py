@@ -76,9 +76,7 @@ class Job:
 
     @cached_property
     def todo(self) -> int:
-        """Rows this run drives (counted once: `skip` is settled before the job exists); none with --finalize."""
-        if self.args.finalize:
-            return 0
+        """Rows this run drives (counted once: `skip` is settled before the job exists)."""
         return sum(row_id not in self.skip for row_id in self.source.owned())
 
 
@@ -203,7 +201,12 @@ def settle(
         args.shuffle, args.seed, args.shard, revision, render_size(facts.pdf_render, args.pdf_longest_edge),
     )  # fmt: skip
     failed_text = None if args.null_failed_text else FAILED_TEXT
-    columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns), failed_text)
+    columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns), failed_text, args.columns)
+    unknown = [name for name in args.columns or () if name not in source.features]
+    if unknown:
+        raise UsageError(
+            f"--columns names {unknown}, which {args.input} does not have; its columns are {list(source.features)}"
+        )
     clashing = collisions(source, columns)
     if clashing and not args.overwrite:
         raise UsageError(

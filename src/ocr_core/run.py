@@ -29,7 +29,7 @@ from .answers import requested_sampling
 from .assemble import assemble, inference_history, missing_rows
 from .breaker import TRUNCATED
 from .canary import Canary, CanaryContext
-from .card import CardFacts, render_card
+from .card import CardFacts
 from .chat import JobFailed
 from .cli import (
     SATURATE_MAX_INFLIGHT,
@@ -55,6 +55,7 @@ from .redact import register_run_secrets
 from .report import Progress, Tally, print_summary, say
 from .scale import ScalePlan, detect_gpus, plan_scale
 from .server import ServerError, is_local, kv_capacity, parse_metrics
+from .slices import publish_slice, slice_facts, slice_results
 from .source import InputError
 from .stall import beside, watch_for_stalls
 from .window import Window
@@ -461,16 +462,16 @@ def inference_info(job: Job, drive: Drive) -> dict[str, Any]:
 
 
 def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, Any]]:
-    """Publishes when every row has an outcome; returns the exit code and the summary's facts of the run."""
-    if job.source.shard:
-        job.destination.pull_progress()
+    """Publishes this job's slice when each of its rows has an outcome; returns the exit code and the summary's
+    facts of the run. Other shards' rows are theirs to publish: nothing here waits for them."""
+    owned = job.source.owned()
     results = read_results(job.destination.progress_dir, ["error"])
-    missing = missing_rows(job.source, results)
-    selected = set(job.source.ids)
+    missing = missing_rows(job.source, results, owned_only=True)
+    mine = set(owned)
     errors = [
         error
         for row_id, error in zip(results["row_id"].to_pylist(), results["error"].to_pylist())
-        if error is not None and row_id in selected
+        if error is not None and row_id in mine
     ]
     truncated = sum(error.startswith(TRUNCATED) for error in errors)
     wall_s = time.monotonic() - job.started
@@ -478,20 +479,14 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
     published, code = None, 128 + stopped if stopped else 1
     if not missing and stopped is None and drive.failure is None:
         published, code = publish_or_say(job, drive, len(errors), truncated, describe_cost(cost, flavor))
-    elif job.source.shard and stopped is None and drive.failure is None and not missing_rows(job.source, results, True):
-        say(
-            f"this shard is done; {missing} row(s) of other shards have no outcome yet. The last shard to finish "
-            "publishes the dataset; or run the same command with --finalize once all shards are done"
-        )
-        code = 0
     elif stopped is None and drive.failure is None:
         say(f"{missing} row(s) have no outcome yet; rerun the same command to finish them")
     tally, window = drive.tally, drive.window
     return code, {
         "output": published or job.destination.describe(),
-        "rows": len(selected),
+        "rows": len(owned),
         "done_this_run": tally.done,
-        "resumed": len(job.source.owned()) - job.todo,
+        "resumed": len(owned) - job.todo,
         "shard": list(job.args.shard) if job.args.shard else None,
         "errors": len(errors),
         "errors_this_run": tally.errors,
@@ -538,45 +533,47 @@ def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int, cost: st
             f"{job.destination.progress_dir}; rerun the same command to publish"
         )
         return None, 1
-    say(f"published {len(job.source.ids)} row(s) ({errors} with an error) to {published}")
+    shard = f" (shard {job.args.shard[0]}/{job.args.shard[1]})" if job.args.shard else ""
+    say(f"published {len(job.source.owned())} row(s){shard} ({errors} with an error) to {published}")
     return published, 0
 
 
 def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> str:
-    tally = drive.tally
-    card = render_card(
-        job.destination.existing_card(),
-        CardFacts(
-            source=job.args.input,
-            split=job.args.split,
-            config=job.args.config,
-            data_prefix=job.destination.data_prefix,
-            model=job.args.model,
-            script=job.script,
-            image=job.facts.image,
-            mode=job.mode,
-            command=job_command(
-                job.script, job.facts, job.argv, job_timeout(len(job.source.ids), tally.pages_per_s() or None)
-            ),
-            output_column=job.args.output_column,
-            error_column=job.args.error_column,
-            rows=len(job.source.ids),
-            errors=errors,
-            truncated=truncated,
-            failed_text=job.columns.failed_text,
-            runs=tuple(
-                (entry.get("column_name", "?"), entry.get("model_id", "?")) for entry in inference_history(job.source)
-            ),
-            pages_per_s=tally.pages_per_s(),
-            tokens_per_s=tally.tokens_per_s(),
-            window=drive.window.limit,
-            cost=cost,
+    """Writes this job's slice from its own rows' results only and publishes it with its facts (slices.py)."""
+    tally, owned = drive.tally, job.source.owned()
+    command = job_command(job.script, job.facts, job.argv, job_timeout(len(owned), tally.pages_per_s() or None))
+    template = CardFacts(
+        source=job.args.input,
+        split=job.args.split,
+        config=job.args.config,
+        data_prefix=job.destination.data_prefix,
+        model=job.args.model,
+        script=job.script,
+        image=job.facts.image,
+        mode=job.mode,
+        command=command,
+        output_column=job.args.output_column,
+        error_column=job.args.error_column,
+        rows=len(owned),
+        errors=errors,
+        truncated=truncated,
+        failed_text=job.columns.failed_text,
+        runs=tuple(
+            (entry.get("column_name", "?"), entry.get("model_id", "?")) for entry in inference_history(job.source)
         ),
+        pages_per_s=tally.pages_per_s(),
+        tokens_per_s=tally.tokens_per_s(),
+        window=drive.window.limit,
+        cost=cost,
+        kept_columns=job.columns.keep,
     )
-    results = read_results(job.destination.progress_dir)
+    results = slice_results(job.destination.progress_dir, owned)
+    shard = job.source.shard or (0, 1)
     with tempfile.TemporaryDirectory() as folder:
         files = assemble(
             job.source, results, job.columns, inference_info(job, drive), Path(folder), job.destination.data_prefix
         )
-        title = f"OCR with {job.args.model}: {len(job.source.ids)} rows [{job.args.config or 'default'}]"
-        return job.destination.publish(files, card, title)
+        del results  # the slice's text is in the files now; the upload needs none of it in memory
+        part = f", shard {shard[0]}/{shard[1]}" if job.source.shard else ""
+        title = f"OCR with {job.args.model}: {len(owned)} rows{part} [{job.args.config or 'default'}]"
+        return publish_slice(job.destination, files, slice_facts(shard, template, list(files)), template, title)

@@ -13,7 +13,6 @@ that cannot be opened (damaged, encrypted) becomes one row whose rendering fails
 from __future__ import annotations
 
 import random
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,16 +87,19 @@ class Source:
     folder: Path | None = None
     pdfs: PdfDocuments | None = None
 
+    @property
+    def span(self) -> range:
+        """This job's positions in the selection: all of them, or its shard's contiguous range."""
+        return shard_span(len(self.selected), self.shard)
+
     def owned(self) -> list[str]:
-        """The selected ids this job processes: all of them, or its shard's."""
-        return [row_id for row_id in self.ids if in_shard(row_id, self.shard)]
+        """The selected ids this job processes, in output order: all of them, or its shard's."""
+        return self.ids[self.span.start : self.span.stop]
 
     def rows(self, skip: set[str]) -> Iterator[RowInput]:
         """Yields this job's selected rows still to do, reading image cells (or PDFs) a batch at a time."""
         todo = [
-            (index, row_id)
-            for index, row_id in zip(self.selected, self.ids)
-            if row_id not in skip and in_shard(row_id, self.shard)
+            (self.selected[position], self.ids[position]) for position in self.span if self.ids[position] not in skip
         ]
         for start in range(0, len(todo), READ_BATCH):
             batch = todo[start : start + READ_BATCH]
@@ -110,9 +112,13 @@ class Source:
         return [anchored(cell, self.folder) for cell in self.dataset[positions][self.image_column]]
 
 
-def in_shard(row_id: str, shard: tuple[int, int] | None) -> bool:
-    """A stable hash of the row id picks its shard, so any selection splits the same way on every machine."""
-    return shard is None or zlib.crc32(row_id.encode()) % shard[1] == shard[0]
+def shard_span(count: int, shard: tuple[int, int] | None) -> range:
+    """Shard I of N owns the I-th of N contiguous, balanced ranges of the selected rows, so the shards' outputs
+    concatenated in shard order are the input order, and a shard reads only its stretch of the input."""
+    if shard is None:
+        return range(count)
+    index, total = shard
+    return range(count * index // total, count * (index + 1) // total)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
