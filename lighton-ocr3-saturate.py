@@ -1727,7 +1727,7 @@ class HubClient(Protocol):
 
     def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path: ...
 
-    def download_parts(self, repo_id: str, folder: str, local_dir: Path) -> None: ...
+    def download_parts(self, repo_id: str, folder: str, local_dir: Path, names: Sequence[str]) -> None: ...
 
     def input_revision(self, repo_id: str) -> str | None: ...
 
@@ -1763,12 +1763,12 @@ class HfHub:
     def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path:
         return Path(self.api.hf_hub_download(repo_id, path_in_repo, repo_type="dataset", local_dir=str(local_dir)))
 
-    def download_parts(self, repo_id: str, folder: str, local_dir: Path) -> None:
-        """Every parquet file under `folder`, fetched in parallel; files already here and unchanged are not fetched
-        again."""
+    def download_parts(self, repo_id: str, folder: str, local_dir: Path, names: Sequence[str]) -> None:
+        """The files under `folder` whose names match the glob patterns `names`, fetched in parallel; files already
+        here and unchanged are not fetched again."""
         self.api.snapshot_download(
-            repo_id, repo_type="dataset", allow_patterns=[f"{folder}/*.parquet"], local_dir=str(local_dir),
-            max_workers=DOWNLOAD_WORKERS,
+            repo_id, repo_type="dataset", allow_patterns=[f"{folder}/{name}" for name in names],
+            local_dir=str(local_dir), max_workers=DOWNLOAD_WORKERS,
         )  # fmt: skip
 
     def input_revision(self, repo_id: str) -> str | None:
@@ -2152,10 +2152,13 @@ def plan_merges(rows_by_name: Mapping[str, int]) -> list[list[str]]:
     return [sorted(names) for level, names in sorted(classes.items()) if level < TOP_CLASS and len(names) >= FAN_IN]
 
 
-def row_counts(folder: Path) -> dict[str, int]:
-    """Rows per part from the parquet footers; an unreadable part counts as 0 and is merged (and set aside)."""
+def row_counts(folder: Path, tag: str = "") -> dict[str, int]:
+    """Rows per part of this slice (its tag) from the parquet footers; an unreadable part counts as 0 and is
+    merged (and set aside)."""
     counts = {}
     for part in part_files(folder):
+        if not part.name.startswith((f"part-{tag}", f"merged-{tag}")):
+            continue
         try:
             counts[part.name] = pq.ParquetFile(part).metadata.num_rows
         except (pa.ArrowException, OSError):
@@ -2163,7 +2166,7 @@ def row_counts(folder: Path) -> dict[str, int]:
     return counts
 
 
-def merge(folder: Path, names: list[str]) -> Path:
+def merge(folder: Path, names: list[str], tag: str = "") -> Path:
     """Writes one file holding the newest record of every row in `names`, then removes `names`."""
     keys = []
     for position, name in enumerate(names):
@@ -2172,7 +2175,7 @@ def merge(folder: Path, names: list[str]) -> Path:
             table = table.append_column("_file", pa.array([position] * table.num_rows, pa.int32()))
             keys.append(table.append_column("_row", pa.array(range(table.num_rows), pa.int64())))
     kept = newest_rows(pa.concat_tables(keys)) if keys else None
-    path = folder / f"merged-{new_run_id()}.parquet"
+    path = folder / f"merged-{tag}{new_run_id()}.parquet"
     write_durably(path, kept_rows(folder, names, kept))
     for name in names:
         (folder / name).unlink(missing_ok=True)
@@ -2190,13 +2193,13 @@ def kept_rows(folder: Path, names: list[str], kept: pa.Table | None) -> Iterator
             yield source.take(kept.filter(pc.equal(kept["_file"], position))["_row"])
 
 
-def compact(folder: Path) -> Iterator[list[str]]:
-    """Runs every merge that is due, yielding the names each merge removed as soon as it is on disk, so a caller
-    that stops early (a full disk in a later merge) still knows of the merges already done."""
+def compact(folder: Path, tag: str = "") -> Iterator[list[str]]:
+    """Runs every merge of this slice's files that is due, yielding the names each merge removed as soon as it is
+    on disk, so a caller that stops early (a full disk in a later merge) still knows of the merges already done."""
     with folder_lock(folder, exclusive=True):
-        while groups := plan_merges(row_counts(folder)):
+        while groups := plan_merges(row_counts(folder, tag)):
             for names in groups:
-                merge(folder, names)
+                merge(folder, names, tag)
                 yield names
 
 
@@ -2274,8 +2277,10 @@ class Destination:
         private: bool = False,
         create_pr: bool = False,
         work_dir: Path | None = None,
+        shard: tuple[int, int] | None = None,
     ) -> None:
         self.spec = spec
+        self.shard = shard
         self.split = split
         self.config = config
         self.hub = hub
@@ -2300,6 +2305,12 @@ class Destination:
     @property
     def progress_dir(self) -> Path:
         return self.root / self.progress_prefix
+
+    @property
+    def slice_tag(self) -> str:
+        """How this run's progress files begin after `part-` or `merged-`: a shard's own tag, so a shard fetches and
+        merges only its own files; empty for an unsharded run, which owns them all."""
+        return "" if self.shard is None else f"shard-{self.shard[0]:05d}-of-{self.shard[1]:05d}-"
 
     @property
     def data_prefix(self) -> str:
@@ -2385,11 +2396,18 @@ class Destination:
                     path.unlink()
 
     def pull_progress(self) -> int:
-        """Fetches (in parallel) the parts earlier or other jobs pushed to the Hub; returns how many are new here."""
+        """Fetches (in parallel) the parts earlier jobs of this slice pushed to the Hub, and untagged ones (an
+        unsharded run's, which may hold any row); another shard's are never fetched. Returns how many are new here."""
         if self.local:
             return 0
         before = {path.name for path in part_files(self.progress_dir)}
-        with_retries(lambda: self.hub.download_parts(self.spec, self.progress_prefix, self.root), "fetching progress")
+        kinds = ("part-", "merged-")
+        names = [f"{kind}{self.slice_tag}*.parquet" for kind in kinds]
+        if self.slice_tag:
+            names += [f"{kind}[0-9]*.parquet" for kind in kinds]
+        with_retries(
+            lambda: self.hub.download_parts(self.spec, self.progress_prefix, self.root, names), "fetching progress"
+        )
         return len({path.name for path in part_files(self.progress_dir)} - before)
 
     def discard_progress(self, listing: list[str]) -> None:
@@ -2513,7 +2531,7 @@ class ProgressMirror:
                 say(f"progress upkeep failed, will retry: {type(exc).__name__}: {exc}")
 
     def compact(self) -> None:
-        for names in compact(self.destination.progress_dir):
+        for names in compact(self.destination.progress_dir, self.destination.slice_tag):
             self.removed |= {f"{self.destination.progress_prefix}/{name}" for name in names}
 
     def upload(self) -> None:
@@ -2835,16 +2853,31 @@ CARD_SETTLE_ATTEMPTS = 5
 
 
 def slice_results(folder: Path, ids: Sequence[str]) -> pa.Table:
-    """The newest result of each of these rows, every column; rows of other shards that the folder may also hold
-    are dropped part by part, so memory holds this slice's text and one part, never the whole dataset's."""
+    """The newest result of each of these rows, every column, in no particular order, as one chunk (taking rows
+    from a table of many chunks copies all of them at every call). Which record is newest is decided on the row
+    ids and times alone; then each part is read once and only its winning rows are kept, so memory holds this
+    slice's text, at most twice while its chunks are joined, never another shard's rows."""
     wanted = pa.array(list(ids), pa.string())
-    tables = []
     with folder_lock(folder, exclusive=False):
-        for part in part_files(folder):
-            table = read_part(part)
+        parts = part_files(folder)
+        keys = []
+        for position, part in enumerate(parts):
+            table = read_part(part, ["row_id", "recorded_at"])
             if table is not None:
-                tables.append(table.filter(pc.is_in(table["row_id"], value_set=wanted)))
-    return newest_rows(pa.concat_tables(tables)) if tables else RESULT_SCHEMA.empty_table()
+                table = table.append_column("_file", pa.array([position] * table.num_rows, pa.int32()))
+                table = table.append_column("_row", pa.array(range(table.num_rows), pa.int64()))
+                keys.append(table.filter(pc.is_in(table["row_id"], value_set=wanted)))
+        kept = newest_rows(pa.concat_tables(keys)) if keys else None
+        tables = [] if kept is None else list(winning_rows(parts, kept))
+    return pa.concat_tables(tables).combine_chunks() if tables else RESULT_SCHEMA.empty_table()
+
+
+def winning_rows(parts: list[Path], kept: pa.Table) -> Iterator[pa.Table]:
+    for position, part in enumerate(parts):
+        rows = kept.filter(pc.equal(kept["_file"], position))["_row"]
+        table = read_part(part) if len(rows) else None
+        if table is not None:
+            yield table.take(rows)
 
 
 def slice_facts(shard: tuple[int, int], facts: CardFacts, files: list[str]) -> dict[str, Any]:
@@ -3773,7 +3806,7 @@ def open_destination(args: argparse.Namespace, hub: HubClient | None) -> Destina
         reason = unsafe_local_output(args.output, args.input)
         if reason:
             raise UsageError(reason)
-        return Destination(args.output, args.split, args.config, None)
+        return Destination(args.output, args.split, args.config, None, shard=args.shard)
     if args.output.count("/") != 1:
         raise UsageError(
             f"OUTPUT {args.output!r} is neither a local folder (start it with ./ or /) nor a Hub id (namespace/name)"
@@ -3781,7 +3814,7 @@ def open_destination(args: argparse.Namespace, hub: HubClient | None) -> Destina
     client = hub or HfHub(hub_token(args))
     with_retries(lambda: client.create_repo(args.output, args.private), "creating the output repo")
     work_dir = Path(os.environ[WORK_DIR_ENV]) if os.environ.get(WORK_DIR_ENV) else None
-    return Destination(args.output, args.split, args.config, client, args.private, args.create_pr, work_dir)
+    return Destination(args.output, args.split, args.config, client, args.private, args.create_pr, work_dir, args.shard)
 
 
 def input_revision(args: argparse.Namespace, previous: dict | None, hub: HubClient | None) -> str | None:
@@ -3836,8 +3869,8 @@ def prepare_job(
     args: argparse.Namespace, facts: ModelFacts, script: str, mode: str, argv: list[str], hub: HubClient | None
 ) -> Job:
     started = time.monotonic()
-    run_id = new_run_id()
     destination = open_destination(args, hub)
+    run_id = destination.slice_tag + new_run_id()
     check_ownership(destination, destination.listing(), args.overwrite)
     locks = LocalLocks(destination.progress_dir, lease_key(args.shard))
     locks.acquire(destination.where())

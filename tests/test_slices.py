@@ -18,8 +18,9 @@ import pytest
 from ocr_core import assemble as assemble_module
 from ocr_core import slices as slices_module
 from ocr_core.card import CardFacts, split_front_matter
+from ocr_core.compaction import FAN_IN, compact
 from ocr_core.output import Destination
-from ocr_core.progress import ProgressLog, RowResult
+from ocr_core.progress import RESULT_SCHEMA, ProgressLog, RowResult, part_files
 from ocr_core.slices import publish_slice, slice_facts, slice_results
 from ocr_core.source import load_source
 from tests.test_resume_publish import REPO, SAMPLES, load, repeated, run_main, served
@@ -183,3 +184,41 @@ def test_two_shards_committing_at_once_leave_a_card_that_counts_both(tmp_path, m
         "data/train-00000-of-00002-00000.parquet",
         "data/train-00001-of-00002-00000.parquet",
     ]
+
+
+def progress_part(folder: Path, name: str, index: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist([RowResult(index, f"train-{index}", text="t").__dict__], schema=RESULT_SCHEMA)
+    pq.write_table(table, folder / name)
+
+
+def test_a_shard_fetches_only_its_own_progress_files_and_unsharded_ones(tmp_path):
+    hub = FolderHub(tmp_path / "hub")
+    hub.create_repo(REPO, private=False)
+    prefix = hub.repo(REPO) / ".ocr-progress" / "default" / "train"
+    names = [
+        "part-shard-00000-of-00002-20261130T000000Z-aaaaaa-00000.parquet",
+        "merged-shard-00000-of-00002-20261130T000001Z-bbbbbb.parquet",
+        "part-shard-00001-of-00002-20261130T000000Z-cccccc-00000.parquet",
+        "merged-shard-00001-of-00002-20261130T000001Z-dddddd.parquet",
+        "part-20261129T000000Z-eeeeee-00000.parquet",
+        "merged-20261129T000001Z-ffffff.parquet",
+    ]
+    for index, name in enumerate(names):
+        progress_part(prefix, name, index)
+    shard_1 = Destination(REPO, "train", None, hub, work_dir=tmp_path / "machine", shard=(1, 2))
+    assert shard_1.pull_progress() == 4
+    assert sorted(path.name for path in part_files(shard_1.progress_dir)) == sorted(names[2:])
+    whole = Destination(REPO, "train", None, hub, work_dir=tmp_path / "other-machine")
+    assert whole.pull_progress() == 6
+
+
+def test_a_shard_merges_only_its_own_progress_files(tmp_path):
+    mine = [f"part-shard-00001-of-00002-20261130T000000Z-aaaaaa-{n:05d}.parquet" for n in range(FAN_IN)]
+    theirs = [f"part-shard-00000-of-00002-20261130T000000Z-bbbbbb-{n:05d}.parquet" for n in range(FAN_IN)]
+    for index, name in enumerate(mine + theirs):
+        progress_part(tmp_path, name, index)
+    removed = [name for names in compact(tmp_path, "shard-00001-of-00002-") for name in names]
+    assert sorted(removed) == sorted(mine)
+    merged, *left = sorted(path.name for path in part_files(tmp_path))
+    assert merged.startswith("merged-shard-00001-of-00002-") and left == sorted(theirs)

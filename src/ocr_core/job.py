@@ -90,7 +90,7 @@ def open_destination(args: argparse.Namespace, hub: HubClient | None) -> Destina
         reason = unsafe_local_output(args.output, args.input)
         if reason:
             raise UsageError(reason)
-        return Destination(args.output, args.split, args.config, None)
+        return Destination(args.output, args.split, args.config, None, shard=args.shard)
     if args.output.count("/") != 1:
         raise UsageError(
             f"OUTPUT {args.output!r} is neither a local folder (start it with ./ or /) nor a Hub id (namespace/name)"
@@ -98,7 +98,7 @@ def open_destination(args: argparse.Namespace, hub: HubClient | None) -> Destina
     client = hub or HfHub(hub_token(args))
     with_retries(lambda: client.create_repo(args.output, args.private), "creating the output repo")
     work_dir = Path(os.environ[WORK_DIR_ENV]) if os.environ.get(WORK_DIR_ENV) else None
-    return Destination(args.output, args.split, args.config, client, args.private, args.create_pr, work_dir)
+    return Destination(args.output, args.split, args.config, client, args.private, args.create_pr, work_dir, args.shard)
 
 
 def input_revision(args: argparse.Namespace, previous: dict | None, hub: HubClient | None) -> str | None:
@@ -153,8 +153,8 @@ def prepare_job(
     args: argparse.Namespace, facts: ModelFacts, script: str, mode: str, argv: list[str], hub: HubClient | None
 ) -> Job:
     started = time.monotonic()
-    run_id = new_run_id()
     destination = open_destination(args, hub)
+    run_id = destination.slice_tag + new_run_id()
     check_ownership(destination, destination.listing(), args.overwrite)
     locks = LocalLocks(destination.progress_dir, lease_key(args.shard))
     locks.acquire(destination.where())

@@ -99,8 +99,10 @@ class Destination:
         private: bool = False,
         create_pr: bool = False,
         work_dir: Path | None = None,
+        shard: tuple[int, int] | None = None,
     ) -> None:
         self.spec = spec
+        self.shard = shard
         self.split = split
         self.config = config
         self.hub = hub
@@ -125,6 +127,12 @@ class Destination:
     @property
     def progress_dir(self) -> Path:
         return self.root / self.progress_prefix
+
+    @property
+    def slice_tag(self) -> str:
+        """How this run's progress files begin after `part-` or `merged-`: a shard's own tag, so a shard fetches and
+        merges only its own files; empty for an unsharded run, which owns them all."""
+        return "" if self.shard is None else f"shard-{self.shard[0]:05d}-of-{self.shard[1]:05d}-"
 
     @property
     def data_prefix(self) -> str:
@@ -210,11 +218,18 @@ class Destination:
                     path.unlink()
 
     def pull_progress(self) -> int:
-        """Fetches (in parallel) the parts earlier or other jobs pushed to the Hub; returns how many are new here."""
+        """Fetches (in parallel) the parts earlier jobs of this slice pushed to the Hub, and untagged ones (an
+        unsharded run's, which may hold any row); another shard's are never fetched. Returns how many are new here."""
         if self.local:
             return 0
         before = {path.name for path in part_files(self.progress_dir)}
-        with_retries(lambda: self.hub.download_parts(self.spec, self.progress_prefix, self.root), "fetching progress")
+        kinds = ("part-", "merged-")
+        names = [f"{kind}{self.slice_tag}*.parquet" for kind in kinds]
+        if self.slice_tag:
+            names += [f"{kind}[0-9]*.parquet" for kind in kinds]
+        with_retries(
+            lambda: self.hub.download_parts(self.spec, self.progress_prefix, self.root, names), "fetching progress"
+        )
         return len({path.name for path in part_files(self.progress_dir)} - before)
 
     def discard_progress(self, listing: list[str]) -> None:

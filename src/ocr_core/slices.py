@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,16 +34,31 @@ CARD_SETTLE_ATTEMPTS = 5
 
 
 def slice_results(folder: Path, ids: Sequence[str]) -> pa.Table:
-    """The newest result of each of these rows, every column; rows of other shards that the folder may also hold
-    are dropped part by part, so memory holds this slice's text and one part, never the whole dataset's."""
+    """The newest result of each of these rows, every column, in no particular order, as one chunk (taking rows
+    from a table of many chunks copies all of them at every call). Which record is newest is decided on the row
+    ids and times alone; then each part is read once and only its winning rows are kept, so memory holds this
+    slice's text, at most twice while its chunks are joined, never another shard's rows."""
     wanted = pa.array(list(ids), pa.string())
-    tables = []
     with folder_lock(folder, exclusive=False):
-        for part in part_files(folder):
-            table = read_part(part)
+        parts = part_files(folder)
+        keys = []
+        for position, part in enumerate(parts):
+            table = read_part(part, ["row_id", "recorded_at"])
             if table is not None:
-                tables.append(table.filter(pc.is_in(table["row_id"], value_set=wanted)))
-    return newest_rows(pa.concat_tables(tables)) if tables else RESULT_SCHEMA.empty_table()
+                table = table.append_column("_file", pa.array([position] * table.num_rows, pa.int32()))
+                table = table.append_column("_row", pa.array(range(table.num_rows), pa.int64()))
+                keys.append(table.filter(pc.is_in(table["row_id"], value_set=wanted)))
+        kept = newest_rows(pa.concat_tables(keys)) if keys else None
+        tables = [] if kept is None else list(winning_rows(parts, kept))
+    return pa.concat_tables(tables).combine_chunks() if tables else RESULT_SCHEMA.empty_table()
+
+
+def winning_rows(parts: list[Path], kept: pa.Table) -> Iterator[pa.Table]:
+    for position, part in enumerate(parts):
+        rows = kept.filter(pc.equal(kept["_file"], position))["_row"]
+        table = read_part(part) if len(rows) else None
+        if table is not None:
+            yield table.take(rows)
 
 
 def slice_facts(shard: tuple[int, int], facts: CardFacts, files: list[str]) -> dict[str, Any]:
