@@ -69,7 +69,7 @@ from decimal import Decimal
 from email.utils import parsedate_to_datetime
 from functools import cached_property
 from pathlib import Path
-from typing import IO, Any, NamedTuple, NoReturn, Protocol, TextIO, TypeVar
+from typing import IO, Any, BinaryIO, NamedTuple, NoReturn, Protocol, TextIO, TypeVar
 from urllib.parse import urlsplit
 
 import datasets
@@ -3106,6 +3106,13 @@ class Source:
     shard: tuple[int, int] | None = None
     folder: Path | None = None
     pdfs: PdfDocuments | None = None
+    offset: int = 0
+    total: int | None = None
+
+    @property
+    def input_rows(self) -> int:
+        """Rows in the split; `dataset` may hold only the files of this shard's range (then it starts at `offset`)."""
+        return len(self.dataset) if self.total is None else self.total
 
     @property
     def span(self) -> range:
@@ -3129,7 +3136,12 @@ class Source:
     def cells(self, positions: list[int]) -> list[object]:
         if self.pdfs is not None:
             return self.pdfs.cells(positions)
-        return [anchored(cell, self.folder) for cell in self.dataset[positions][self.image_column]]
+        local = [position - self.offset for position in positions]
+        return [anchored(cell, self.folder) for cell in self.dataset[local][self.image_column]]
+
+    def input_table(self, positions: list[int]) -> pa.Table:
+        """These rows of the input, every column, as Arrow (`positions` in the split)."""
+        return self.dataset.select([position - self.offset for position in positions]).with_format("arrow")[:]
 
 
 def shard_span(count: int, shard: tuple[int, int] | None) -> range:
@@ -3224,13 +3236,76 @@ def load_source(
             dataset, pdfs, page_ids = pdf_file_pages(files, path if path.is_dir() else path.parent, size)
             features = dataset.features
         else:
-            opened = open_dataset(name, split, config, revision)
+            sliced = None
+            if shard is not None and not shuffle and id_column is None:
+                sliced = parquet_slice(name, split, config, revision, image_column, max_samples, shard)
+            opened, offset, total = sliced or (open_dataset(name, split, config, revision), 0, None)
             dataset, features, pdfs, page_ids = dataset_rows(opened, name, split, image_column, id_column, size, folder)
     except PdfiumMissing as exc:
         raise InputError(str(exc)) from exc
-    selected = select_rows(len(dataset), max_samples, shuffle, seed)
+    selected = select_rows(len(dataset) if total is None else total, max_samples, shuffle, seed)
     ids = [page_ids[index] for index in selected] if pdfs else row_ids(dataset, split, selected, id_column)
-    return Source(name, split, dataset, features, image_column, selected, ids, shard, folder, pdfs)
+    return Source(name, split, dataset, features, image_column, selected, ids, shard, folder, pdfs, offset, total)
+
+
+def parquet_slice(
+    name: str,
+    split: str,
+    config: str | None,
+    revision: str | None,
+    image_column: str,
+    max_samples: int | None,
+    shard: tuple[int, int],
+) -> tuple[datasets.Dataset, int, int] | None:
+    """For a shard of an input made of parquet files of images (a Hub dataset, or a local folder of them): only
+    the files that hold its range of rows, the position of their first row, and the split's rows. Which files is
+    read from their footers (a few KB each), so a shard never downloads the other shards' images. None for any
+    other input, which is then loaded whole."""
+    path = Path(name).expanduser()
+    if path.is_dir() and ((path / "state.json").exists() or (path / "dataset_dict.json").exists()):
+        return None
+    builder = datasets.load_dataset_builder(str(path) if path.exists() else name, name=config, revision=revision)
+    files = list((builder.config.data_files or {}).get(split) or [])
+    if builder.name != "parquet" or not files:
+        return None
+    features = builder.info.features or parquet_features(files[0])
+    if not isinstance((features or {}).get(image_column), datasets.Image):
+        return None
+    counts = [parquet_rows(file) for file in files]
+    starts = list(itertools.accumulate([0, *counts[:-1]]))
+    total = sum(counts)
+    span = shard_span(total if max_samples is None else min(total, max_samples), shard)
+    needed = [
+        number
+        for number, (start, count) in enumerate(zip(starts, counts))
+        if start < span.stop and span.start < start + count
+    ] or [0]
+    chosen = [files[number] for number in needed]
+    dataset = datasets.load_dataset("parquet", data_files={split: chosen}, split=split, features=features)
+    say(f"shard {shard[0]}/{shard[1]}: reading {len(chosen)} of the input's {len(files)} file(s)")
+    return dataset, starts[needed[0]], total
+
+
+def open_data_file(file: str) -> BinaryIO:
+    """A data file the builder resolved: `hf://...` on the Hub (read by ranges, so a footer costs a few KB)."""
+    if file.startswith("hf://"):
+        from huggingface_hub import HfFileSystem
+
+        return HfFileSystem().open(file, "rb")
+    return open(file, "rb")
+
+
+def parquet_rows(file: str) -> int:
+    with open_data_file(file) as handle:
+        return pq.ParquetFile(handle).metadata.num_rows
+
+
+def parquet_features(file: str) -> datasets.Features | None:
+    """The features `datasets` wrote into a parquet file's schema, or None when it holds none."""
+    with open_data_file(file) as handle:
+        schema = pq.read_schema(handle)
+    written = schema.metadata and b"huggingface" in schema.metadata
+    return datasets.Features.from_arrow_schema(schema) if written else None
 
 
 def dataset_rows(
@@ -3431,10 +3506,11 @@ def output_features(source: Source, columns: Columns) -> datasets.Features:
 
 
 def rows_per_shard(source: Source) -> int:
-    sample = source.selected[:SAMPLE_ROWS]
+    span = source.span
+    sample = source.selected[span.start : min(span.stop, span.start + SAMPLE_ROWS)]
     if not sample:
         return 1
-    table = source.dataset.select(sample).with_format("arrow")[:]
+    table = source.input_table(sample)
     per_row = max(1, embed_table_storage(table).nbytes // len(sample))
     return max(1, SHARD_BYTES // per_row)
 
@@ -3475,7 +3551,7 @@ def shard_table(
     columns: Columns,
     info: dict[str, Any],
 ) -> pa.Table:
-    table = embed_table_storage(source.dataset.select(positions).with_format("arrow")[:])
+    table = embed_table_storage(source.input_table(positions))
     previous_info = table[INFO_COLUMN].to_pylist() if INFO_COLUMN in table.column_names else None
     table = table.select(kept_input_columns(source, columns))
     picked = results.take([position[row_id] for row_id in ids]) if ids else RESULT_SCHEMA.empty_table()
@@ -3498,9 +3574,9 @@ def text_or_failed(results: pa.Table, failed_text: str | None) -> pa.ChunkedArra
 
 def inference_history(source: Source) -> list[dict[str, Any]]:
     """The `inference_info` entries the input already carries (earlier runs over these rows), oldest first."""
-    if INFO_COLUMN not in source.dataset.column_names or not source.selected:
+    if INFO_COLUMN not in source.dataset.column_names or not source.span:
         return []
-    value = source.dataset.select_columns([INFO_COLUMN])[source.selected[0]][INFO_COLUMN]
+    value = source.input_table([source.selected[source.span.start]])[INFO_COLUMN][0].as_py()
     history = json.loads(value) if value else []
     return history if isinstance(history, list) else [history]
 
@@ -3998,7 +4074,7 @@ def settle(
             "or --output-column / --error-column to write elsewhere"
         )
     pdf_render = source.pdfs.size.describe() if source.pdfs else None
-    manifest = fingerprint(args, facts, script, revision, len(source.dataset), pdf_render)
+    manifest = fingerprint(args, facts, script, revision, source.input_rows, pdf_render)
     changed = settings_changes(previous, manifest)
     if changed and not args.overwrite:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
@@ -5392,7 +5468,7 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
 def run_cost(job: Job, tally: Tally, wall_s: float) -> tuple[str, dict[str, Any]]:
     """The flavor and the cost fields of the summary; a sample run (--max-samples) also projects the whole input."""
     flavor, price = run_price(job.args.price_per_hour, job.facts.flavor)
-    input_rows = len(job.source.dataset)
+    input_rows = job.source.input_rows
     sample_of = input_rows if job.args.max_samples is not None and len(job.source.ids) < input_rows else None
     return flavor, cost_facts(price, wall_s, tally.seconds() if tally.done else 0.0, tally.done, sample_of)
 

@@ -19,7 +19,6 @@ import io
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -64,10 +63,11 @@ def folder_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) if folder.exists() else 0
 
 
-def anonymous_rss() -> int:
-    """This process's resident memory that is its own (heap), without the pages of memory-mapped files (the input
-    `datasets` maps), which the kernel can drop at any time but ru_maxrss counts."""
-    line = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("RssAnon"))
+def process_status(field: str) -> int:
+    """A byte count from /proc/self/status. VmHWM is this process's peak RSS (ru_maxrss is not: Linux carries the
+    parent's peak over fork and exec); RssAnon is its heap, without the pages of memory-mapped files (the input
+    `datasets` maps), which the kernel can drop at any time."""
+    line = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith(field + ":"))
     return int(line.split()[1]) * 1024
 
 
@@ -78,13 +78,13 @@ class DiskPeak:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.peak = 0
-        self.peak_anonymous = anonymous_rss()
+        self.peak_anonymous = process_status("RssAnon")
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.loop, daemon=True)
 
     def loop(self) -> None:
         while not self.stopping.wait(0.05):
-            self.peak_anonymous = max(self.peak_anonymous, anonymous_rss())
+            self.peak_anonymous = max(self.peak_anonymous, process_status("RssAnon"))
             try:
                 self.peak = max(self.peak, folder_bytes(self.folder))
             except FileNotFoundError:
@@ -168,7 +168,7 @@ def publish_slice_of(job) -> dict:
         "peak_work_dir_bytes": disk.peak,
         "peak_publish_extra_bytes": max(0, disk.peak - store),
         "peak_disk_over_slice": round(max(0, disk.peak - store) / max(1, sliced), 2),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "peak_rss_mib": round(process_status("VmHWM") / 1024**2),
         "peak_heap_rss_mib": round(disk.peak_anonymous / 1024**2),
         "commits": len(hub.commits),
         "uploaded_bytes": hub.uploaded_bytes,

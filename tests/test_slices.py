@@ -222,3 +222,39 @@ def test_a_shard_merges_only_its_own_progress_files(tmp_path):
     assert sorted(removed) == sorted(mine)
     merged, *left = sorted(path.name for path in part_files(tmp_path))
     assert merged.startswith("merged-shard-00001-of-00002-") and left == sorted(theirs)
+
+
+def parquet_input(folder: Path, files: int = 4) -> Path:
+    """The 12 sample pages as `files` parquet files of 3 rows each, as a Hub dataset stores them."""
+    samples = datasets.load_dataset(str(SAMPLES), split="train")
+    for number in range(files):
+        part = samples.shard(files, number, contiguous=True)
+        part.to_parquet(str(folder / "data" / f"train-{number:05d}-of-{files:05d}.parquet"))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("shard", "samples", "files", "offset"),
+    [((1, 4), None, 1, 3), ((1, 3), None, 2, 3), ((0, 2), None, 2, 0), ((1, 2), 5, 2, 0), ((3, 4), 5, 1, 3)],
+)
+def test_a_shard_of_parquet_files_loads_only_the_files_of_its_range(tmp_path, shard, samples, files, offset):
+    folder = parquet_input(tmp_path / "in")
+    whole = load_source(str(folder), max_samples=samples)
+    part = load_source(str(folder), max_samples=samples, shard=shard)
+    assert (len(part.dataset), part.offset, part.input_rows) == (3 * files, offset, 12)
+    assert part.owned() == whole.ids[part.span.start : part.span.stop]
+    positions = list(part.span)
+    assert part.cells(positions) == whole.cells(positions)
+    assert part.input_table(positions).to_pylist() == whole.input_table(positions).to_pylist()
+
+
+def test_two_shards_of_parquet_files_publish_the_unsharded_run_s_rows(server, tmp_path, capsys):
+    folder = parquet_input(tmp_path / "in")
+    out, whole = tmp_path / "out", tmp_path / "whole"
+    for shard in ("1/2", "0/2"):
+        code, _, err = run_main(SCRIPT, [str(folder), str(out), *served(server), "--shard", shard], capsys)
+        assert code == 0 and "reading 2 of the input's 4 file(s)" in err, err
+    assert run_main(SCRIPT, [str(folder), str(whole), *served(server)], capsys)[0] == 0
+    assert rows(load(out)) == rows(load(whole))
+    manifest = json.loads((out / ".ocr-progress" / "default" / "train" / "manifest.json").read_text())
+    assert (manifest["input_rows"], manifest["shards"]) == (12, 2)

@@ -75,10 +75,11 @@ def output_features(source: Source, columns: Columns) -> datasets.Features:
 
 
 def rows_per_shard(source: Source) -> int:
-    sample = source.selected[:SAMPLE_ROWS]
+    span = source.span
+    sample = source.selected[span.start : min(span.stop, span.start + SAMPLE_ROWS)]
     if not sample:
         return 1
-    table = source.dataset.select(sample).with_format("arrow")[:]
+    table = source.input_table(sample)
     per_row = max(1, embed_table_storage(table).nbytes // len(sample))
     return max(1, SHARD_BYTES // per_row)
 
@@ -119,7 +120,7 @@ def shard_table(
     columns: Columns,
     info: dict[str, Any],
 ) -> pa.Table:
-    table = embed_table_storage(source.dataset.select(positions).with_format("arrow")[:])
+    table = embed_table_storage(source.input_table(positions))
     previous_info = table[INFO_COLUMN].to_pylist() if INFO_COLUMN in table.column_names else None
     table = table.select(kept_input_columns(source, columns))
     picked = results.take([position[row_id] for row_id in ids]) if ids else RESULT_SCHEMA.empty_table()
@@ -142,9 +143,9 @@ def text_or_failed(results: pa.Table, failed_text: str | None) -> pa.ChunkedArra
 
 def inference_history(source: Source) -> list[dict[str, Any]]:
     """The `inference_info` entries the input already carries (earlier runs over these rows), oldest first."""
-    if INFO_COLUMN not in source.dataset.column_names or not source.selected:
+    if INFO_COLUMN not in source.dataset.column_names or not source.span:
         return []
-    value = source.dataset.select_columns([INFO_COLUMN])[source.selected[0]][INFO_COLUMN]
+    value = source.input_table([source.selected[source.span.start]])[INFO_COLUMN][0].as_py()
     history = json.loads(value) if value else []
     return history if isinstance(history, list) else [history]
 

@@ -214,7 +214,7 @@ def settle(
             "or --output-column / --error-column to write elsewhere"
         )
     pdf_render = source.pdfs.size.describe() if source.pdfs else None
-    manifest = fingerprint(args, facts, script, revision, len(source.dataset), pdf_render)
+    manifest = fingerprint(args, facts, script, revision, source.input_rows, pdf_render)
     changed = settings_changes(previous, manifest)
     if changed and not args.overwrite:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))

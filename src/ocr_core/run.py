@@ -512,7 +512,7 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, dict[str, 
 def run_cost(job: Job, tally: Tally, wall_s: float) -> tuple[str, dict[str, Any]]:
     """The flavor and the cost fields of the summary; a sample run (--max-samples) also projects the whole input."""
     flavor, price = run_price(job.args.price_per_hour, job.facts.flavor)
-    input_rows = len(job.source.dataset)
+    input_rows = job.source.input_rows
     sample_of = input_rows if job.args.max_samples is not None and len(job.source.ids) < input_rows else None
     return flavor, cost_facts(price, wall_s, tally.seconds() if tally.done else 0.0, tally.done, sample_of)
 
