@@ -3196,6 +3196,7 @@ def load_source(
     """`pdf_size` is how PDF pages are rendered when the input holds PDFs (the model's card size by default)."""
     folder = local_folder(name)
     size = pdf_size or RenderSize()
+    offset, total = 0, None
     try:
         path = Path(name).expanduser()
         files = pdf_files(path)

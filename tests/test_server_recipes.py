@@ -204,7 +204,7 @@ def test_hub_output_through_a_client_double(vllm_server, tmp_path, monkeypatch):
     assert hub.private == {"someone/ocr-out": True}
     files = hub.list_files("someone/ocr-out")
     assert "README.md" in files
-    assert "hpd/train-00000-of-00001.parquet" in files
+    assert "hpd/train-00000-of-00001-00000.parquet" in files
     assert any(name.startswith(".ocr-progress/hpd/train/part-") for name in files)
     output = load_output(hub.repo("someone/ocr-out"), "hpd")
     assert len(output) == 5
@@ -216,7 +216,11 @@ def test_hub_output_through_a_client_double(vllm_server, tmp_path, monkeypatch):
     assert main(vars(hpd_parsing), "hpd-parsing-saturate.py", "saturate", argv, hub=resumed_from_hub) == 0
     assert (tmp_path / "fresh-machine").exists()
     published = [commit for commit in resumed_from_hub.commits if commit.message.startswith("OCR with")]
-    assert published[-1].added == ["README.md", "hpd/train-00000-of-00001.parquet"]
+    assert published[-1].added == [
+        ".ocr-progress/hpd/train/slice-00000-of-00001.json",
+        "README.md",
+        "hpd/train-00000-of-00001-00000.parquet",
+    ]
     assert resumed_from_hub.commits[-1].message == "OCR progress: lease released"
 
 
