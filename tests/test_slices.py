@@ -258,3 +258,17 @@ def test_two_shards_of_parquet_files_publish_the_unsharded_run_s_rows(server, tm
     assert rows(load(out)) == rows(load(whole))
     manifest = json.loads((out / ".ocr-progress" / "default" / "train" / "manifest.json").read_text())
     assert (manifest["input_rows"], manifest["shards"]) == (12, 2)
+
+
+def test_overwrite_with_other_settings_removes_every_shard_s_published_rows(server, tmp_path, capsys, monkeypatch):
+    """Shards publish one by one, so after --overwrite no slice made the old way may stay loadable beside new ones."""
+    monkeypatch.setenv("OCR_WORK_DIR", str(tmp_path / "work"))
+    hub = FolderHub(tmp_path / "hub")
+    argv = [str(SAMPLES), REPO, *served(server)]
+    for shard in ("0/2", "1/2"):
+        assert run_main(SCRIPT, [*argv, "--shard", shard], capsys, hub=hub)[0] == 0
+    code, _, err = run_main(SCRIPT, [*argv, "--shard", "0/2", "--max-tokens", "24", "--overwrite"], capsys, hub=hub)
+    assert code == 0, err
+    assert [name for name in hub.list_files(REPO) if "-00001-of-00002" in name] == []
+    assert load(hub.repo(REPO))["page_id"] == datasets.load_dataset(str(SAMPLES), split="train")["page_id"][:6]
+    assert "**1 of 2 shards are in.**" in hub_card(hub)
