@@ -66,8 +66,8 @@ def test_final_dataset_keeps_input_order_and_columns(tmp_path):
     assert missing_rows(source, results) == 0
     columns = Columns("markdown", "ocr_error", {})
     files = assemble(source, results, columns, {"model_id": "m"}, tmp_path / "out", "data")
-    assert list(files) == ["data/train-00000-of-00001.parquet"]
-    output = datasets.Dataset.from_parquet(str(files["data/train-00000-of-00001.parquet"]), cache_dir=str(tmp_path))
+    assert list(files) == ["data/train-00000-of-00001-00000.parquet"]
+    output = datasets.Dataset.from_parquet(str(*files.values()), cache_dir=str(tmp_path))
     assert output.column_names == [
         "image",
         "page_id",

@@ -287,7 +287,11 @@ def test_create_pr_keeps_mirroring_progress(server, tmp_path, capsys, monkeypatc
     opened = [commit for commit in hub.commits if commit.create_pr]
     assert len(opened) == 1, "the dataset must open one pull request, in one commit"
     assert opened[0].message.endswith("[default]"), "ocr-bench finds a PR's config by the title's [config]"
-    assert opened[0].added == ["README.md", "data/train-00000-of-00001.parquet"]
+    assert opened[0].added == [
+        ".ocr-progress/default/train/slice-00000-of-00001.json",
+        "README.md",
+        "data/train-00000-of-00001-00000.parquet",
+    ]
     assert "main branch" in err
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ocr_core.scale import plan_scale
-from ocr_core.source import InputError, in_shard, parse_shard
+from ocr_core.source import InputError, parse_shard, shard_span
 
 
 @pytest.mark.parametrize(
@@ -34,12 +34,13 @@ def test_flags_override_the_rule():
     assert plan.serve_args() == ["--data-parallel-size", "4", "--api-server-count", "2"]
 
 
-def test_shards_partition_any_id_set():
-    ids = [f"train-{index}" for index in range(1000)]
-    owners = [[shard for shard in range(4) if in_shard(row_id, (shard, 4))] for row_id in ids]
-    assert all(len(found) == 1 for found in owners)
-    sizes = [sum(found == [shard] for found in owners) for shard in range(4)]
-    assert min(sizes) > 200
+@pytest.mark.parametrize("count", [0, 1, 7, 1000, 1001])
+@pytest.mark.parametrize("shards", [1, 3, 8])
+def test_shards_are_contiguous_balanced_ranges_in_input_order(count, shards):
+    spans = [shard_span(count, (index, shards)) for index in range(shards)]
+    assert [position for span in spans for position in span] == list(range(count))
+    assert max(map(len, spans)) - min(map(len, spans)) <= 1
+    assert shard_span(count, None) == range(count)
 
 
 @pytest.mark.parametrize("text", ["2/2", "-1/3", "a/b", "3"])

@@ -51,9 +51,9 @@ def summary_of(stdout: str) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
-def load_output(folder: Path, config: str | None = None) -> datasets.Dataset:
+def load_output(folder: Path, config: str | None = None, cache: str = "") -> datasets.Dataset:
     """Loads a written dataset with a private cache: datasets would reuse a cached folder of the same name."""
-    return datasets.load_dataset(str(folder), config, split="train", cache_dir=str(folder) + ".cache")
+    return datasets.load_dataset(str(folder), config, split="train", cache_dir=f"{folder}.cache{cache}")
 
 
 def repeated_dataset(folder: Path, copies: int) -> Path:
@@ -204,7 +204,7 @@ def test_hub_output_through_a_client_double(vllm_server, tmp_path, monkeypatch):
     assert hub.private == {"someone/ocr-out": True}
     files = hub.list_files("someone/ocr-out")
     assert "README.md" in files
-    assert "hpd/train-00000-of-00001.parquet" in files
+    assert "hpd/train-00000-of-00001-00000.parquet" in files
     assert any(name.startswith(".ocr-progress/hpd/train/part-") for name in files)
     output = load_output(hub.repo("someone/ocr-out"), "hpd")
     assert len(output) == 5
@@ -216,7 +216,11 @@ def test_hub_output_through_a_client_double(vllm_server, tmp_path, monkeypatch):
     assert main(vars(hpd_parsing), "hpd-parsing-saturate.py", "saturate", argv, hub=resumed_from_hub) == 0
     assert (tmp_path / "fresh-machine").exists()
     published = [commit for commit in resumed_from_hub.commits if commit.message.startswith("OCR with")]
-    assert published[-1].added == ["README.md", "hpd/train-00000-of-00001.parquet"]
+    assert published[-1].added == [
+        ".ocr-progress/hpd/train/slice-00000-of-00001.json",
+        "README.md",
+        "hpd/train-00000-of-00001-00000.parquet",
+    ]
     assert resumed_from_hub.commits[-1].message == "OCR progress: lease released"
 
 
@@ -284,26 +288,24 @@ def test_spawned_engine_is_restarted_when_killed(tiny_model, tmp_path):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
-def test_two_shards_give_exactly_the_union(vllm_server, tiny_model, tmp_path):
-    """Shard 0 spawns its own CPU engine with two API servers; shard 1 uses the shared server."""
-    out = tmp_path / "out"
-    common = [str(SAMPLES), str(out), "--model", str(tiny_model), *FAST]
-    first = run_recipe(
-        "lighton-ocr3-saturate.py", *common, "--shard", "0/2", "--server", f"http://127.0.0.1:{free_port()}",
-        "--api-server-count", "2", "--extra-serve-args=--enforce-eager",
-    )  # fmt: skip
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert "--api-server-count 2" in first.stderr
-    assert "this shard is done" in first.stderr
-    assert not (out / "data").exists()
-    second = run_recipe("lighton-ocr3-saturate.py", *common, "--shard", "1/2", "--server", vllm_server.url)
+def test_two_shards_publish_their_own_slices_equal_to_an_unsharded_run(vllm_server, tmp_path):
+    """Each shard publishes its own range as it finishes (shard 1 first: nothing waits for shard 0); the two
+    slices, loaded together, are the unsharded run's rows in the unsharded run's order, text included."""
+    out, whole = tmp_path / "out", tmp_path / "whole"
+    common = ["--model", vllm_server.model, "--server", vllm_server.url, *FAST]
+    second = run_recipe("lighton-ocr3-saturate.py", str(SAMPLES), str(out), *common, "--shard", "1/2")
     assert second.returncode == 0, second.stderr[-3000:]
-    done = [summary_of(run.stdout)["done_this_run"] for run in (first, second)]
-    assert sum(done) == 12 and all(done)
-    output = load_output(out)
-    assert output["page_id"] == datasets.load_dataset(str(SAMPLES), split="train")["page_id"]
-    assert all(output["markdown"])
-
-    again = run_recipe("lighton-ocr3-saturate.py", *common, "--finalize", "--server", vllm_server.url)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert summary_of(again.stdout)["done_this_run"] == 0
+    assert "published 6 row(s) (shard 1/2)" in second.stderr
+    assert "**1 of 2 shards are in.**" in (out / "README.md").read_text()
+    page_ids = datasets.load_dataset(str(SAMPLES), split="train")["page_id"]
+    assert load_output(out)["page_id"] == page_ids[6:]
+    first = run_recipe("lighton-ocr3-saturate.py", str(SAMPLES), str(out), *common, "--shard", "0/2")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert [summary_of(run.stdout)["done_this_run"] for run in (first, second)] == [6, 6]
+    assert "**2 of 2 shards are in.**" in (out / "README.md").read_text()
+    unsharded = run_recipe("lighton-ocr3-saturate.py", str(SAMPLES), str(whole), *common)
+    assert unsharded.returncode == 0, unsharded.stderr[-3000:]
+    sharded, expected = load_output(out, cache="again"), load_output(whole)
+    assert sharded["page_id"] == page_ids and all(sharded["markdown"])
+    compared = [name for name in expected.column_names if name != "inference_info"]
+    assert sharded.select_columns(compared).to_list() == expected.select_columns(compared).to_list()

@@ -129,15 +129,13 @@ def test_results_that_never_reached_the_hub_are_uploaded_by_the_rerun(server, tm
     assert hub_parts(hub), "the rerun left the finished rows on this machine only"
 
 
-def test_finalize_only_publishes(server, tmp_path, capsys, monkeypatch):
-    machine(monkeypatch, tmp_path, "machine-1")
-    repeated(tmp_path / "in", copies=1)
-    hub = FolderHub(tmp_path / "hub")
-    assert run_main(SCRIPT, [str(tmp_path / "in"), REPO, *served(server, "--shard", "0/2")], capsys, hub=hub)[0] == 0
+def test_finalize_is_refused_and_points_to_per_shard_publishing(tmp_path, capsys):
     dead = ["--server", "http://127.0.0.1:9", "--model", "fake/model", "--max-model-len", "1024", "--max-tokens", "16"]
-    code, summary, err = run_main(SCRIPT, [str(tmp_path / "in"), REPO, *dead, "--finalize"], capsys, hub=hub)
-    assert code == 1 and summary["done_this_run"] == 0, err
-    assert "have no outcome yet" in err and "vllm" not in err.lower()
+    with pytest.raises(SystemExit) as exited:
+        run_main(SCRIPT, [str(tmp_path / "in"), REPO, *dead, "--finalize"], capsys, hub=FolderHub(tmp_path / "hub"))
+    assert exited.value.code == 2
+    assert "each --shard I/N publishes its own rows" in capsys.readouterr().err
+    assert not (tmp_path / "hub").exists()
 
 
 def test_the_hub_lease_stays_alive_while_the_engine_starts(server, tmp_path, capsys, monkeypatch):

@@ -1,13 +1,16 @@
-"""Builds the final dataset: the input's own columns and rows, in input order, with the results beside them.
+"""Builds a job's slice of the final dataset: the input's own columns (all, or those --columns names) and rows, in
+input order, with the results beside them.
 
-It works a shard of rows at a time straight from Arrow, so a run over millions of pages never holds more than
-one shard of images in memory.
+Each job (one --shard, or the whole selection) writes only its own contiguous range of rows, as files named
+`<prefix>/<split>-<shard>-of-<shards>-<part>.parquet`: zero-padded, so the names sort in shard order and within a
+shard in part order, and `load_dataset` over `<prefix>/<split>-*` reads the union of the finished shards in input
+order. Rows are read from the input and written WRITE_ROWS at a time through one parquet writer per file, so
+memory holds one batch of images, never the slice.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,7 @@ from .source import Source
 
 SHARD_BYTES = 500 * 1024**2
 SAMPLE_ROWS = 32
+WRITE_ROWS = 256
 INFO_COLUMN = "inference_info"
 FAILED_TEXT = "[OCR ERROR]"
 
@@ -37,6 +41,7 @@ class Columns:
     error: str
     extra: Mapping[str, pa.DataType]
     failed_text: str | None = FAILED_TEXT
+    keep: tuple[str, ...] | None = None
 
     def names(self) -> list[str]:
         return [self.output, self.error, *self.extra]
@@ -52,9 +57,15 @@ def missing_rows(source: Source, results: pa.Table, owned_only: bool = False) ->
     return sum(row_id not in done for row_id in (source.owned() if owned_only else source.ids))
 
 
-def output_features(source: Source, columns: Columns) -> datasets.Features:
+def kept_input_columns(source: Source, columns: Columns) -> list[str]:
+    """The input columns the output carries: every one, or those --columns names; never ones the results replace."""
     dropped = {*columns.names(), INFO_COLUMN}
-    features = datasets.Features({k: v for k, v in source.features.items() if k not in dropped})
+    named = source.features if columns.keep is None else columns.keep
+    return [name for name in named if name not in dropped]
+
+
+def output_features(source: Source, columns: Columns) -> datasets.Features:
+    features = datasets.Features({name: source.features[name] for name in kept_input_columns(source, columns)})
     features[columns.output] = datasets.Value("string")
     features[columns.error] = datasets.Value("string")
     for name, arrow_type in columns.extra.items():
@@ -64,30 +75,38 @@ def output_features(source: Source, columns: Columns) -> datasets.Features:
 
 
 def rows_per_shard(source: Source) -> int:
-    sample = source.selected[:SAMPLE_ROWS]
+    span = source.span
+    sample = source.selected[span.start : min(span.stop, span.start + SAMPLE_ROWS)]
     if not sample:
         return 1
-    table = source.dataset.select(sample).with_format("arrow")[:]
+    table = source.input_table(sample)
     per_row = max(1, embed_table_storage(table).nbytes // len(sample))
     return max(1, SHARD_BYTES // per_row)
+
+
+def slice_file_name(prefix: str, split: str, shard: tuple[int, int], part: int) -> str:
+    return f"{prefix}/{split}-{shard[0]:05d}-of-{shard[1]:05d}-{part:05d}.parquet"
 
 
 def assemble(
     source: Source, results: pa.Table, columns: Columns, info: dict[str, Any], folder: Path, prefix: str
 ) -> dict[str, Path]:
-    """Writes `<prefix>/<split>-<i>-of-<n>.parquet` files under `folder`; returns them by path in the repo."""
+    """Writes this job's range of rows (its shard's, or all) as slice files under `folder`; returns them by path in
+    the repo. `results` needs to hold only this range's rows."""
     position = {row_id: i for i, row_id in enumerate(results["row_id"].to_pylist())}
-    features = output_features(source, columns)
+    schema = output_features(source, columns).arrow_schema
+    span = source.span
     step = rows_per_shard(source)
-    total = max(1, math.ceil(len(source.selected) / step))
     files: dict[str, Path] = {}
-    for shard, start in enumerate(range(0, max(1, len(source.selected)), step)):
-        name = f"{prefix}/{source.split}-{shard:05d}-of-{total:05d}.parquet"
-        rows = slice(start, start + step)
-        table = shard_table(source, source.selected[rows], source.ids[rows], results, position, columns, info)
+    for part, start in enumerate(range(span.start, span.stop, step)):
+        name = slice_file_name(prefix, source.split, source.shard or (0, 1), part)
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table.cast(features.arrow_schema), path)
+        with pq.ParquetWriter(path, schema) as writer:
+            for first in range(start, min(start + step, span.stop), WRITE_ROWS):
+                rows = slice(first, min(first + WRITE_ROWS, start + step, span.stop))
+                batch = shard_table(source, source.selected[rows], source.ids[rows], results, position, columns, info)
+                writer.write_table(batch.cast(schema))
         files[name] = path
     return files
 
@@ -101,9 +120,9 @@ def shard_table(
     columns: Columns,
     info: dict[str, Any],
 ) -> pa.Table:
-    table = embed_table_storage(source.dataset.select(positions).with_format("arrow")[:])
+    table = embed_table_storage(source.input_table(positions))
     previous_info = table[INFO_COLUMN].to_pylist() if INFO_COLUMN in table.column_names else None
-    table = table.drop_columns([name for name in [*columns.names(), INFO_COLUMN] if name in table.column_names])
+    table = table.select(kept_input_columns(source, columns))
     picked = results.take([position[row_id] for row_id in ids]) if ids else RESULT_SCHEMA.empty_table()
     table = table.append_column(columns.output, text_or_failed(picked, columns.failed_text))
     table = table.append_column(columns.error, picked["error"])
@@ -124,9 +143,9 @@ def text_or_failed(results: pa.Table, failed_text: str | None) -> pa.ChunkedArra
 
 def inference_history(source: Source) -> list[dict[str, Any]]:
     """The `inference_info` entries the input already carries (earlier runs over these rows), oldest first."""
-    if INFO_COLUMN not in source.dataset.column_names or not source.selected:
+    if INFO_COLUMN not in source.dataset.column_names or not source.span:
         return []
-    value = source.dataset.select_columns([INFO_COLUMN])[source.selected[0]][INFO_COLUMN]
+    value = source.input_table([source.selected[source.span.start]])[INFO_COLUMN][0].as_py()
     history = json.loads(value) if value else []
     return history if isinstance(history, list) else [history]
 

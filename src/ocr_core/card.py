@@ -17,6 +17,17 @@ from .cost import JOB_FLAVOR_ENV
 
 
 @dataclass(frozen=True)
+class ShardLine:
+    """One published shard's own figures, for a sharded run's card."""
+
+    shard: int
+    rows: int
+    errors: int
+    pages_per_s: float
+    cost: str | None
+
+
+@dataclass(frozen=True)
 class CardFacts:
     source: str
     split: str
@@ -38,6 +49,9 @@ class CardFacts:
     tokens_per_s: float
     window: int
     cost: str | None = None
+    shards: int = 1
+    shard_lines: tuple[ShardLine, ...] = ()
+    kept_columns: tuple[str, ...] | None = None
 
 
 def split_front_matter(card: str | None) -> tuple[dict, str]:
@@ -105,6 +119,62 @@ def runs_list(facts: CardFacts) -> str:
     return "\n".join(lines)
 
 
+def shards_section(facts: CardFacts) -> str:
+    """For a sharded run: how many shards are in, and each one's figures."""
+    if facts.shards == 1:
+        return ""
+    lines = "\n".join(
+        f"| {line.shard} | {line.rows} | {line.errors} | {line.pages_per_s:.2f} | {line.cost or ''} |"
+        for line in facts.shard_lines
+    )
+    waiting = (
+        ""
+        if len(facts.shard_lines) == facts.shards
+        else " Until every shard is in, `load_dataset` returns the finished shards' rows (in input order)."
+    )
+    return f"""
+**{len(facts.shard_lines)} of {facts.shards} shards are in.** Each `--shard I/{facts.shards}` job publishes its own \
+contiguous range of rows as it finishes; together they are the input's rows in order.{waiting}
+
+| shard | rows | rows with an error | pages/s | cost |
+|---|---|---|---|---|
+{lines}
+"""
+
+
+def columns_note(facts: CardFacts) -> str:
+    """Which input columns the rows carry."""
+    if facts.kept_columns is None:
+        return "every input column"
+    named = ", ".join(f"`{name}`" for name in facts.kept_columns)
+    return f"only the input's {named} (`--columns`: the rest stays in {facts.source}, joined back as below)"
+
+
+def join_note(facts: CardFacts, config_arg: str) -> str:
+    """With --columns, how to put the text back beside the input's rows, by the first kept column."""
+    if not facts.kept_columns:
+        return ""
+    key = facts.kept_columns[0]
+    return f"""
+Join the text back to the input by `{key}`:
+
+```python
+from datasets import load_dataset
+
+ocr = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
+text = dict(zip(ocr["{key}"], ocr["{facts.output_column}"]))
+pages = load_dataset("{facts.source}", split="{facts.split}")
+pages = pages.map(lambda row: {{"{facts.output_column}": text.get(row["{key}"])}})
+```
+"""
+
+
+def reproduce_note(facts: CardFacts) -> str:
+    if facts.shards == 1:
+        return ""
+    return f"One job per shard: the command above with `--shard I/{facts.shards}` for I from 0 to {facts.shards - 1}.\n"
+
+
 def render_card(existing: str | None, facts: CardFacts) -> str:
     meta, prose = split_front_matter(existing)
     meta = without_stale_info(meta, facts.config or "default")
@@ -126,8 +196,8 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
 | of them cut off at max_tokens (text kept) | {facts.truncated} |
 | throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
 | pages in flight (final window) | {facts.window} |
-{cost_row}
-Columns: every input column; `{facts.output_column}`, the model's text{failed_note(facts)};
+{cost_row}{shards_section(facts)}
+Columns: {columns_note(facts)}; `{facts.output_column}`, the model's text{failed_note(facts)};
 `{facts.error_column}`, empty or why the row has no trustworthy text (unreadable image, rejected request, repetition
 loop, cut off at max_tokens);
 and `inference_info`, a JSON list with one entry per model run over these rows, oldest first (ocr-bench reads
@@ -142,14 +212,14 @@ ds = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
 failed = ds.filter(lambda row: row["{facts.error_column}"] is not None)
 trusted = ds.filter(lambda row: row["{facts.error_column}"] is None)
 ```
-
+{join_note(facts, config_arg)}
 ## Reproduce
 
 ```bash
 {facts.command}
 ```
 
-Rerunning the same command resumes: rows already done are skipped; `--retry-errors` retries the failed ones.
-Made with `{facts.script}`.
+{reproduce_note(facts)}Rerunning the same command resumes: rows already done are skipped; `--retry-errors` retries the
+failed ones. Made with `{facts.script}`.
 """
     return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{merged_body(prose, body, facts.config or 'default')}"

@@ -145,7 +145,10 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--shuffle", action="store_true", help="shuffle rows before --max-samples")
     group.add_argument("--seed", type=int, default=42, help="shuffle seed (default: 42)")
     group.add_argument(
-        "--shard", type=shard_argument, help="process shard I of N (for example 0/4); N jobs write one output"
+        "--shard",
+        type=shard_argument,
+        help="process shard I of N (for example 0/4), the I-th of N contiguous ranges of the rows; each shard "
+        "publishes its own rows as it finishes, so N jobs write one output",
     )
     group.add_argument(
         "--pdf-longest-edge",
@@ -164,6 +167,12 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="leave the text of a failed row empty (null) instead of [OCR ERROR], the marker ocr-bench and the "
         "other OCR scripts recognise",
+    )
+    group.add_argument(
+        "--columns",
+        type=columns_argument,
+        help="carry only these input columns (comma-separated, e.g. id) beside the results, for an input too large "
+        "to copy; join back to the input by them (default: every input column)",
     )
     group.add_argument("--config", help="write the results as this config (subset) of the output dataset")
     group.add_argument("--create-pr", action="store_true", help="publish to the Hub as a pull request")
@@ -199,7 +208,7 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="turn the canary off (for inputs whose first pages really are blank or repetitive)",
     )
-    group.add_argument("--finalize", action="store_true", help="only publish what all shards have written")
+    group.add_argument("--finalize", action="store_true", help=argparse.SUPPRESS)
     group.add_argument("--hf-token", help="Hub token (default: the HF_TOKEN environment variable or your login)")
     group.add_argument(
         "--upload-every",
@@ -284,6 +293,13 @@ def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
     )
 
 
+def columns_argument(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("--columns needs at least one input column name, e.g. --columns id")
+    return names
+
+
 def shard_argument(text: str) -> tuple[int, int]:
     try:
         return parse_shard(text)
@@ -305,6 +321,11 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Set
         parser.error("--batch-size must be at least 1")
     if args.pdf_longest_edge is not None and args.pdf_longest_edge < 16:
         parser.error("--pdf-longest-edge must be at least 16 pixels")
+    if vars(args).pop("finalize"):
+        parser.error(
+            "--finalize is no longer needed: each --shard I/N publishes its own rows when it finishes, and "
+            "load_dataset returns every finished shard in input order; rerun an unfinished shard with its own --shard"
+        )
     if args.canary_pages < 1:
         parser.error("--canary-pages must be at least 1 (--no-canary turns the canary off)")
     if not 0.0 <= args.max_error_rate <= 1.0:

@@ -6,6 +6,10 @@ in rows apart); FAN_IN files of one class are merged into one file of the next, 
 FAN_IN files per class and a row is rewritten once per class (about four times on its way to the top). Files of
 the top class are never merged again. A merge streams its sources one at a time, so its memory is one source file
 plus the row ids, never the merged text.
+
+A shard merges only the files its own runs wrote (their names start with its tag, output.slice_tag): another
+shard's rows never end up in its files, so each shard fetches only its own files and merging never deletes
+another shard's. An unsharded run (tag "") owns every file.
 """
 
 from __future__ import annotations
@@ -45,10 +49,13 @@ def plan_merges(rows_by_name: Mapping[str, int]) -> list[list[str]]:
     return [sorted(names) for level, names in sorted(classes.items()) if level < TOP_CLASS and len(names) >= FAN_IN]
 
 
-def row_counts(folder: Path) -> dict[str, int]:
-    """Rows per part from the parquet footers; an unreadable part counts as 0 and is merged (and set aside)."""
+def row_counts(folder: Path, tag: str = "") -> dict[str, int]:
+    """Rows per part of this slice (its tag) from the parquet footers; an unreadable part counts as 0 and is
+    merged (and set aside)."""
     counts = {}
     for part in part_files(folder):
+        if not part.name.startswith((f"part-{tag}", f"merged-{tag}")):
+            continue
         try:
             counts[part.name] = pq.ParquetFile(part).metadata.num_rows
         except (pa.ArrowException, OSError):
@@ -56,7 +63,7 @@ def row_counts(folder: Path) -> dict[str, int]:
     return counts
 
 
-def merge(folder: Path, names: list[str]) -> Path:
+def merge(folder: Path, names: list[str], tag: str = "") -> Path:
     """Writes one file holding the newest record of every row in `names`, then removes `names`."""
     keys = []
     for position, name in enumerate(names):
@@ -65,7 +72,7 @@ def merge(folder: Path, names: list[str]) -> Path:
             table = table.append_column("_file", pa.array([position] * table.num_rows, pa.int32()))
             keys.append(table.append_column("_row", pa.array(range(table.num_rows), pa.int64())))
     kept = newest_rows(pa.concat_tables(keys)) if keys else None
-    path = folder / f"merged-{new_run_id()}.parquet"
+    path = folder / f"merged-{tag}{new_run_id()}.parquet"
     write_durably(path, kept_rows(folder, names, kept))
     for name in names:
         (folder / name).unlink(missing_ok=True)
@@ -83,11 +90,11 @@ def kept_rows(folder: Path, names: list[str], kept: pa.Table | None) -> Iterator
             yield source.take(kept.filter(pc.equal(kept["_file"], position))["_row"])
 
 
-def compact(folder: Path) -> Iterator[list[str]]:
-    """Runs every merge that is due, yielding the names each merge removed as soon as it is on disk, so a caller
-    that stops early (a full disk in a later merge) still knows of the merges already done."""
+def compact(folder: Path, tag: str = "") -> Iterator[list[str]]:
+    """Runs every merge of this slice's files that is due, yielding the names each merge removed as soon as it is
+    on disk, so a caller that stops early (a full disk in a later merge) still knows of the merges already done."""
     with folder_lock(folder, exclusive=True):
-        while groups := plan_merges(row_counts(folder)):
+        while groups := plan_merges(row_counts(folder, tag)):
             for names in groups:
-                merge(folder, names)
+                merge(folder, names, tag)
                 yield names

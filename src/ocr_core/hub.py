@@ -32,7 +32,7 @@ class HubClient(Protocol):
 
     def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path: ...
 
-    def download_parts(self, repo_id: str, folder: str, local_dir: Path) -> None: ...
+    def download_parts(self, repo_id: str, folder: str, local_dir: Path, names: Sequence[str]) -> None: ...
 
     def input_revision(self, repo_id: str) -> str | None: ...
 
@@ -68,12 +68,12 @@ class HfHub:
     def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path:
         return Path(self.api.hf_hub_download(repo_id, path_in_repo, repo_type="dataset", local_dir=str(local_dir)))
 
-    def download_parts(self, repo_id: str, folder: str, local_dir: Path) -> None:
-        """Every parquet file under `folder`, fetched in parallel; files already here and unchanged are not fetched
-        again."""
+    def download_parts(self, repo_id: str, folder: str, local_dir: Path, names: Sequence[str]) -> None:
+        """The files under `folder` whose names match the glob patterns `names`, fetched in parallel; files already
+        here and unchanged are not fetched again."""
         self.api.snapshot_download(
-            repo_id, repo_type="dataset", allow_patterns=[f"{folder}/*.parquet"], local_dir=str(local_dir),
-            max_workers=DOWNLOAD_WORKERS,
+            repo_id, repo_type="dataset", allow_patterns=[f"{folder}/{name}" for name in names],
+            local_dir=str(local_dir), max_workers=DOWNLOAD_WORKERS,
         )  # fmt: skip
 
     def input_revision(self, repo_id: str) -> str | None:

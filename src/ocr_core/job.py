@@ -77,9 +77,7 @@ class Job:
 
     @cached_property
     def todo(self) -> int:
-        """Rows this run drives (counted once: `skip` is settled before the job exists); none with --finalize."""
-        if self.settings.finalize:
-            return 0
+        """Rows this run drives (counted once: `skip` is settled before the job exists)."""
         return sum(row_id not in self.skip for row_id in self.source.owned())
 
 
@@ -93,7 +91,7 @@ def open_destination(settings: Settings, hub: HubClient | None) -> Destination:
         reason = unsafe_local_output(settings.output, settings.input)
         if reason:
             raise UsageError(reason)
-        return Destination(settings.output, settings.split, settings.config, None)
+        return Destination(settings.output, settings.split, settings.config, None, shard=settings.shard)
     if settings.output.count("/") != 1:
         raise UsageError(
             f"OUTPUT {settings.output!r} is neither a local folder (start it with ./ or /) nor a Hub id "
@@ -103,7 +101,14 @@ def open_destination(settings: Settings, hub: HubClient | None) -> Destination:
     with_retries(lambda: client.create_repo(settings.output, settings.private), "creating the output repo")
     work_dir = Path(os.environ[WORK_DIR_ENV]) if os.environ.get(WORK_DIR_ENV) else None
     return Destination(
-        settings.output, settings.split, settings.config, client, settings.private, settings.create_pr, work_dir
+        settings.output,
+        settings.split,
+        settings.config,
+        client,
+        settings.private,
+        settings.create_pr,
+        work_dir,
+        settings.shard,
     )
 
 
@@ -159,8 +164,8 @@ def prepare_job(
     settings: Settings, facts: ModelFacts, script: str, mode: str, argv: list[str], hub: HubClient | None
 ) -> Job:
     started = time.monotonic()
-    run_id = new_run_id()
     destination = open_destination(settings, hub)
+    run_id = destination.slice_tag + new_run_id()
     check_ownership(destination, destination.listing(), settings.overwrite)
     locks = LocalLocks(destination.progress_dir, lease_key(settings.shard))
     locks.acquire(destination.where())
@@ -208,7 +213,14 @@ def settle(
         render_size(facts.pdf_render, settings.pdf_longest_edge),
     )  # fmt: skip
     failed_text = None if settings.null_failed_text else FAILED_TEXT
-    columns = Columns(settings.output_column, settings.error_column, dict(facts.extra_columns), failed_text)
+    columns = Columns(
+        settings.output_column, settings.error_column, dict(facts.extra_columns), failed_text, settings.columns
+    )
+    unknown = [name for name in settings.columns or () if name not in source.features]
+    if unknown:
+        raise UsageError(
+            f"--columns names {unknown}, which {settings.input} does not have; its columns are {list(source.features)}"
+        )
     clashing = collisions(source, columns)
     if clashing and not settings.overwrite:
         raise UsageError(
@@ -216,7 +228,7 @@ def settle(
             "or --output-column / --error-column to write elsewhere"
         )
     pdf_render = source.pdfs.size.describe() if source.pdfs else None
-    manifest = fingerprint(settings, facts, script, revision, len(source.dataset), pdf_render)
+    manifest = fingerprint(settings, facts, script, revision, source.input_rows, pdf_render)
     changed = settings_changes(previous, manifest)
     if changed and not settings.overwrite:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))

@@ -2,9 +2,11 @@
 
 The manifest fingerprints everything that changes a row's text or which page a row id names: the input, its
 config and resolved revision, the split, the image and id columns, the model, the prompt, the sampling, the
-image limits, the PDF render size, the model's own parse options and the script. A rerun whose fingerprint
-differs stops before any work and names what differs; `--overwrite` deletes the earlier results (locally and on
-the Hub) instead.
+image limits, the PDF render size, the model's own parse options and the script; and how the output is cut:
+the number of shards (each shard publishes its own range of rows, so another N would cut other ranges) and, with
+--columns, which input columns the output carries (every shard's files must share one schema). A rerun whose
+fingerprint differs stops before any work and names what differs; `--overwrite` deletes the earlier results
+(locally and on the Hub) instead.
 """
 
 from __future__ import annotations
@@ -57,15 +59,21 @@ def fingerprint(
         "request_extras": dict(facts.request_extras),
         "image_limits": {"max_side": facts.max_side, "max_pixels": facts.max_pixels},
         "parse_options": dict(settings.model_options),
+        "shards": settings.shard[1] if settings.shard else 1,
     }
     if pdf_render is not None:
         manifest["pdf_render"] = pdf_render
+    if settings.columns is not None:
+        manifest["columns"] = list(settings.columns)
     return manifest
 
 
 def differences(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """Fields whose values differ, comparing them as they read back from JSON."""
+    """Fields whose values differ, comparing them as they read back from JSON. A manifest from before shards were
+    counted holds results keyed by row id, which any number of shards resumes correctly, so it takes this one's."""
     current = json.loads(json.dumps(current))
+    if "shards" in current and "shards" not in previous:
+        previous = {**previous, "shards": current["shards"]}
     return [key for key in sorted(set(previous) | set(current)) if previous.get(key) != current.get(key)]
 
 

@@ -56,7 +56,7 @@ class ProgressMirror:
                 say(f"progress upkeep failed, will retry: {type(exc).__name__}: {exc}")
 
     def compact(self) -> None:
-        for names in compact(self.destination.progress_dir):
+        for names in compact(self.destination.progress_dir, self.destination.slice_tag):
             self.removed |= {f"{self.destination.progress_prefix}/{name}" for name in names}
 
     def upload(self) -> None:

@@ -4,7 +4,8 @@ Both kinds keep the same layout, so resuming, publishing and reading back are on
   .ocr-progress/<config>/<split>/manifest.json      what the results depend on (manifest.py)
   .ocr-progress/<config>/<split>/*.parquet          results as they come, merged as they pile up (compaction.py)
   .ocr-progress/<config>/<split>/lease-*.json       which run writes them now (lease.py)
-  <data dir>/<split>-00000-of-0000N.parquet         the final dataset, in input order
+  .ocr-progress/<config>/<split>/slice-*.json       each published shard's figures, for the card (slices.py)
+  <data dir>/<split>-<I>-of-<N>-<part>.parquet      shard I's rows of the final dataset, in input order
   README.md                                         the dataset card
 Nothing else in OUTPUT is ours, and a config's data files are ours only when its progress folder has a manifest:
 anything else makes OUTPUT foreign, and publishing there needs --overwrite.
@@ -12,6 +13,7 @@ anything else makes OUTPUT foreign, and publishing there needs --overwrite.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -26,7 +28,7 @@ from .report import say
 
 PROGRESS_ROOT = ".ocr-progress"
 HUB_OWN_FILES = ("README.md", ".gitattributes")
-DATA_FILE = re.compile(r"[^/]+-\d{5}-of-\d{5}\.parquet")
+DATA_FILE = re.compile(r"[^/]+-\d{5}-of-\d{5}(-\d{5})?\.parquet")
 LISTED_FOREIGN = 5
 
 
@@ -97,8 +99,10 @@ class Destination:
         private: bool = False,
         create_pr: bool = False,
         work_dir: Path | None = None,
+        shard: tuple[int, int] | None = None,
     ) -> None:
         self.spec = spec
+        self.shard = shard
         self.split = split
         self.config = config
         self.hub = hub
@@ -123,6 +127,12 @@ class Destination:
     @property
     def progress_dir(self) -> Path:
         return self.root / self.progress_prefix
+
+    @property
+    def slice_tag(self) -> str:
+        """How this run's progress files begin after `part-` or `merged-`: a shard's own tag, so a shard fetches and
+        merges only its own files; empty for an unsharded run, which owns them all."""
+        return "" if self.shard is None else f"shard-{self.shard[0]:05d}-of-{self.shard[1]:05d}-"
 
     @property
     def data_prefix(self) -> str:
@@ -208,19 +218,31 @@ class Destination:
                     path.unlink()
 
     def pull_progress(self) -> int:
-        """Fetches (in parallel) the parts earlier or other jobs pushed to the Hub; returns how many are new here."""
+        """Fetches (in parallel) the parts earlier jobs of this slice pushed to the Hub, and untagged ones (an
+        unsharded run's, which may hold any row); another shard's are never fetched. Returns how many are new here."""
         if self.local:
             return 0
         before = {path.name for path in part_files(self.progress_dir)}
-        with_retries(lambda: self.hub.download_parts(self.spec, self.progress_prefix, self.root), "fetching progress")
+        kinds = ("part-", "merged-")
+        names = [f"{kind}{self.slice_tag}*.parquet" for kind in kinds]
+        if self.slice_tag:
+            names += [f"{kind}[0-9]*.parquet" for kind in kinds]
+        with_retries(
+            lambda: self.hub.download_parts(self.spec, self.progress_prefix, self.root, names), "fetching progress"
+        )
         return len({path.name for path in part_files(self.progress_dir)} - before)
 
     def discard_progress(self, listing: list[str]) -> None:
-        """--overwrite after a fingerprint change: this config's earlier results go, here and on the Hub."""
+        """--overwrite after a fingerprint change: this config's earlier results and published slices go, here and
+        on the Hub (shards publish one by one, so a slice made another way must not stay beside the new ones)."""
         self.clear_local_progress()
-        if not self.local:
-            old = [name for name in listing if name.startswith(self.progress_prefix + "/")]
-            self.push({}, old, "OCR progress: --overwrite removes results made another way")
+        data = [name for name in listing if name.startswith(f"{self.data_prefix}/{self.split}-")]
+        if self.local:
+            for name in data:
+                (self.root / name).unlink()
+            return
+        old = [name for name in listing if name.startswith(self.progress_prefix + "/")]
+        self.push({}, old + data, "OCR progress: --overwrite removes results made another way")
 
     def push(self, add: Mapping[str, Path], delete: Iterable[str], message: str) -> None:
         """One commit to the main branch; deletes are matched against a fresh listing at every attempt."""
@@ -244,25 +266,32 @@ class Destination:
         with tempfile.TemporaryDirectory() as folder:
             return with_retries(lambda: self.hub.download(self.spec, "README.md", Path(folder)), "reading").read_text()
 
-    def stale_data_files(self, names: Iterable[str], keep: Iterable[str]) -> list[str]:
-        """This config's data files of this split that a new publish does not write again."""
+    def stale_data_files(self, names: Iterable[str], keep: Iterable[str], shard: tuple[int, int]) -> list[str]:
+        """This split's data files that a publish of `shard` replaces: the shard's own earlier files, and files not
+        cut into this many shards (an earlier layout); the other shards' files stay."""
         keep = set(keep)
         prefix = f"{self.data_prefix}/{self.split}-"
-        return sorted(name for name in names if name.startswith(prefix) and name not in keep)
+        own = f"{prefix}{shard[0]:05d}-of-{shard[1]:05d}-"
+        sibling = re.compile(re.escape(prefix) + rf"\d{{5}}-of-{shard[1]:05d}-\d{{5}}\.parquet")
+        return sorted(
+            name
+            for name in names
+            if name.startswith(prefix) and name not in keep and (name.startswith(own) or not sibling.fullmatch(name))
+        )
 
-    def publish(self, files: dict[str, Path], card: str, message: str) -> str:
-        """Replaces this split's data files and the card in one step (one commit on the Hub).
+    def publish(self, files: dict[str, Path], card: str, message: str, shard: tuple[int, int]) -> str:
+        """Replaces this shard's data files and writes the card in one step (one commit on the Hub).
 
         A retry lists the repo again, so a commit that went through before its answer was lost is not undone, and
-        files that another shard already deleted are not deleted twice.
+        files that another run already deleted are not deleted twice.
         """
         if self.local:
-            for name in self.stale_data_files(self.listing(), files):
+            for name in self.stale_data_files(self.listing(), files, shard):
                 (self.root / name).unlink()
             for name, path in files.items():
                 (self.root / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(path), self.root / name)
-            (self.root / "README.md").write_text(card)
+            self.write_card(card, message)
             return str(self.root)
         with tempfile.TemporaryDirectory() as folder:
             card_path = Path(folder) / "README.md"
@@ -270,7 +299,20 @@ class Destination:
             add = {**files, "README.md": card_path}
 
             def attempt() -> str:
-                stale = self.stale_data_files(self.hub.list_files(self.spec), files)
+                stale = self.stale_data_files(self.hub.list_files(self.spec), files, shard)
                 return self.hub.commit(self.spec, add, stale, message, create_pr=self.create_pr)
 
             return with_retries(attempt, "publishing")
+
+    def write_card(self, card: str, message: str) -> None:
+        """The card alone: written aside and renamed here, so a concurrent reader never sees half of one; one
+        commit on the Hub."""
+        if self.local:
+            temporary = self.progress_dir / f".README.md.{os.getpid()}.tmp"
+            temporary.write_text(card)
+            temporary.replace(self.root / "README.md")
+            return
+        with tempfile.TemporaryDirectory() as folder:
+            card_path = Path(folder) / "README.md"
+            card_path.write_text(card)
+            self.push({"README.md": card_path}, [], message)

@@ -26,7 +26,7 @@ from .answers import requested_sampling
 from .assemble import assemble, inference_history, missing_rows
 from .breaker import TRUNCATED
 from .canary import Canary, CanaryContext
-from .card import CardFacts, render_card
+from .card import CardFacts
 from .cli import build_parser, job_command, job_timeout, parse_arguments, usage
 from .cost import cost_facts, describe_cost, run_price
 from .errors import CommandError, JobFailed
@@ -39,6 +39,7 @@ from .progress import ResultLog, read_results
 from .redact import register_run_secrets
 from .report import RunFacts, Summary, Tally, say
 from .settings import Settings
+from .slices import publish_slice, slice_facts, slice_results
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 KEPT = "finished rows are kept; rerun the same command to resume"
@@ -298,37 +299,35 @@ def inference_info(job: Job, drive: Drive) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Outcome:
-    """Where the selected rows stand, read from the results on disk (every run's, not only this one's)."""
+    """Where this job's rows stand (its shard's, or all selected rows), read from the results on disk."""
 
     rows: int
     errors: int
     truncated: int
     missing: int
-    missing_here: int
 
 
 def read_outcome(job: Job) -> Outcome:
-    """A shard first pulls the other shards' progress, so that the last one to finish sees every row."""
-    if job.source.shard:
-        job.destination.pull_progress()
+    """Other shards' rows are theirs to publish: nothing here waits for them or reads their progress."""
+    owned = job.source.owned()
     results = read_results(job.destination.progress_dir, ["error"])
-    selected = set(job.source.ids)
+    mine = set(owned)
     errors = [
         error
         for row_id, error in zip(results["row_id"].to_pylist(), results["error"].to_pylist())
-        if error is not None and row_id in selected
+        if error is not None and row_id in mine
     ]
     return Outcome(
-        rows=len(selected),
+        rows=len(owned),
         errors=len(errors),
         truncated=sum(error.startswith(TRUNCATED) for error in errors),
-        missing=missing_rows(job.source, results),
-        missing_here=missing_rows(job.source, results, True),
+        missing=missing_rows(job.source, results, owned_only=True),
     )
 
 
 def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, RunFacts]:
-    """Publishes when every row has an outcome; returns the exit code and the summary's facts of the run."""
+    """Publishes this job's slice when each of its rows has an outcome; returns the exit code and the summary's
+    facts of the run."""
     outcome = read_outcome(job)
     wall_s = time.monotonic() - job.started
     flavor, cost = run_cost(job, drive.tally, wall_s)
@@ -338,7 +337,7 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, RunFacts]:
         output=published or job.destination.describe(),
         rows=outcome.rows,
         done_this_run=tally.done,
-        resumed=len(job.source.owned()) - job.todo,
+        resumed=outcome.rows - job.todo,
         shard=list(job.settings.shard) if job.settings.shard else None,
         errors=outcome.errors,
         errors_this_run=tally.errors,
@@ -361,19 +360,13 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, RunFacts]:
 
 
 def conclude(job: Job, drive: Drive, stopped: int | None, outcome: Outcome, cost: str | None) -> tuple[str | None, int]:
-    """Publishes a complete run, or says what is left; the published address (or None) and the exit code."""
+    """Publishes this job's finished rows, or says what is left; the published address (or None) and the exit code."""
     if stopped is not None:
         return None, 128 + stopped
     if drive.failure is not None:
         return None, 1
     if not outcome.missing:
         return publish_or_say(job, drive, outcome.errors, outcome.truncated, cost)
-    if job.source.shard and not outcome.missing_here:
-        say(
-            f"this shard is done; {outcome.missing} row(s) of other shards have no outcome yet. The last shard to "
-            "finish publishes the dataset; or run the same command with --finalize once all shards are done"
-        )
-        return None, 0
     say(f"{outcome.missing} row(s) have no outcome yet; rerun the same command to finish them")
     return None, 1
 
@@ -381,7 +374,7 @@ def conclude(job: Job, drive: Drive, stopped: int | None, outcome: Outcome, cost
 def run_cost(job: Job, tally: Tally, wall_s: float) -> tuple[str, dict[str, Any]]:
     """The flavor and the cost fields of the summary; a sample run (--max-samples) also projects the whole input."""
     flavor, price = run_price(job.settings.price_per_hour, job.facts.flavor)
-    input_rows = len(job.source.dataset)
+    input_rows = job.source.input_rows
     sample_of = input_rows if job.settings.max_samples is not None and len(job.source.ids) < input_rows else None
     return flavor, cost_facts(price, wall_s, tally.seconds() if tally.done else 0.0, tally.done, sample_of)
 
@@ -402,45 +395,47 @@ def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int, cost: st
             f"{job.destination.progress_dir}; rerun the same command to publish"
         )
         return None, 1
-    say(f"published {len(job.source.ids)} row(s) ({errors} with an error) to {published}")
+    shard = f" (shard {job.settings.shard[0]}/{job.settings.shard[1]})" if job.settings.shard else ""
+    say(f"published {len(job.source.owned())} row(s){shard} ({errors} with an error) to {published}")
     return published, 0
 
 
 def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> str:
-    tally = drive.tally
-    card = render_card(
-        job.destination.existing_card(),
-        CardFacts(
-            source=job.settings.input,
-            split=job.settings.split,
-            config=job.settings.config,
-            data_prefix=job.destination.data_prefix,
-            model=job.settings.model,
-            script=job.script,
-            image=job.facts.image,
-            mode=job.mode,
-            command=job_command(
-                job.script, job.facts, job.argv, job_timeout(len(job.source.ids), tally.pages_per_s() or None)
-            ),
-            output_column=job.settings.output_column,
-            error_column=job.settings.error_column,
-            rows=len(job.source.ids),
-            errors=errors,
-            truncated=truncated,
-            failed_text=job.columns.failed_text,
-            runs=tuple(
-                (entry.get("column_name", "?"), entry.get("model_id", "?")) for entry in inference_history(job.source)
-            ),
-            pages_per_s=tally.pages_per_s(),
-            tokens_per_s=tally.tokens_per_s(),
-            window=drive.window.limit,
-            cost=cost,
+    """Writes this job's slice from its own rows' results only and publishes it with its facts (slices.py)."""
+    tally, owned = drive.tally, job.source.owned()
+    command = job_command(job.script, job.facts, job.argv, job_timeout(len(owned), tally.pages_per_s() or None))
+    template = CardFacts(
+        source=job.settings.input,
+        split=job.settings.split,
+        config=job.settings.config,
+        data_prefix=job.destination.data_prefix,
+        model=job.settings.model,
+        script=job.script,
+        image=job.facts.image,
+        mode=job.mode,
+        command=command,
+        output_column=job.settings.output_column,
+        error_column=job.settings.error_column,
+        rows=len(owned),
+        errors=errors,
+        truncated=truncated,
+        failed_text=job.columns.failed_text,
+        runs=tuple(
+            (entry.get("column_name", "?"), entry.get("model_id", "?")) for entry in inference_history(job.source)
         ),
+        pages_per_s=tally.pages_per_s(),
+        tokens_per_s=tally.tokens_per_s(),
+        window=drive.window.limit,
+        cost=cost,
+        kept_columns=job.columns.keep,
     )
-    results = read_results(job.destination.progress_dir)
+    results = slice_results(job.destination.progress_dir, owned)
+    shard = job.source.shard or (0, 1)
     with tempfile.TemporaryDirectory() as folder:
         files = assemble(
             job.source, results, job.columns, inference_info(job, drive), Path(folder), job.destination.data_prefix
         )
-        title = f"OCR with {job.settings.model}: {len(job.source.ids)} rows [{job.settings.config or 'default'}]"
-        return job.destination.publish(files, card, title)
+        del results  # the slice's text is in the files now; the upload needs none of it in memory
+        part = f", shard {shard[0]}/{shard[1]}" if job.source.shard else ""
+        title = f"OCR with {job.settings.model}: {len(owned)} rows{part} [{job.settings.config or 'default'}]"
+        return publish_slice(job.destination, files, slice_facts(shard, template, list(files)), template, title)

@@ -32,6 +32,7 @@ class Settings:
     pdf_longest_edge: int | None
     output_column: str
     error_column: str
+    columns: tuple[str, ...] | None
     null_failed_text: bool
     config: str | None
     create_pr: bool
@@ -42,7 +43,6 @@ class Settings:
     max_error_rate: float
     canary_pages: int
     no_canary: bool
-    finalize: bool
     hf_token: str | None = field(repr=False)
     upload_every: float
     model: str

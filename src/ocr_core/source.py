@@ -12,13 +12,16 @@ that cannot be opened (damaged, encrypted) becomes one row whose rendering fails
 
 from __future__ import annotations
 
+import itertools
 import random
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .errors import CommandError
 from .pdf import BadPdf, PdfiumMissing, PdfPage, RenderSize, looks_like_pdf, page_count
@@ -87,17 +90,27 @@ class Source:
     shard: tuple[int, int] | None = None
     folder: Path | None = None
     pdfs: PdfDocuments | None = None
+    offset: int = 0
+    total: int | None = None
+
+    @property
+    def input_rows(self) -> int:
+        """Rows in the split; `dataset` may hold only the files of this shard's range (then it starts at `offset`)."""
+        return len(self.dataset) if self.total is None else self.total
+
+    @property
+    def span(self) -> range:
+        """This job's positions in the selection: all of them, or its shard's contiguous range."""
+        return shard_span(len(self.selected), self.shard)
 
     def owned(self) -> list[str]:
-        """The selected ids this job processes: all of them, or its shard's."""
-        return [row_id for row_id in self.ids if in_shard(row_id, self.shard)]
+        """The selected ids this job processes, in output order: all of them, or its shard's."""
+        return self.ids[self.span.start : self.span.stop]
 
     def rows(self, skip: set[str]) -> Iterator[RowInput]:
         """Yields this job's selected rows still to do, reading image cells (or PDFs) a batch at a time."""
         todo = [
-            (index, row_id)
-            for index, row_id in zip(self.selected, self.ids)
-            if row_id not in skip and in_shard(row_id, self.shard)
+            (self.selected[position], self.ids[position]) for position in self.span if self.ids[position] not in skip
         ]
         for start in range(0, len(todo), READ_BATCH):
             batch = todo[start : start + READ_BATCH]
@@ -107,12 +120,21 @@ class Source:
     def cells(self, positions: list[int]) -> list[object]:
         if self.pdfs is not None:
             return self.pdfs.cells(positions)
-        return [anchored(cell, self.folder) for cell in self.dataset[positions][self.image_column]]
+        local = [position - self.offset for position in positions]
+        return [anchored(cell, self.folder) for cell in self.dataset[local][self.image_column]]
+
+    def input_table(self, positions: list[int]) -> pa.Table:
+        """These rows of the input, every column, as Arrow (`positions` in the split)."""
+        return self.dataset.select([position - self.offset for position in positions]).with_format("arrow")[:]
 
 
-def in_shard(row_id: str, shard: tuple[int, int] | None) -> bool:
-    """A stable hash of the row id picks its shard, so any selection splits the same way on every machine."""
-    return shard is None or zlib.crc32(row_id.encode()) % shard[1] == shard[0]
+def shard_span(count: int, shard: tuple[int, int] | None) -> range:
+    """Shard I of N owns the I-th of N contiguous, balanced ranges of the selected rows, so the shards' outputs
+    concatenated in shard order are the input order, and a shard reads only its stretch of the input."""
+    if shard is None:
+        return range(count)
+    index, total = shard
+    return range(count * index // total, count * (index + 1) // total)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -189,6 +211,7 @@ def load_source(
     """`pdf_size` is how PDF pages are rendered when the input holds PDFs (the model's card size by default)."""
     folder = local_folder(name)
     size = pdf_size or RenderSize()
+    offset, total = 0, None
     try:
         path = Path(name).expanduser()
         files = pdf_files(path)
@@ -198,13 +221,76 @@ def load_source(
             dataset, pdfs, page_ids = pdf_file_pages(files, path if path.is_dir() else path.parent, size)
             features = dataset.features
         else:
-            opened = open_dataset(name, split, config, revision)
+            sliced = None
+            if shard is not None and not shuffle and id_column is None:
+                sliced = parquet_slice(name, split, config, revision, image_column, max_samples, shard)
+            opened, offset, total = sliced or (open_dataset(name, split, config, revision), 0, None)
             dataset, features, pdfs, page_ids = dataset_rows(opened, name, split, image_column, id_column, size, folder)
     except PdfiumMissing as exc:
         raise InputError(str(exc)) from exc
-    selected = select_rows(len(dataset), max_samples, shuffle, seed)
+    selected = select_rows(len(dataset) if total is None else total, max_samples, shuffle, seed)
     ids = [page_ids[index] for index in selected] if pdfs else row_ids(dataset, split, selected, id_column)
-    return Source(split, dataset, features, image_column, selected, ids, shard, folder, pdfs)
+    return Source(split, dataset, features, image_column, selected, ids, shard, folder, pdfs, offset, total)
+
+
+def parquet_slice(
+    name: str,
+    split: str,
+    config: str | None,
+    revision: str | None,
+    image_column: str,
+    max_samples: int | None,
+    shard: tuple[int, int],
+) -> tuple[datasets.Dataset, int, int] | None:
+    """For a shard of an input made of parquet files of images (a Hub dataset, or a local folder of them): only
+    the files that hold its range of rows, the position of their first row, and the split's rows. Which files is
+    read from their footers (a few KB each), so a shard never downloads the other shards' images. None for any
+    other input, which is then loaded whole."""
+    path = Path(name).expanduser()
+    if path.is_dir() and ((path / "state.json").exists() or (path / "dataset_dict.json").exists()):
+        return None
+    builder = datasets.load_dataset_builder(str(path) if path.exists() else name, name=config, revision=revision)
+    files = list((builder.config.data_files or {}).get(split) or [])
+    if builder.name != "parquet" or not files:
+        return None
+    features = builder.info.features or parquet_features(files[0])
+    if not isinstance((features or {}).get(image_column), datasets.Image):
+        return None
+    counts = [parquet_rows(file) for file in files]
+    starts = list(itertools.accumulate([0, *counts[:-1]]))
+    total = sum(counts)
+    span = shard_span(total if max_samples is None else min(total, max_samples), shard)
+    needed = [
+        number
+        for number, (start, count) in enumerate(zip(starts, counts))
+        if start < span.stop and span.start < start + count
+    ] or [0]
+    chosen = [files[number] for number in needed]
+    dataset = datasets.load_dataset("parquet", data_files={split: chosen}, split=split, features=features)
+    say(f"shard {shard[0]}/{shard[1]}: reading {len(chosen)} of the input's {len(files)} file(s)")
+    return dataset, starts[needed[0]], total
+
+
+def open_data_file(file: str) -> BinaryIO:
+    """A data file the builder resolved: `hf://...` on the Hub (read by ranges, so a footer costs a few KB)."""
+    if file.startswith("hf://"):
+        from huggingface_hub import HfFileSystem
+
+        return HfFileSystem().open(file, "rb")
+    return open(file, "rb")
+
+
+def parquet_rows(file: str) -> int:
+    with open_data_file(file) as handle:
+        return pq.ParquetFile(handle).metadata.num_rows
+
+
+def parquet_features(file: str) -> datasets.Features | None:
+    """The features `datasets` wrote into a parquet file's schema, or None when it holds none."""
+    with open_data_file(file) as handle:
+        schema = pq.read_schema(handle)
+    written = schema.metadata and b"huggingface" in schema.metadata
+    return datasets.Features.from_arrow_schema(schema) if written else None
 
 
 def dataset_rows(

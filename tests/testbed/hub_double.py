@@ -6,6 +6,7 @@ code; only the network is missing.
 
 from __future__ import annotations
 
+import fnmatch
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,9 +48,10 @@ class FolderHub:
         shutil.copyfile(self.repo(repo_id) / path_in_repo, target)
         return target
 
-    def download_parts(self, repo_id: str, folder: str, local_dir: Path) -> None:
+    def download_parts(self, repo_id: str, folder: str, local_dir: Path, names: Sequence[str]) -> None:
+        """Matches like snapshot_download's allow_patterns (fnmatch on the path in the repo)."""
         for name in self.list_files(repo_id):
-            if name.startswith(folder + "/") and name.endswith(".parquet"):
+            if any(fnmatch.fnmatchcase(name, f"{folder}/{pattern}") for pattern in names):
                 self.download(repo_id, name, local_dir)
 
     def input_revision(self, repo_id: str) -> str | None:
