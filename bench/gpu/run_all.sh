@@ -20,29 +20,10 @@
 # BENCH_FAKE=1 (plumbing test without a GPU: a fake `vllm serve`; the offline arm is skipped).
 set -uo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-cd "$root"
-t0=$SECONDS
-
-site=${SITE:-/tmp/site}
-export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
-export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-export DO_NOT_TRACK=1
-
-OUT=${OUT:-/tmp/bench-out}
-mkdir -p "$OUT"
-work=${BENCH_WORK:-/tmp/bench}
+source "$(dirname "$0")/env.sh"
 logs=$work/logs
-mkdir -p "$work" "$logs"
-py=${PYTHON:-$(command -v python3)}
+mkdir -p "$logs"
 model=$work/qwen25vl3b
-pages=$work/pages
-n_pages=${PAGES_N:-192}
-max_tokens=${MAX_TOKENS:-800}
-max_len=${MAX_MODEL_LEN:-8192}
-budget=${BUDGET_S:-570}
-arm_cap=${ARM_TIMEOUT_S:-330}
 hand_conc=${HAND_CONCURRENCY:-256}
 
 arms=("$@")
@@ -58,15 +39,7 @@ if [ "${BENCH_FAKE:-0}" != 1 ] && [ ! -d "$site/vllm" ]; then
     exit 3
 fi
 
-# A `vllm` executable: the recipes spawn plain `vllm serve`.
-mkdir -p "$work/bin"
-if [ "${BENCH_FAKE:-0}" = 1 ]; then
-    printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$py" "$here/fake_vllm.py" > "$work/bin/vllm"
-else
-    printf '#!/bin/sh\nexec "%s" -m vllm.entrypoints.cli.main "$@"\n' "$py" > "$work/bin/vllm"
-fi
-chmod +x "$work/bin/vllm"
-export PATH=$work/bin:$PATH
+install_vllm_shim
 
 [ -f "$model/config.json" ] || "$py" "$here/make_model.py" "$model" >&2 || { say "make_model failed"; exit 1; }
 if [ ! -f "$pages/state.json" ]; then
@@ -76,18 +49,6 @@ say "model and $n_pages pages ready"
 
 common=(--model "$model" --max-model-len "$max_len" --max-tokens "$max_tokens" --temperature 0 --ignore-eos)
 dummy="--extra-serve-args=--load-format dummy"
-
-gpu_idle() {
-    # Waits (up to 60 s) until the GPU holds less than 2 GiB, so that an arm never starts beside the last one.
-    command -v nvidia-smi >/dev/null || return 0
-    local i used
-    for ((i = 0; i < 60; i++)); do
-        used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
-        [ -n "$used" ] && [ "$used" -lt 2048 ] && return 0
-        sleep 1
-    done
-    say "GPU still holds ${used:-?} MiB after 60 s"
-}
 
 hand_arm() {
     # vllm serve with 4 API servers in its own session (the monitor ends it if this shell dies), then the driver.

@@ -18,42 +18,18 @@
 # no GPU).
 set -uo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-cd "$root"
-t0=$SECONDS
-
-site=${SITE:-/tmp/site}
-export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
-export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false DO_NOT_TRACK=1
-
-OUT=${OUT:-/tmp/bench-out}
-work=${BENCH_WORK:-/tmp/bench}
+source "$(dirname "$0")/env.sh"
 logs=$work/sweep-logs
-mkdir -p "$OUT" "$work" "$logs"
-py=${PYTHON:-$(command -v python3)}
+mkdir -p "$logs"
 shape=${SHAPE:-qwen2_5_vl}
 recipe=${RECIPE:-lighton-ocr3-saturate.py}
 model=$work/$shape
-pages=$work/pages
-n_pages=${PAGES_N:-192}
-max_tokens=${MAX_TOKENS:-800}
-max_len=${MAX_MODEL_LEN:-8192}
-budget=${BUDGET_S:-570}
-arm_cap=${ARM_TIMEOUT_S:-330}
 min_left=${MIN_LEFT_S:-190}
 
 say() { echo "sweep [$((SECONDS - t0)) s] $*" >&2; }
 
-mkdir -p "$work/bin"
-if [ "${BENCH_FAKE:-0}" = 1 ]; then
-    printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$py" "$here/fake_vllm.py" > "$work/bin/vllm"
-else
-    [ -d "$site/vllm" ] || { say "no vllm in $site: run bench/gpu/install.sh first"; exit 3; }
-    printf '#!/bin/sh\nexec "%s" -m vllm.entrypoints.cli.main "$@"\n' "$py" > "$work/bin/vllm"
-fi
-chmod +x "$work/bin/vllm"
-export PATH=$work/bin:$PATH
+[ "${BENCH_FAKE:-0}" = 1 ] || [ -d "$site/vllm" ] || { say "no vllm in $site: run bench/gpu/install.sh first"; exit 3; }
+install_vllm_shim
 
 [ -f "$model/config.json" ] || "$py" "$here/make_model.py" "$model" --kind "$shape" >&2 || { say "make_model failed"; exit 1; }
 [ -f "$pages/state.json" ] || "$py" "$here/make_pages.py" "$pages" --pages "$n_pages" --workers 12 >&2 \
@@ -61,17 +37,6 @@ export PATH=$work/bin:$PATH
 # The Qwen3.5 shape dies on its first prefill without this on the lean wheels (no flashinfer): see gpu-vllm.md.
 base_serve=""
 [ "$shape" = qwen3_5 ] && base_serve="--gdn-prefill-backend triton"
-
-gpu_idle() {
-    local i used
-    command -v nvidia-smi >/dev/null || return 0
-    for ((i = 0; i < 60; i++)); do
-        used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
-        [ -n "$used" ] && [ "$used" -lt 2048 ] && return 0
-        sleep 1
-    done
-    say "GPU still holds ${used:-?} MiB after 60 s"
-}
 
 run_setting() {
     local name=$1 serve=$2 flags=$3 left timeout tmp rc

@@ -1,0 +1,46 @@
+# Sourced by run_all.sh and sweep.sh: where things are and the environment every GPU bench call runs vLLM in
+# (offline Hub, no telemetry, the installed wheels first on the path). Sets here, root, t0, site, py, OUT, work,
+# pages, n_pages, max_tokens, max_len, budget and arm_cap.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$root"
+t0=$SECONDS
+
+site=${SITE:-/tmp/site}
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
+export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false DO_NOT_TRACK=1
+OUT=${OUT:-/tmp/bench-out}
+work=${BENCH_WORK:-/tmp/bench}
+py=${PYTHON:-$(command -v python3)}
+mkdir -p "$OUT" "$work/bin"
+# The same pages and lengths for every arm and setting; the budget keeps a call inside the device's 600 s.
+pages=$work/pages
+n_pages=${PAGES_N:-192}
+max_tokens=${MAX_TOKENS:-800}
+max_len=${MAX_MODEL_LEN:-8192}
+budget=${BUDGET_S:-570}
+arm_cap=${ARM_TIMEOUT_S:-330}
+
+# A `vllm` executable, since the recipes spawn plain `vllm serve`: the fake one with BENCH_FAKE=1.
+install_vllm_shim() {
+    if [ "${BENCH_FAKE:-0}" = 1 ]; then
+        printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$py" "$here/fake_vllm.py" > "$work/bin/vllm"
+    else
+        printf '#!/bin/sh\nexec "%s" -m vllm.entrypoints.cli.main "$@"\n' "$py" > "$work/bin/vllm"
+    fi
+    chmod +x "$work/bin/vllm"
+    export PATH=$work/bin:$PATH
+}
+
+# Waits (up to 60 s) until the GPU holds less than 2 GiB, so that a run never starts beside the last one's engine.
+# Callers define `say`.
+gpu_idle() {
+    local i used
+    command -v nvidia-smi >/dev/null || return 0
+    for ((i = 0; i < 60; i++)); do
+        used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
+        [ -n "$used" ] && [ "$used" -lt 2048 ] && return 0
+        sleep 1
+    done
+    say "GPU still holds ${used:-?} MiB after 60 s"
+}
