@@ -10,7 +10,6 @@ its mm_processor_kwargs the image processor, rather than being ignored.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import math
@@ -175,8 +174,8 @@ def test_recipe_runs_on_its_pinned_vllm(twins, pinned_model, tmp_path):
     assert server_rows["markdown"] == offline_rows["markdown"]
     parse = getattr(twins.facts, "parse", None)
     if parse is not None:
-        hook_args = argparse.Namespace(keep_image_tags=False)
-        assert [parse(text, hook_args).text for text in server_rows["markdown"]] == server_rows["markdown"]
+        options = {"keep_image_tags": False}
+        assert [parse(text, options).text for text in server_rows["markdown"]] == server_rows["markdown"]
 
     for out in (tmp_path / "server", tmp_path / "offline"):
         counted = results(out)
