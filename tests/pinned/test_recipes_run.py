@@ -133,8 +133,8 @@ def expected_prompt_tokens(facts: ModuleType, model: Path, width: int, height: i
     from transformers import AutoTokenizer
 
     image_part = {"type": "image_url", "image_url": {"url": "data:,"}}
-    build = getattr(facts, "build_content", lambda part, args: [part])
-    messages = [{"role": "user", "content": build(image_part, None)}]
+    build = getattr(facts, "build_content", lambda part: [part])
+    messages = [{"role": "user", "content": build(image_part)}]
     template_kwargs = getattr(facts, "REQUEST_EXTRAS", {}).get("chat_template_kwargs", {})
     prompt = AutoTokenizer.from_pretrained(str(model)).apply_chat_template(
         messages, add_generation_prompt=True, tokenize=False, **template_kwargs
