@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from datasets.table import embed_table_storage
 
 from .progress import RESULT_SCHEMA
-from .source import Source
+from .source import Source, shard_label
 
 SHARD_BYTES = 500 * 1024**2
 SAMPLE_ROWS = 32
@@ -85,7 +85,7 @@ def rows_per_shard(source: Source) -> int:
 
 
 def slice_file_name(prefix: str, split: str, shard: tuple[int, int], part: int) -> str:
-    return f"{prefix}/{split}-{shard[0]:05d}-of-{shard[1]:05d}-{part:05d}.parquet"
+    return f"{prefix}/{split}-{shard_label(shard)}-{part:05d}.parquet"
 
 
 def assemble(

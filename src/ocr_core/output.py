@@ -25,6 +25,7 @@ from .lease import LEASE_PREFIX, Lease
 from .manifest import MANIFEST, differences, read_manifest, write_manifest
 from .progress import part_files
 from .report import say
+from .source import shard_label
 
 PROGRESS_ROOT = ".ocr-progress"
 HUB_OWN_FILES = ("README.md", ".gitattributes")
@@ -132,7 +133,7 @@ class Destination:
     def slice_tag(self) -> str:
         """How this run's progress files begin after `part-` or `merged-`: a shard's own tag, so a shard fetches and
         merges only its own files; empty for an unsharded run, which owns them all."""
-        return "" if self.shard is None else f"shard-{self.shard[0]:05d}-of-{self.shard[1]:05d}-"
+        return "" if self.shard is None else f"shard-{shard_label(self.shard)}-"
 
     @property
     def data_prefix(self) -> str:
@@ -271,7 +272,7 @@ class Destination:
         cut into this many shards (an earlier layout); the other shards' files stay."""
         keep = set(keep)
         prefix = f"{self.data_prefix}/{self.split}-"
-        own = f"{prefix}{shard[0]:05d}-of-{shard[1]:05d}-"
+        own = f"{prefix}{shard_label(shard)}-"
         sibling = re.compile(re.escape(prefix) + rf"\d{{5}}-of-{shard[1]:05d}-\d{{5}}\.parquet")
         return sorted(
             name

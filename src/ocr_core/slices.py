@@ -28,6 +28,7 @@ from .hub import with_retries
 from .output import Destination
 from .progress import RESULT_SCHEMA, folder_lock, newest_rows, part_files, read_part
 from .report import say
+from .source import shard_label
 
 SLICE_FACTS_PREFIX = "slice-"
 CARD_SETTLE_ATTEMPTS = 5
@@ -78,7 +79,7 @@ def slice_facts(shard: tuple[int, int], facts: CardFacts, files: list[str]) -> d
 
 
 def slice_facts_name(shard: tuple[int, int]) -> str:
-    return f"{SLICE_FACTS_PREFIX}{shard[0]:05d}-of-{shard[1]:05d}.json"
+    return f"{SLICE_FACTS_PREFIX}{shard_label(shard)}.json"
 
 
 def published_slices(destination: Destination, shards: int) -> list[dict[str, Any]]:

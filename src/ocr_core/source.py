@@ -128,6 +128,11 @@ class Source:
         return self.dataset.select([position - self.offset for position in positions]).with_format("arrow")[:]
 
 
+def shard_label(shard: tuple[int, int]) -> str:
+    """Shard I of N as file names spell it, zero-padded so that names sort in shard order: `00001-of-00004`."""
+    return f"{shard[0]:05d}-of-{shard[1]:05d}"
+
+
 def shard_span(count: int, shard: tuple[int, int] | None) -> range:
     """Shard I of N owns the I-th of N contiguous, balanced ranges of the selected rows, so the shards' outputs
     concatenated in shard order are the input order, and a shard reads only its stretch of the input."""
