@@ -18,6 +18,7 @@ REQUEST_EXTRAS
 RETRY_TEMPERATURE
 EXTRA_COLUMNS
 PDF_RENDER
+PARAMS_B
 
 # The source of the HF Jobs price table; tests/test_cost.py keeps models.json's "_prices.source" equal to it.
 JOB_PRICES_SOURCE

@@ -27,10 +27,11 @@ from ocr_core.chat import Retryable, RowFailed, post_chat
 from ocr_core.cli import build_parser, parse_arguments
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, default_parse
+from ocr_core.fleet import SERVING, Fleet, Replica
 from ocr_core.progress import ResultLog, read_results
 from ocr_core.pump import Pump, retry_delay
 from ocr_core.report import ProgressBar
-from ocr_core.server_handle import Target
+from ocr_core.scale import Slot
 from ocr_core.settings import Settings
 from ocr_core.source import RowInput
 from ocr_core.window import Window
@@ -98,6 +99,46 @@ class Outcome:
     recovered: list[Retryable]
 
 
+class FakeEndpoint:
+    """What the fleet asks of one server: its address, its generation, and a recovery that records the error and,
+    with `restarts`, reports a restarted engine (a new generation), as a spawned server's does."""
+
+    def __init__(self, url: str = URL, restarts: bool = False, stalls_fail: bool = False) -> None:
+        self.url = url
+        self.headers: dict[str, str] = {}
+        self.slot = Slot(None, ())
+        self.spawned = None
+        self.generation = 0
+        self.restarts = 0
+        self.restarting = restarts
+        self.stalls_fail = stalls_fail
+        self.recovered: list[Retryable] = []
+        self.closed = False
+
+    async def recover(self, error: Retryable, generation: int) -> int:
+        self.recovered.append(error)
+        if self.restarting and generation == self.generation:
+            self.generation += 1
+            self.restarts += 1
+        return self.generation
+
+    async def stalled(self, reason: str, generation: int) -> None:
+        if self.stalls_fail:
+            raise JobFailed(f"{self.url} hung: {reason}")
+        self.generation += 1
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def fleet_of(*endpoints: FakeEndpoint) -> Fleet:
+    fleet = Fleet([Replica(index, endpoint) for index, endpoint in enumerate(endpoints)])
+    fleet.model = "m"
+    for replica in fleet.replicas:
+        replica.state = SERVING
+    return fleet
+
+
 def run_pump(
     folder: Path,
     server: Handler,
@@ -107,32 +148,27 @@ def run_pump(
     retry_budget: float = 30.0,
     page: bytes = PAGE,
     restarts: bool = False,
+    fleet: Fleet | None = None,
+    window: int = 1,
 ) -> Outcome:
-    """Pumps `count` pages through a window of one (so the fake server sees them in order).
-
-    With `restarts`, every recovery reports a restarted engine (a new generation), as a spawned server's does.
-    """
+    """Pumps `count` pages through a window of one (so the fake server sees them in order), by default to one
+    fake endpoint (`restarts`: its recoveries restart the engine)."""
     default_facts, default_args = recipe()
     facts, args = facts or default_facts, args or default_args
-    recovered: list[Retryable] = []
-
-    async def recover(error: Retryable, generation: int) -> int:
-        recovered.append(error)
-        return generation + 1 if restarts else generation
-
+    fleet = fleet or fleet_of(FakeEndpoint(restarts=restarts))
     settings = dataclasses.replace(args, request_timeout=5.0, retry_budget=retry_budget)
     log = ResultLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
     progress = ProgressBar(count, 0)
     pump = Pump(
-        Target(URL, "m", {}), facts, settings, Window(1, 1), log, progress, recover,
-        transport=httpx.MockTransport(server),
-    )  # fmt: skip
+        fleet, facts, settings, Window(window, window), log, progress, transport=httpx.MockTransport(server)
+    )
     failure = None
     try:
         asyncio.run(pump.run(iter(rows(count, page))))
     except JobFailed as exc:
         failure = exc
     results = {row["row_id"]: row for row in read_results(folder).to_pylist()}
+    recovered = [error for replica in fleet.replicas for error in replica.handle.recovered]
     return Outcome(results, progress, failure, recovered)
 
 
@@ -485,3 +521,125 @@ def test_a_multi_frame_page_keeps_its_text_and_says_what_was_not_read(tmp_path):
     row = outcome.results["train-0"]
     assert row["text"] == "page text"
     assert row["error"].startswith("only frame 1 of 3")
+
+
+# ---- several replicas: the least busy takes the page, a failing one hands its pages to the others ----
+
+OTHER = "http://other.test"
+
+
+def by_host(handlers: Mapping[str, Callable[[httpx.Request], Any]]) -> Callable[[httpx.Request], Any]:
+    """A transport handler that answers each replica's requests with its own handler (async ones are awaited)."""
+
+    def handle(request: httpx.Request) -> Any:
+        if request.url.path != "/v1/chat/completions":
+            return httpx.Response(404)
+        return handlers[f"{request.url.scheme}://{request.url.host}"](request)
+
+    return handle
+
+
+def two_replicas(first: FakeEndpoint | None = None, second: FakeEndpoint | None = None) -> Fleet:
+    return fleet_of(first or FakeEndpoint(URL), second or FakeEndpoint(OTHER))
+
+
+def answered(fleet: Fleet) -> list[int]:
+    return [replica.answered for replica in fleet.replicas]
+
+
+def test_the_replica_with_fewest_requests_outstanding_takes_the_next_page(tmp_path):
+    """Replica 0 holds every request until the other has answered all the rest: round robin would have sent it
+    every other page; least-outstanding sends it a page only while the other is as busy (at most half the window)."""
+    fleet = two_replicas()
+    count, window = 12, 4
+    rest_done = asyncio.Event()
+
+    async def held(request: httpx.Request) -> httpx.Response:
+        await rest_done.wait()
+        return answer("slow")
+
+    def quick(request: httpx.Request) -> httpx.Response:
+        if fleet.replicas[1].answered + 1 + fleet.replicas[0].outstanding == count:
+            rest_done.set()
+        return answer("quick")
+
+    outcome = run_pump(tmp_path, by_host({URL: held, OTHER: quick}), count=count, fleet=fleet, window=window)
+    assert outcome.failure is None
+    slow, quick_pages = answered(fleet)
+    assert 1 <= slow <= window // 2 and slow + quick_pages == count
+    assert [row["error"] for row in outcome.results.values()] == [None] * count
+
+
+def test_a_dead_replica_hands_its_pages_to_the_other(tmp_path):
+    fleet = two_replicas()
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    outcome = run_pump(tmp_path, by_host({URL: refused, OTHER: lambda request: answer()}), count=6, fleet=fleet)
+    assert outcome.failure is None
+    assert [row["error"] for row in outcome.results.values()] == [None] * 6
+    assert answered(fleet) == [0, 6]
+    assert outcome.recovered, "the dead replica was never asked to recover"
+
+
+class BudgetSpent(FakeEndpoint):
+    """A spawned server already restarted --max-restarts times: its recovery ends it."""
+
+    async def recover(self, error: Retryable, generation: int) -> int:
+        self.recovered.append(error)
+        raise JobFailed(f"the vLLM server is down ({error}), and was already restarted 3 time(s)")
+
+
+def refused(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("refused", request=request)
+
+
+def test_a_replica_past_its_restart_budget_leaves_and_the_run_goes_on(tmp_path):
+    fleet = two_replicas(BudgetSpent(URL))
+    outcome = run_pump(tmp_path, by_host({URL: refused, OTHER: lambda request: answer()}), count=5, fleet=fleet)
+    assert outcome.failure is None
+    assert [replica.state for replica in fleet.replicas] == ["gone", "serving"]
+    assert fleet.replicas[0].handle.closed
+    assert answered(fleet) == [0, 5]
+
+
+def test_the_run_fails_only_when_every_replica_is_gone(tmp_path):
+    fleet = two_replicas(BudgetSpent(URL), BudgetSpent(OTHER))
+    outcome = run_pump(tmp_path, by_host({URL: refused, OTHER: refused}), count=3, fleet=fleet)
+    assert isinstance(outcome.failure, JobFailed)
+    message = str(outcome.failure)
+    assert "no vLLM server is left" in message and URL in message and OTHER in message
+    assert outcome.results == {}
+
+
+def test_a_hung_replica_hands_its_pages_back_at_once_when_its_stall_is_reported(tmp_path):
+    """The hung request never returns by itself: only the hand-back lets the run finish."""
+    fleet = two_replicas()
+    hung: list[int] = []
+
+    async def hangs_once(request: httpx.Request) -> httpx.Response:
+        if not hung:
+            hung.append(1)
+            reported = fleet.stalled(fleet.replicas[0], "made no progress for 300 s", 0)
+            asyncio.get_running_loop().call_later(0.05, asyncio.ensure_future, reported)
+            await asyncio.Event().wait()
+        return answer()
+
+    outcome = run_pump(tmp_path, by_host({URL: hangs_once, OTHER: lambda request: answer()}), count=4, fleet=fleet)
+    assert outcome.failure is None
+    assert outcome.results["train-0"]["attempts"] == 2
+    assert fleet.replicas[0].handle.generation == 1, "the hung replica was not restarted"
+    assert sum(answered(fleet)) == 4
+
+
+def test_a_stalled_server_this_run_did_not_start_leaves_unless_it_is_the_last():
+    fleet = two_replicas(FakeEndpoint(URL, stalls_fail=True), FakeEndpoint(OTHER, stalls_fail=True))
+
+    async def scenario() -> None:
+        await fleet.stalled(fleet.replicas[0], "made no progress for 300 s", 0)
+        assert [replica.state for replica in fleet.replicas] == ["gone", "serving"]
+        with pytest.raises(JobFailed, match="hung"):
+            await fleet.stalled(fleet.replicas[1], "made no progress for 300 s", 0)
+
+    asyncio.run(scenario())

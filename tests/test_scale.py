@@ -1,37 +1,87 @@
-"""Scaling a spawned server: the engine argv for 1, 2, 4 and 8 GPUs, and the API-server count rule."""
+"""The machine plan: replicas per GPU from the model's size, the GPU and the cores; their flags and GPUs; overrides."""
 
 from __future__ import annotations
 
 import pytest
 
-from ocr_core.scale import plan_scale
+from ocr_core.errors import CommandError
+from ocr_core.scale import Gpu, Machine, plan_scale, visible_gpus
 from ocr_core.source import InputError, parse_shard, shard_span
 
-
-@pytest.mark.parametrize(
-    ("gpus", "cpus", "expected"),
-    [
-        (1, 16, ["--api-server-count", "4"]),
-        (2, 32, ["--data-parallel-size", "2", "--api-server-count", "4"]),
-        (4, 64, ["--data-parallel-size", "4", "--api-server-count", "4"]),
-        (8, 128, ["--data-parallel-size", "8", "--api-server-count", "8"]),
-    ],
-)
-def test_engine_argv_for_fast_gpus(gpus, cpus, expected):
-    plan = plan_scale(gpus, "NVIDIA H200", cpus)
-    assert plan.serve_args() == expected
-    assert plan.data_parallel == gpus
+H200 = Gpu("0", "NVIDIA H200", 143771)
+L4 = Gpu("0", "NVIDIA L4", 23034)
 
 
-def test_slow_or_small_machines_keep_one_api_server():
-    assert plan_scale(1, "NVIDIA L4", 8).serve_args() == []
-    assert plan_scale(1, "NVIDIA H100 80GB HBM3", 4).serve_args() == []
-    assert plan_scale(0, "", 2).serve_args() == []
+def machine(gpu: Gpu, gpus: int, cpus: int) -> Machine:
+    return Machine(tuple(Gpu(str(index), gpu.name, gpu.memory_mib) for index in range(gpus)), cpus)
 
 
-def test_flags_override_the_rule():
-    plan = plan_scale(8, "NVIDIA H200", 128, api_servers=2, data_parallel=4)
-    assert plan.serve_args() == ["--data-parallel-size", "4", "--api-server-count", "2"]
+def test_a_small_model_gets_three_replicas_per_h200_with_a_third_of_its_memory_each():
+    """The figures the plan stands on: 3 replicas of the 0.8B shape, 4 API servers and 0.29 of the GPU each, the
+    setting that gave 13.14 pages/s against 6.96 for one server (H200, 2026-12-01)."""
+    plan = plan_scale(machine(H200, 1, 16), params_b=0.8)
+    assert plan.replicas == 3
+    assert plan.serve_args() == ["--api-server-count", "4", "--gpu-memory-utilization", "0.29"]
+    assert [slot.gpu for slot in plan.slots()] == ["0", "0", "0"]
+    assert "3 replica(s), 3 per GPU" in plan.describe()
+
+
+def test_replicas_go_on_every_gpu_not_behind_data_parallelism():
+    plan = plan_scale(machine(H200, 2, 32), params_b=0.8)
+    assert [slot.gpu for slot in plan.slots()] == ["0", "0", "0", "1", "1", "1"]
+    assert "--data-parallel-size" not in plan.serve_args()
+
+
+def test_a_3b_model_keeps_one_replica_per_h200_with_four_api_servers():
+    plan = plan_scale(machine(H200, 1, 16), params_b=3.75)
+    assert plan.replicas == 1
+    assert plan.serve_args() == ["--api-server-count", "4"]
+
+
+def test_an_l4_keeps_one_replica_and_one_api_server():
+    for params_b in (0.8, 3.75):
+        plan = plan_scale(machine(L4, 1, 8), params_b=params_b)
+        assert (plan.replicas, plan.serve_args()) == (1, [])
+
+
+def test_cores_and_memory_bound_the_replicas():
+    assert plan_scale(machine(H200, 1, 8), params_b=0.8).replicas == 2
+    assert plan_scale(machine(H200, 1, 4), params_b=0.8).serve_args() == ["--api-server-count", "3"]
+    small = Machine((Gpu("0", "NVIDIA H100 80GB HBM3", 20480),), 16)
+    assert plan_scale(small, params_b=0.8).replicas == 1
+    assert "memory allows 1" in plan_scale(small, params_b=0.8).why
+
+
+def test_no_gpu_or_no_figures_means_one_server():
+    assert plan_scale(Machine((), 2), params_b=0.8).serve_args() == []
+    assert plan_scale(Machine((), 2), params_b=0.8).replicas == 1
+    unknown = Machine((Gpu("0", "NVIDIA GeForce RTX 4090", 24564),), 16)
+    assert plan_scale(unknown, params_b=0.8).replicas == 1
+    assert plan_scale(machine(H200, 1, 16), params_b=None).replicas == 1
+
+
+def test_the_model_cards_memory_share_is_split_between_replicas():
+    plan = plan_scale(machine(H200, 1, 16), params_b=0.8, memory_utilization=0.8)
+    assert plan.serve_args()[-2:] == ["--gpu-memory-utilization", "0.26"]
+
+
+def test_flags_override_the_plan():
+    assert plan_scale(Machine((), 2), params_b=0.8, replicas=2).replicas == 2
+    plan = plan_scale(machine(H200, 2, 32), params_b=3.75, replicas=4, api_servers=2)
+    assert [slot.gpu for slot in plan.slots()] == ["0", "0", "1", "1"]
+    assert plan.serve_args() == ["--api-server-count", "2", "--gpu-memory-utilization", "0.44"]
+    dp = plan_scale(machine(H200, 8, 128), params_b=0.8, api_servers=2, data_parallel=4)
+    assert (dp.replicas, dp.serve_args()) == (1, ["--data-parallel-size", "4", "--api-server-count", "2"])
+    with pytest.raises(CommandError, match="multiple of 2"):
+        plan_scale(machine(H200, 2, 32), params_b=0.8, replicas=3)
+
+
+def test_cuda_visible_devices_picks_and_names_the_gpus():
+    listed = [Gpu(str(index), "NVIDIA H200", 143771) for index in range(4)]
+    assert [gpu.device for gpu in visible_gpus(listed, "2,3")] == ["2", "3"]
+    assert visible_gpus(listed, "") == ()
+    assert [gpu.name for gpu in visible_gpus(listed, "GPU-5d1c")] == ["NVIDIA H200"]
+    assert len(visible_gpus(listed, None)) == 4
 
 
 @pytest.mark.parametrize("count", [0, 1, 7, 1000, 1001])

@@ -30,7 +30,6 @@ from ocr_core.chat import Retryable
 from ocr_core.cli import build_parser, parse_arguments
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts
-from ocr_core.scale import ScalePlan
 from ocr_core.server import ServerError, SpawnedServer
 from ocr_core.server_handle import ServerHandle, Target
 from ocr_core.stall import PROGRESS_COUNTERS, StallDetector, watch_for_stalls
@@ -210,7 +209,7 @@ def engine_for(url: str, facts: ModelFacts = FACTS, **overrides: object) -> Serv
     argv = ["IN", "./OUT", "--server", url, "--startup-timeout", "600", "--max-tokens", "1000"]
     settings = parse_arguments(build_parser("x-server.py", facts, "server"), argv)
     settings = dataclasses.replace(settings, **overrides)
-    return ServerHandle(settings, facts, "x-server.py", ["IN", "OUT"], ScalePlan(0, "", 1, 1))
+    return ServerHandle(settings, facts, "x-server.py", ["IN", "OUT"], url)
 
 
 def spawned_sleeper(engine: ServerHandle, fake: FakeVllm) -> SpawnedServer:

@@ -52,6 +52,7 @@ class CardFacts:
     shards: int = 1
     shard_lines: tuple[ShardLine, ...] = ()
     kept_columns: tuple[str, ...] | None = None
+    serving: str | None = None
 
 
 def split_front_matter(card: str | None) -> tuple[dict, str]:
@@ -183,6 +184,7 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
     meta["tags"] = sorted(tags)
     config_arg = f', "{facts.config}"' if facts.config else ""
     cost_row = f"| cost | {facts.cost} |\n" if facts.cost else ""
+    serving_row = f"| servers | {facts.serving} |\n" if facts.serving else ""
     body = f"""
 ## OCR of {facts.source}: config `{facts.config or "default"}`
 
@@ -196,7 +198,7 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
 | of them cut off at max_tokens (text kept) | {facts.truncated} |
 | throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
 | pages in flight (final window) | {facts.window} |
-{cost_row}{shards_section(facts)}
+{serving_row}{cost_row}{shards_section(facts)}
 Columns: {columns_note(facts)}; `{facts.output_column}`, the model's text{failed_note(facts)};
 `{facts.error_column}`, empty or why the row has no trustworthy text (unreadable image, rejected request, repetition
 loop, cut off at max_tokens);

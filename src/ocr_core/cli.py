@@ -249,7 +249,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
 
 def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
     group = parser.add_argument_group("server")
-    group.add_argument("--server", default=DEFAULT_SERVER, help=f"vLLM server URL (default: {DEFAULT_SERVER})")
+    group.add_argument(
+        "--server",
+        default=DEFAULT_SERVER,
+        help=f"vLLM server URL (default: {DEFAULT_SERVER}); several comma-separated URLs are your own servers of one "
+        "model, fed as one fleet (each page to the least busy)",
+    )
     group.add_argument(
         "--api-key",
         default=os.environ.get("VLLM_API_KEY"),
@@ -284,12 +289,22 @@ def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
         ),
     )
     group.add_argument(
-        "--data-parallel-size", type=int, help="engines of a spawned server (default: one per visible GPU)"
+        "--replicas",
+        type=int,
+        help="independent `vllm serve` replicas to spawn, spread evenly over the visible GPUs (default: what the "
+        "machine plan picks from the model's size, the GPU and the CPU cores, e.g. 3 per H200 for a 0.8B model, 1 "
+        "on an L4; the start-up log says why)",
+    )
+    group.add_argument(
+        "--data-parallel-size",
+        type=int,
+        help="instead of replicas, one spawned server with this many data-parallel engines behind one endpoint",
     )
     group.add_argument(
         "--api-server-count",
         type=int,
-        help="API servers of a spawned server (default: up to 4 on fast GPUs, one per 4 CPU cores; else 1)",
+        help="API servers of each spawned replica (default: on fast GPUs one per core the replicas leave, up to 4; "
+        "else 1)",
     )
 
 
@@ -317,6 +332,10 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Set
         )
     if getattr(args, "max_inflight", None) is not None and args.max_inflight < 1:
         parser.error("--max-inflight must be at least 1")
+    if getattr(args, "replicas", None) is not None and args.replicas < 1:
+        parser.error("--replicas must be at least 1")
+    if getattr(args, "replicas", None) and args.replicas > 1 and (getattr(args, "data_parallel_size", 1) or 1) > 1:
+        parser.error("--replicas and --data-parallel-size exclude each other: pass one of them")
     if getattr(args, "batch_size", 1) < 1:
         parser.error("--batch-size must be at least 1")
     if args.pdf_longest_edge is not None and args.pdf_longest_edge < 16:

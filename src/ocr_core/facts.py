@@ -48,6 +48,7 @@ class ModelFacts:
     flavor: str = "l4x1"
     job_command: str | None = None
     pdf_render: Mapping[str, Any] = field(default_factory=dict)
+    params_b: float | None = None
 
     @classmethod
     def from_namespace(cls, ns: Mapping[str, Any]) -> ModelFacts:
@@ -67,6 +68,7 @@ class ModelFacts:
             "flavor": ns.get("FLAVOR"),
             "job_command": ns.get("JOB_COMMAND"),
             "pdf_render": ns.get("PDF_RENDER"),
+            "params_b": ns.get("PARAMS_B"),
         }
         return cls(
             model=ns["MODEL"],

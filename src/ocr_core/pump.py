@@ -1,4 +1,4 @@
-"""The driver: keeps a window of pages in flight against one server until every row has an outcome.
+"""The driver: keeps one window of pages in flight over the fleet's servers until every row has an outcome.
 
 One asyncio task per page in flight; image preparation runs in a thread pool so the event loop only moves bytes.
 Whatever happens to a page, exactly one result row is logged for it, except pages still in flight when the run is
@@ -10,10 +10,9 @@ An exception nobody expected while preparing, sending or parsing a page becomes 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -22,16 +21,16 @@ import httpx
 from .answers import judge, requested_sampling
 from .breaker import Breaker
 from .canary import Canary
-from .chat import Answer, Retryable, RowFailed, chat_body, post_chat
+from .chat import Answer, Retryable, RowFailed, chat_body
 from .errors import JobFailed, internal_error
 from .facts import ModelFacts
+from .fleet import Fleet, Replica
 from .hostmem import MemoryGuard
 from .images import BadImage, PreparedImage, placeholder_part, with_note
 from .pdf import PREP_THREADS, prepare_page
 from .progress import ResultLog, RowResult
 from .report import ProgressBar, say
 from .server import parse_metrics
-from .server_handle import Target
 from .settings import Settings
 from .source import RowInput
 from .window import Window
@@ -51,32 +50,27 @@ class PageRequest:
     encoded: bytes
 
 
-Recover = Callable[[Retryable, int], Awaitable[int]]
-
-
 class Pump:
     def __init__(
         self,
-        target: Target,
+        fleet: Fleet,
         facts: ModelFacts,
         settings: Settings,
         window: Window,
         log: ResultLog,
         progress: ProgressBar,
-        recover: Recover,
         guard: MemoryGuard | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         canary: Canary | None = None,
     ) -> None:
         """`transport` replaces the network (tests pass an httpx.MockTransport)."""
-        self.target = target
+        self.fleet = fleet
         self.facts = facts
         self.settings = settings
         self.sampling = requested_sampling(facts, settings)
         self.window = window
         self.log = log
         self.progress = progress
-        self.recover = recover
         self.guard = guard
         self.transport = transport
         self.breaker = Breaker(settings.max_error_rate, image=facts.image)
@@ -84,7 +78,6 @@ class Pump:
         self.cap_logged = 0.0
         self.waiting: float | None = None
         self.running: float | None = None
-        self.generation = 0
         self.failure: Exception | None = None
 
     async def run(self, rows: Iterator[RowInput]) -> None:
@@ -172,7 +165,7 @@ class Pump:
         """Runs in the prep threads: reading, checking, rendering (a PDF page) and encoding is the driver's CPU cost."""
         image = prepare_page(cell, self.facts.max_side, self.facts.max_pixels)
         body = chat_body(
-            self.target.model,
+            self.fleet.model,
             self.facts.build_content(placeholder_part()),
             self.sampling,
             self.facts.request_extras,
@@ -180,22 +173,31 @@ class Pump:
         return PageRequest(image, body, image.json_with_image(body))
 
     async def ask(self, request: PageRequest, client: httpx.AsyncClient, result: RowResult) -> bool:
-        """Sends until the page has an outcome; fills `result`; True once the server answered it."""
+        """Sends until the page has an outcome; fills `result`; True once a server answered it.
+
+        Each attempt goes to the least busy serving replica, so a page whose server died is retried on another.
+        """
         resampled = False
         encoded = request.encoded
         first_failure: float | None = None
+        restarts = self.fleet.restarts
+        failed_on = None
         while True:
             result.attempts += 1
-            generation = self.generation
+            replica = await self.fleet.pick(failed_on)
+            failed_on = None
+            generation = replica.handle.generation
             try:
-                answer = await post_chat(client, self.target.url, encoded, self.target.headers)
+                answer = await self.fleet.post(replica, client, encoded)
             except RowFailed as exc:
                 result.error = str(exc)
                 return True
             except Retryable as exc:
-                first_failure = first_failure or time.monotonic()
-                if await self.pause(exc, generation, result, time.monotonic() - first_failure):
-                    first_failure = None
+                now = time.monotonic()
+                if first_failure is None or self.fleet.restarts != restarts:
+                    first_failure, restarts = now, self.fleet.restarts
+                await self.pause(exc, replica, generation, result, now - first_failure)
+                failed_on = replica
                 continue
             except JobFailed:
                 raise
@@ -212,12 +214,12 @@ class Pump:
             resampled = True
             encoded = request.image.json_with_image({**request.body, "temperature": self.facts.retry_temperature})
 
-    async def pause(self, error: Retryable, generation: int, result: RowResult, failing_for: float) -> bool:
-        """Lets the engine recover, then waits before the next attempt; past the retry budget the job stops.
-
-        True when the engine was restarted meanwhile: its restart is bounded by --max-restarts, so the page's
-        retry budget starts afresh.
-        """
+    async def pause(
+        self, error: Retryable, replica: Replica, generation: int, result: RowResult, failing_for: float
+    ) -> None:
+        """Lets the replica recover (out of the fleet meanwhile), then waits before the next attempt; past the retry
+        budget the job stops. A restart anywhere in the fleet gives the page a fresh budget (see `ask`): restarts
+        are bounded by --max-restarts."""
         budget = self.settings.retry_budget
         if failing_for >= budget:
             raise JobFailed(
@@ -226,9 +228,8 @@ class Pump:
                 "unreachable: check it (its log, /health), then rerun the same command: finished rows are kept and "
                 "these pages are retried. Raise --retry-budget to wait longer."
             )
-        self.generation = await self.recover(error, generation)
+        self.fleet.trouble(replica, error, generation)
         await asyncio.sleep(min(retry_delay(result.attempts, error.retry_after), budget - failing_for))
-        return self.generation != generation
 
     def take_answer(self, answer: Answer, result: RowResult, resampled: bool) -> bool:
         """Parses an answer into `result`; False asks for one resampled attempt of a repetition loop."""
@@ -242,9 +243,10 @@ class Pump:
         return True
 
     async def watch_queue(self, client: httpx.AsyncClient) -> None:
-        """Keeps `waiting` current from /metrics (None while the server has no such gauge) and the cap current."""
+        """Keeps `waiting` current from the fleet's /metrics (None while no server has such gauges) and the cap
+        current."""
         while True:
-            gauges = parse_metrics(await metrics_page(client, self.target), QUEUE_GAUGES)
+            gauges = parse_metrics(await self.fleet.metrics(client), QUEUE_GAUGES)
             self.waiting = gauges.get("vllm:num_requests_waiting")
             self.running = gauges.get("vllm:num_requests_running")
             if self.guard is not None:
@@ -261,15 +263,6 @@ class Pump:
         if abs(cap - previous) >= max(2, previous // 10) and time.monotonic() - self.cap_logged > CAP_LOG_GAP_S:
             self.cap_logged = time.monotonic()
             say(f"window cap {previous} -> {cap}: {why}")
-
-
-async def metrics_page(client: httpx.AsyncClient, target: Target) -> str:
-    """The server's Prometheus page, or nothing when it has none or does not answer."""
-    with contextlib.suppress(httpx.HTTPError):
-        response = await client.get(f"{target.url}/metrics", headers=target.headers, timeout=10.0)
-        if response.status_code == 200:
-            return response.text
-    return ""
 
 
 def retry_delay(attempt: int, retry_after: float | None = None) -> float:

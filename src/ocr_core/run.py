@@ -118,6 +118,7 @@ class Drive:
     version: str | None = None
     extra: dict = field(default_factory=dict)
     failure: str | None = None
+    serving: str | None = None
 
 
 DrivePages = Callable[[Job, StopSignals, list[TextIO]], Drive]
@@ -292,6 +293,7 @@ def inference_info(job: Job, drive: Drive) -> dict[str, Any]:
         "vllm_version": drive.version,
         "mode": job.mode,
         "window": {"final": window.limit, "peak_in_flight": window.peak_in_flight, "cap": window.cap},
+        "serving": drive.serving,
         "script": job.script,
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
@@ -355,7 +357,7 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, RunFacts]:
         peak_window=window.peak_limit,
         interrupted=stopped is not None,
         failure=drive.failure,
-        extra={**cost, **drive.extra},
+        extra={**cost, **({"serving": drive.serving} if drive.serving else {}), **drive.extra},
     )
 
 
@@ -428,6 +430,7 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         window=drive.window.limit,
         cost=cost,
         kept_columns=job.columns.keep,
+        serving=drive.serving,
     )
     results = slice_results(job.destination.progress_dir, owned)
     shard = job.source.shard or (0, 1)

@@ -1,11 +1,11 @@
-"""The server shapes: find or start `vllm serve`, then keep a window of pages in flight (fixed for -server,
-adaptive for -saturate) with a watch for an engine that stops making progress beside the pump.
+"""The server shapes: find or start the fleet of `vllm serve` replicas the machine plan asks for, then keep one
+window of pages in flight over them (fixed for -server, adaptive for -saturate), with the later replicas' start and
+a watch for engines that stop making progress beside the pump.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
@@ -13,18 +13,19 @@ import httpx
 
 from .cli import SATURATE_MAX_INFLIGHT, SERVER_WINDOW
 from .errors import JobFailed
+from .facts import ModelFacts
+from .fleet import Fleet, build_fleet, server_urls
 from .hostmem import MemoryGuard
 from .hub import HubClient
 from .job import Job
 from .progress import ResultLog
-from .pump import Pump, metrics_page
+from .pump import Pump
 from .report import ProgressBar, say
 from .run import KEPT, Drive, Feeding, StopSignals, make_canary, run_recipe
-from .scale import ScalePlan, detect_gpus, plan_scale
+from .scale import ScalePlan, detect_machine, plan_scale
 from .server import is_local, kv_capacity, parse_metrics
-from .server_handle import ServerHandle, Target
 from .settings import Settings
-from .stall import beside, watch_for_stalls
+from .stall import beside
 from .window import Window
 
 
@@ -43,56 +44,69 @@ def drive_server_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Driv
     return asyncio.run(run_job(job, stop))
 
 
-def make_window(
-    settings: Settings, mode: str, scale: ScalePlan, capacity: int | None
-) -> tuple[Window, MemoryGuard | None]:
-    """A fixed window for -server; for -saturate an adaptive one under a memory guard.
+def make_window(settings: Settings, mode: str, engines: int, capacity: int | None) -> tuple[Window, MemoryGuard | None]:
+    """A fixed window for -server; for -saturate an adaptive one under a memory guard; both scale with the engines
+    (replicas, or data parallel ranks).
 
-    The adaptive window opens at what the engine's KV cache can run at once (so the first round trip already
-    fills it), never below the -server window and never above the memory cap; it moves only once results return.
+    The adaptive window opens at what the engines' KV caches can run at once (so the first round trip already
+    fills them), never below the -server window and never above the memory cap; it moves only once results return.
     """
-    engines = scale.data_parallel
     if mode == "server":
         size = settings.max_inflight or SERVER_WINDOW * engines
         say(f"window: {size} page(s) in flight")
         return Window(size, size), None
-    guard = MemoryGuard(
-        settings.max_inflight or SATURATE_MAX_INFLIGHT * engines, local_server=is_local(settings.server)
-    )
+    local = all(is_local(url) for url in server_urls(settings.server or ""))
+    guard = MemoryGuard(settings.max_inflight or SATURATE_MAX_INFLIGHT * engines, local_server=local)
     cap, why = guard.cap(0)
     start = min(cap, max(SERVER_WINDOW * engines, capacity or 0))
-    room = f"the KV cache holds {capacity} full-length sequence(s)" if capacity else "KV cache size unknown"
+    room = f"the KV caches hold {capacity} full-length sequence(s)" if capacity else "KV cache size unknown"
     say(f"window: adaptive, starts at {start} ({room}), capped at {cap} ({why})")
     return Window(start, cap, adaptive=True), guard
 
 
-def scale_plan(settings: Settings) -> ScalePlan:
-    gpus, name = detect_gpus()
-    return plan_scale(gpus, name, os.cpu_count() or 1, settings.api_server_count, settings.data_parallel_size)
+def scale_plan(settings: Settings, facts: ModelFacts) -> ScalePlan:
+    """The machine plan (a CommandError where --replicas does not fit the machine)."""
+    return plan_scale(
+        detect_machine(),
+        facts.params_b,
+        memory_utilization(facts.serve_args),
+        settings.replicas,
+        settings.api_server_count,
+        settings.data_parallel_size,
+    )
+
+
+def memory_utilization(serve_args: Sequence[str]) -> float | None:
+    """The model card's --gpu-memory-utilization, which the replicas on one GPU share."""
+    args = list(serve_args)
+    if "--gpu-memory-utilization" in args:
+        return float(args[args.index("--gpu-memory-utilization") + 1])
+    return None
 
 
 async def run_job(job: Job, stop: StopSignals) -> Drive:
-    """Server shape: finds or starts the server, then keeps the window full until every row has an outcome."""
+    """Server shape: finds or starts the fleet, then keeps the window full until every row has an outcome."""
     settings = job.settings
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
-    handle = ServerHandle(settings, job.facts, job.script, job.argv, scale_plan(settings))
+    plan = scale_plan(settings, job.facts)
+    fleet = build_fleet(settings, job.facts, job.script, job.argv, plan)
     owned = len(job.source.owned())
     progress = ProgressBar(owned, owned - job.todo)
     drive = Drive()
     window: Window | None = None
     try:
         if job.todo:
-            target = await handle.open()
+            say(f"machine: {plan.describe()}")
+            target = await fleet.open()
             drive.model_name = target.model
-            window, guard = make_window(
-                settings, job.mode, handle.scale, kv_capacity(await metrics_text(target), settings.max_model_len)
-            )
-            metrics_before = await read_metrics(target)
-            drive.version = await server_version(target)
+            engines = len(fleet.replicas) * (plan.data_parallel if not fleet.given else 1)
+            window, guard = make_window(settings, job.mode, engines, await fleet_capacity(fleet, settings))
+            metrics_before = await read_metrics(fleet)
+            drive.version = await server_version(target.url, target.headers)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
-            await pump_pages(job, target, handle, window, guard, progress, drive.version)
+            await pump_pages(job, fleet, window, guard, progress, drive.version)
             if job.facts.summary_metrics:
-                drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(target))
+                drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(fleet))
     except asyncio.CancelledError:
         if stop.signum is None:
             drive.failure = "the run was cancelled from inside; please report this with the log"
@@ -101,9 +115,12 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
         say(f"error: {exc}\n{KEPT.capitalize()}.")
     finally:
         progress.close()
-        await finish_in_thread(handle.close)
+        fleet.cancel_background()
+        await finish_in_thread(fleet.close)
         stop.leave_async(asyncio.get_running_loop())
     drive.tally = progress.tally
+    drive.serving = fleet.describe()
+    drive.extra = {**drive.extra, "replicas": fleet.report()}
     if window is not None:
         drive.window = Feeding(window.limit, window.peak_in_flight, window.peak_limit, window.cap)
     return drive
@@ -121,38 +138,37 @@ async def finish_in_thread(action: Callable[[], None]) -> None:
 
 
 async def pump_pages(
-    job: Job,
-    target: Target,
-    handle: ServerHandle,
-    window: Window,
-    guard: MemoryGuard | None,
-    progress: ProgressBar,
-    version: str | None,
+    job: Job, fleet: Fleet, window: Window, guard: MemoryGuard | None, progress: ProgressBar, version: str | None
 ) -> None:
-    """Pumps the rows still to do, with a watch for an engine that stops making progress beside it."""
+    """Pumps the rows still to do, with the fleet's start-up of later replicas and its stall watch beside it."""
     log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit))
     canary = make_canary(job, log, version)
-    pump = Pump(target, job.facts, job.settings, window, log, progress, handle.recover, guard, canary=canary)
+    pump = Pump(fleet, job.facts, job.settings, window, log, progress, guard, canary=canary)
     progress.start()
-    stalls = watch_for_stalls(target, job.settings.stall_timeout, lambda: window.in_flight, handle)
-    await beside(pump.run(job.source.rows(job.skip)), stalls)
+    await beside(pump.run(job.source.rows(job.skip)), fleet.watch(job.settings.stall_timeout))
 
 
-async def metrics_text(target: Target | None) -> str:
-    if target is None:
-        return ""
+async def fleet_capacity(fleet: Fleet, settings: Settings) -> int | None:
+    """Full-length sequences the whole fleet's KV caches hold, from the replicas serving so far (alike by plan)."""
+    capacity = kv_capacity(await metrics_text(fleet), settings.max_model_len)
+    if capacity is None:
+        return None
+    return capacity * len(fleet.replicas) // max(1, len(fleet.serving()))
+
+
+async def metrics_text(fleet: Fleet) -> str:
     async with httpx.AsyncClient() as client:
-        return await metrics_page(client, target)
+        return await fleet.metrics(client)
 
 
-async def read_metrics(target: Target | None) -> dict[str, float]:
-    return parse_metrics(await metrics_text(target))
+async def read_metrics(fleet: Fleet) -> dict[str, float]:
+    return parse_metrics(await metrics_text(fleet))
 
 
-async def server_version(target: Target) -> str | None:
+async def server_version(url: str, headers: Mapping[str, str]) -> str | None:
     try:
         async with httpx.AsyncClient(timeout=10.0) as client:
-            response = await client.get(f"{target.url}/version", headers=target.headers)
+            response = await client.get(f"{url}/version", headers=headers)
         return response.json().get("version") if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None

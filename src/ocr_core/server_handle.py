@@ -1,7 +1,10 @@
-"""The server one run talks to: found or spawned at the start, restarted when it dies or hangs, stopped at the end.
+"""One server a run talks to (one replica of its fleet): found or spawned at the start, restarted when it dies or
+hangs, stopped at the end.
 
-Recovery is single-flight: when many pages in flight fail together because the engine died, one of them restarts
-it and the others see the new generation number and simply retry. Death is decided from the process for a server
+Recovery is single-flight: when many pages in flight fail together because the engine died, one recovery restarts
+it and the others see the new generation number and simply retry. Starts are serialised across the fleet by one
+lock, since two engines that profile GPU memory at once both misjudge it (one died with "No available memory for the
+cache blocks" on an H200). Death is decided from the process for a server
 this run spawned (exited means dead, at once) and from /health over a long budget while it runs, because one failed
 look at a server busy with a large window proves nothing; a hung engine is reported by the stall watcher.
 """
@@ -9,6 +12,7 @@ look at a server busy with a large window proves nothing; a hung engine is repor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import shutil
@@ -27,7 +31,7 @@ from .errors import JobFailed
 from .facts import ModelFacts
 from .redact import redact
 from .report import say
-from .scale import ScalePlan
+from .scale import Slot
 from .server import (
     STOPPING,
     ServerError,
@@ -48,7 +52,8 @@ HF_TOKEN_DOMAINS = (".huggingface.co", ".hf.co", ".hf.jobs")
 HEALTH_CHECK_GAP_S = 2.0
 HEALTH_CHECK_TIMEOUT_S = 20.0
 DEATH_BUDGET_S = 60.0
-SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count")
+ANYWHERE = Slot(None, ())
+SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count", "replicas")
 
 
 def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> dict[str, str]:
@@ -85,25 +90,40 @@ class Target:
 
 
 class ServerHandle:
-    def __init__(self, settings: Settings, facts: ModelFacts, script: str, argv: list[str], scale: ScalePlan) -> None:
+    """`slot` says where a spawned server runs and with which of the plan's flags; `model_args` are the model's
+    serve flags once its `prepare_serve` hook ran (the fleet runs it once for all replicas)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        facts: ModelFacts,
+        script: str,
+        argv: list[str],
+        url: str,
+        slot: Slot = ANYWHERE,
+        model_args: Callable[[], list[str]] | None = None,
+        start_lock: threading.Lock | None = None,
+    ) -> None:
         self.settings = settings
-        self.scale = scale
         self.facts = facts
         self.script = script
         self.argv = argv
-        self.url = settings.server.rstrip("/")
+        self.url = url.rstrip("/")
+        self.slot = slot
+        self.model_args = model_args or (lambda: model_serve_args(facts, settings))
         self.headers = api_headers(self.url, settings.hf_token, settings.api_key)
         self.spawned: SpawnedServer | None = None
         self.restarts = 0
         self.generation = 0
         self.lock = asyncio.Lock()
+        self.start_lock = start_lock or threading.Lock()
         self.state = threading.Lock()
         self.closed = False
 
-    async def open(self) -> Target:
+    async def open(self, spawn: bool = True) -> Target:
         """Spawns a server for a local address where none answers; checks what a server it did not start serves."""
         if not healthy(self.url, self.headers):
-            if is_local(self.url):
+            if spawn and is_local(self.url):
                 await asyncio.to_thread(self.spawn)
                 return Target(self.url, self.spawned_name(), self.headers)
             say(f"waiting up to {self.settings.startup_timeout:.0f} s for {self.url} to answer /health")
@@ -138,32 +158,34 @@ class ServerHandle:
     def spawn(self) -> None:
         if shutil.which("vllm") is None:
             raise ServerError(missing_vllm_message(self.url, self.script, self.facts, self.argv))
-        serve_args = list(self.facts.serve_args)
-        if self.facts.prepare_serve is not None:
-            serve_args = self.facts.prepare_serve(serve_args, self.settings.model)
+        serve_args = self.model_args()
         extra = [
             "--max-model-len",
             str(self.settings.max_model_len),
-            *self.scale.serve_args(),
+            *self.slot.serve_args,
             *shlex.split(self.settings.extra_serve_args),
         ]
         port = url_port(self.url)
+        env = dict(self.facts.serve_env)
+        if self.slot.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.slot.gpu
         server = SpawnedServer(
             serve_command(self.settings.model, serve_args, port, extra),
             self.url,
-            env=dict(self.facts.serve_env),
+            env=env,
             log_path=Path(tempfile.gettempdir()) / f"vllm-serve-{port}.log",
         )
         with self.state:
             if self.closed:
                 raise ServerError(STOPPING)
             self.spawned = server
-        say(f"machine: {self.scale.describe()}")
-        say(f"starting: {shlex.join(server.argv)}")
-        say(f"server log: {server.log_path}")
-        server.start()
-        server.wait_ready(self.settings.startup_timeout)
-        say("server is ready")
+        gpu = f" on GPU {self.slot.gpu}" if self.slot.gpu is not None else ""
+        with self.start_lock:
+            say(f"starting{gpu}: {shlex.join(server.argv)}")
+            say(f"server log: {server.log_path}")
+            server.start()
+            server.wait_ready(self.settings.startup_timeout)
+        say(f"server at {self.url} is ready")
 
     async def poll_health(self, seconds: float, running: Callable[[], bool] = lambda: True) -> bool:
         """Looks at /health until it answers 200 or `seconds` pass; stops early once `running` says no."""
@@ -216,7 +238,7 @@ class ServerHandle:
                 f"of {self.spawned.log_path}:\n{log_tail(self.spawned.log_path)}"
             )
         self.restarts += 1
-        say(f"{why}; restarting it ({self.restarts}/{self.settings.max_restarts})")
+        say(f"{why} at {self.url}; restarting it ({self.restarts}/{self.settings.max_restarts})")
         try:
             await asyncio.to_thread(self.restart)
         except ServerError as exc:
@@ -226,9 +248,10 @@ class ServerHandle:
     def restart(self) -> None:
         assert self.spawned is not None
         self.spawned.stop()
-        self.spawned.start()
-        self.spawned.wait_ready(self.settings.startup_timeout)
-        say("server is ready again")
+        with self.start_lock:
+            self.spawned.start()
+            self.spawned.wait_ready(self.settings.startup_timeout)
+        say(f"server at {self.url} is ready again")
 
     def close(self) -> None:
         """Stops what this run started, also while a restart runs in a worker thread; nothing starts afterwards."""
@@ -237,6 +260,23 @@ class ServerHandle:
             server = self.spawned
         if server is not None:
             server.close()
+
+
+async def metrics_page(client: httpx.AsyncClient, target: Target) -> str:
+    """The server's Prometheus page, or nothing when it has none or does not answer."""
+    with contextlib.suppress(httpx.HTTPError):
+        response = await client.get(f"{target.url}/metrics", headers=target.headers, timeout=10.0)
+        if response.status_code == 200:
+            return response.text
+    return ""
+
+
+def model_serve_args(facts: ModelFacts, settings: Settings) -> list[str]:
+    """The model card's serve flags, after the model's own `prepare_serve` hook (which may fetch files)."""
+    serve_args = list(facts.serve_args)
+    if facts.prepare_serve is not None:
+        serve_args = facts.prepare_serve(serve_args, settings.model)
+    return serve_args
 
 
 def mismatch_message(url: str, model: str, served: list[str]) -> str:

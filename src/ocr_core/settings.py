@@ -64,6 +64,7 @@ class Settings:
     stall_timeout: float | None = None
     data_parallel_size: int | None = None
     api_server_count: int | None = None
+    replicas: int | None = None
     model_options: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -16,9 +16,8 @@ from typing import Protocol, TypeVar
 
 import httpx
 
-from .pump import metrics_page
 from .server import parse_metrics
-from .server_handle import Target
+from .server_handle import Target, metrics_page
 
 PROGRESS_COUNTERS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total")
 STALL_POLL_S = 5.0

@@ -22,6 +22,7 @@ from ocr_core.facts import Parsed
 MODEL = "PaddlePaddle/HPD-Parsing"
 IMAGE = "ccr-2vdh3abv-pub.cnc.bj.baidubce.com/paddlepaddle/hpd-parsing-vllm:latest-nvidia-gpu"
 FLAVOR = "l4x1"
+PARAMS_B = 1.1
 JOB_COMMAND = (
     "hf jobs run --flavor {flavor} --timeout {timeout} -s HF_TOKEN {image} "
     "bash -lc 'pip install -q uv && uv run {url} {args}'"

@@ -12,6 +12,7 @@ MODEL = "lightonai/LightOnOCR-3-0.8B"
 IMAGE = "vllm/vllm-openai:v0.30.0"
 VLLM_PIN = "0.30.0"
 FLAVOR = "l4x1"
+PARAMS_B = 0.8
 MAX_MODEL_LEN = 18000
 SERVE_ARGS = [
     "--limit-mm-per-prompt",

@@ -10,6 +10,7 @@ MODEL = "nanonets/Nanonets-OCR2-3B"
 IMAGE = "vllm/vllm-openai:v0.10.2"
 VLLM_PIN = "0.10.2"
 FLAVOR = "l4x1"
+PARAMS_B = 3.75
 MAX_MODEL_LEN = 32768
 SERVE_ARGS = ["--limit-mm-per-prompt", '{"image": 1}', "--no-enable-prefix-caching"]
 PROMPT = (

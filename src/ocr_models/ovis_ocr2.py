@@ -19,6 +19,7 @@ MODEL = "ATH-MaaS/OvisOCR2"
 IMAGE = "vllm/vllm-openai:v0.22.1"
 VLLM_PIN = "0.22.1"
 FLAVOR = "l4x1"
+PARAMS_B = 0.8
 MAX_MODEL_LEN = 32768
 SERVE_ARGS = [
     "--tensor-parallel-size",

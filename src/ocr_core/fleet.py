@@ -1,0 +1,317 @@
+"""The servers one run feeds: independent replicas behind one window, each page sent to the least busy of them.
+
+Replicas on a shared GPU run at different speeds, so the next page goes to the replica with the fewest requests
+outstanding, not round robin. A replica that dies or hangs is taken out while it recovers (its own restart budget,
+--max-restarts), and its pages in flight fail and go to the others; one that is past its budget, or a server this
+run did not start that stops answering, leaves the fleet. The run fails only when no replica is left. Spawned
+replicas after the first start one after another while the first already works, so the GPU is busy from the first
+healthy server on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import socket
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from .chat import Answer, Retryable, post_chat
+from .errors import JobFailed
+from .facts import ModelFacts
+from .report import say
+from .scale import ScalePlan
+from .server import ServerError, is_local, url_port
+from .server_handle import ServerHandle, Target, metrics_page, model_serve_args
+from .settings import Settings
+from .stall import watch_for_stalls
+
+STARTING, SERVING, RECOVERING, GONE = "starting", "serving", "recovering", "gone"
+
+
+@dataclass(eq=False)
+class Replica:
+    """One endpoint of the fleet, with what the driver counts of it."""
+
+    index: int
+    handle: ServerHandle
+    state: str = STARTING
+    outstanding: int = 0
+    answered: int = 0
+    why_gone: str | None = None
+    recovery: asyncio.Task | None = None
+    handback: asyncio.Event = field(default_factory=asyncio.Event)
+    handback_reason: str = ""
+
+    @property
+    def url(self) -> str:
+        return self.handle.url
+
+    def hand_back(self, reason: str) -> None:
+        """The pages in flight here go back to the pump at once (the server is hung or gone); later ones wait anew."""
+        self.handback_reason = reason
+        self.handback.set()
+        self.handback = asyncio.Event()
+
+    def report(self) -> dict:
+        """This replica's line of the summary: where it ran, how many pages it answered, its restarts."""
+        return {
+            "url": self.url,
+            "gpu": self.handle.slot.gpu,
+            "pages": self.answered,
+            "restarts": self.handle.restarts,
+            "state": self.state,
+        }
+
+
+class Fleet:
+    """`given`: the user named these servers (several --server URLs), so none is started, only waited for."""
+
+    def __init__(self, replicas: Sequence[Replica], plan: ScalePlan | None = None, given: bool = False) -> None:
+        self.replicas = list(replicas)
+        self.plan = plan
+        self.given = given
+        self.model = ""
+        self.changed = asyncio.Condition()
+        self.background: set[asyncio.Task] = set()
+
+    @property
+    def restarts(self) -> int:
+        """Restarts completed over the whole fleet: a page failing since before one gets a fresh retry budget."""
+        return sum(replica.handle.generation for replica in self.replicas)
+
+    def target(self, replica: Replica) -> Target:
+        return Target(replica.url, self.model, replica.handle.headers)
+
+    def serving(self) -> list[Replica]:
+        return [replica for replica in self.replicas if replica.state == SERVING]
+
+    async def open(self) -> Target:
+        """Checks every given server, or finds or starts the first replica; the rest start in `start_rest`."""
+        if self.given:
+            targets = await asyncio.gather(*(replica.handle.open(spawn=False) for replica in self.replicas))
+            self.model = same_model(targets)
+            for replica in self.replicas:
+                replica.state = SERVING
+            return targets[0]
+        first = self.replicas[0]
+        target = await first.handle.open()
+        self.model = target.model
+        first.state = SERVING
+        if first.handle.spawned is None and len(self.replicas) > 1:
+            say(
+                f"a server already answers at {first.url}, so this run uses it alone; stop it to let the recipe "
+                f"start its {len(self.replicas)} replicas"
+            )
+            self.replicas = [first]
+        return target
+
+    async def start_rest(self) -> None:
+        """Starts the spawned replicas after the first, one after another; one that fails leaves the fleet."""
+        for replica in self.replicas[1:]:
+            if replica.state != STARTING:
+                continue
+            try:
+                await asyncio.to_thread(replica.handle.spawn)
+            except ServerError as exc:
+                await self.retire(replica, f"did not start: {exc}")
+                continue
+            await self.set_state(replica, SERVING)
+            say(f"replica {replica.index + 1}/{len(self.replicas)} at {replica.url} joined the fleet")
+
+    async def pick(self, failed_on: Replica | None = None) -> Replica:
+        """The serving replica with the fewest requests outstanding, other than the one the page just failed on
+        while another serves; waits while every replica recovers or starts."""
+        async with self.changed:
+            await self.changed.wait_for(lambda: self.serving() or self.all_gone())
+            serving = self.serving()
+            if not serving:
+                raise JobFailed(self.gone_message())
+            others = [replica for replica in serving if replica is not failed_on]
+            return min(others or serving, key=lambda replica: (replica.outstanding, replica.index))
+
+    def all_gone(self) -> bool:
+        return all(replica.state == GONE for replica in self.replicas)
+
+    def gone_message(self) -> str:
+        reasons = "; ".join(f"{replica.url} {replica.why_gone}" for replica in self.replicas)
+        return f"no vLLM server is left to send pages to: {reasons}"
+
+    async def post(self, replica: Replica, client: httpx.AsyncClient, body: bytes) -> Answer:
+        """One request to one replica; a replica that leaves the fleet meanwhile hands its page back (Retryable)."""
+        replica.outstanding += 1
+        request = asyncio.ensure_future(post_chat(client, replica.url, body, replica.handle.headers))
+        handed_back = asyncio.ensure_future(replica.handback.wait())
+        try:
+            await asyncio.wait({request, handed_back}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            replica.outstanding -= 1
+            for task in (request, handed_back):
+                task.cancel()
+        if request.done() and not request.cancelled():
+            answer = request.result()
+            replica.answered += 1
+            return answer
+        raise Retryable(f"{replica.url} handed the page back ({replica.handback_reason}); another server takes it")
+
+    def trouble(self, replica: Replica, error: Retryable, generation: int) -> None:
+        """A failure that may mean a dead engine takes the replica out until its recovery (single-flight) ends."""
+        if not error.engine_dead or replica.state != SERVING:
+            return
+        replica.state = RECOVERING
+        replica.recovery = asyncio.ensure_future(self.recover(replica, error, generation))
+        self.background.add(replica.recovery)
+        replica.recovery.add_done_callback(self.background.discard)
+
+    async def recover(self, replica: Replica, error: Retryable, generation: int) -> None:
+        try:
+            await replica.handle.recover(error, generation)
+        except JobFailed as exc:
+            await self.retire(replica, str(exc))
+            return
+        await self.set_state(replica, SERVING)
+
+    async def stalled(self, replica: Replica, reason: str, generation: int) -> None:
+        """The stall watcher's report on one replica: restarted, or out of the fleet; the last one ends the job."""
+        if replica.state == GONE:
+            return
+        await self.set_state(replica, RECOVERING)
+        replica.hand_back(f"its engine {reason}")
+        try:
+            await replica.handle.stalled(reason, generation)
+        except JobFailed as exc:
+            if len([other for other in self.replicas if other.state != GONE]) == 1:
+                raise
+            await self.retire(replica, str(exc))
+            return
+        await self.set_state(replica, SERVING)
+
+    async def retire(self, replica: Replica, why: str) -> None:
+        replica.why_gone = why
+        replica.hand_back(f"it left the fleet: {why}")
+        await self.set_state(replica, GONE)
+        left = len([other for other in self.replicas if other.state != GONE])
+        say(f"{replica.url} leaves the fleet ({why}); {left} replica(s) left")
+        await asyncio.to_thread(replica.handle.close)
+
+    async def set_state(self, replica: Replica, state: str) -> None:
+        async with self.changed:
+            if replica.state != GONE:
+                replica.state = state
+            self.changed.notify_all()
+
+    async def metrics(self, client: httpx.AsyncClient) -> str:
+        """The Prometheus pages of every serving replica, one after another: summed, they describe the fleet."""
+        pages = await asyncio.gather(*(metrics_page(client, self.target(replica)) for replica in self.serving()))
+        return "\n".join(pages)
+
+    async def watch(self, bound_s: float) -> None:
+        """Beside the pump: starts the replicas still to start and watches each for a hung engine."""
+        watchers = [
+            watch_for_stalls(self.target(replica), bound_s, lambda replica=replica: replica.outstanding,
+                             StallReport(self, replica))
+            for replica in self.replicas
+        ]  # fmt: skip
+        await asyncio.gather(self.start_rest(), *watchers)
+
+    def report(self) -> list[dict]:
+        return [replica.report() for replica in self.replicas]
+
+    def describe(self) -> str:
+        """What ran, in one line for the summary, the card and inference_info."""
+        if self.given:
+            return f"{len(self.replicas)} server(s) given with --server"
+        spawned = [replica for replica in self.replicas if replica.handle.spawned is not None]
+        if not spawned:
+            return "1 server this run did not start"
+        plan = f": {self.plan.describe()}" if self.plan is not None else ""
+        return f"{len(spawned)} vllm serve replica(s) started by this run{plan}"
+
+    def cancel_background(self) -> None:
+        """Recoveries still running end with the run (in the event loop's thread; `close` then stops the servers)."""
+        for task in list(self.background):
+            task.cancel()
+
+    def close(self) -> None:
+        """Stops every server this run started, all at once (each may take its stop grace); safe from any thread."""
+        with ThreadPoolExecutor(max(1, len(self.replicas))) as pool:
+            list(pool.map(lambda replica: replica.handle.close(), self.replicas))
+
+
+@dataclass
+class StallReport:
+    """What one replica's stall watcher calls: the fleet restarts that replica or lets it go."""
+
+    fleet: Fleet
+    replica: Replica
+
+    @property
+    def generation(self) -> int:
+        return self.replica.handle.generation
+
+    async def stalled(self, reason: str, generation: int) -> None:
+        await self.fleet.stalled(self.replica, reason, generation)
+
+
+def same_model(targets: Sequence[Target]) -> str:
+    names = {target.model for target in targets}
+    if len(names) > 1:
+        listing = ", ".join(f"{target.model} at {target.url}" for target in targets)
+        raise ServerError(
+            f"the servers serve the model under different names ({listing}); start them with one "
+            "--served-model-name, or point --server at servers of one model"
+        )
+    return targets[0].model
+
+
+def server_urls(text: str) -> list[str]:
+    """The comma-separated --server URLs, each once, without a trailing slash."""
+    urls: list[str] = []
+    for part in text.split(","):
+        url = part.strip().rstrip("/")
+        if url and url not in urls:
+            urls.append(url)
+    return urls
+
+
+def free_ports(after: int, count: int) -> list[int]:
+    """`count` loopback ports above `after` that nothing listens on now, for the replicas after the first."""
+    ports: list[int] = []
+    port = after
+    while len(ports) < count:
+        port += 1
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports.append(port)
+    return ports
+
+
+def with_port(url: str, port: int) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{parts.hostname}:{port}"))
+
+
+def build_fleet(settings: Settings, facts: ModelFacts, script: str, argv: list[str], plan: ScalePlan) -> Fleet:
+    """Several --server URLs are the user's own servers, used as they are; one local URL gets the plan's replicas
+    (the first on its port, the others on the next free ones), which a server already answering there replaces."""
+    urls = server_urls(settings.server or "")
+    lock = threading.Lock()
+    if len(urls) > 1:
+        handles = [ServerHandle(settings, facts, script, argv, url, start_lock=lock) for url in urls]
+        return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], plan, given=True)
+    slots = plan.slots() if is_local(urls[0]) else plan.slots()[:1]
+    addresses = [urls[0], *(with_port(urls[0], port) for port in free_ports(url_port(urls[0]), len(slots) - 1))]
+    model_args = functools.cache(lambda: model_serve_args(facts, settings))
+    handles = [
+        ServerHandle(settings, facts, script, argv, address, slot, model_args, lock)
+        for address, slot in zip(addresses, slots)
+    ]
+    return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], plan)
