@@ -159,9 +159,7 @@ def run_pump(
     settings = dataclasses.replace(args, request_timeout=5.0, retry_budget=retry_budget)
     log = ResultLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
     progress = ProgressBar(count, 0)
-    pump = Pump(
-        fleet, facts, settings, Window(window, window), log, progress, transport=httpx.MockTransport(server)
-    )
+    pump = Pump(fleet, facts, settings, Window(window, window), log, progress, transport=httpx.MockTransport(server))
     failure = None
     try:
         asyncio.run(pump.run(iter(rows(count, page))))
