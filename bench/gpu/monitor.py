@@ -11,8 +11,9 @@ hard leaves its server behind, which would hold the GPU for the next arm). The p
 comes from getrusage(RUSAGE_CHILDREN), the figure `/usr/bin/time -v` prints.
 
 `merge` takes the recipe's JSON summary line (the last stdout line that parses as JSON) and adds GPU
-utilisation (mean over the whole arm, over busy samples, and over the inference window: the `inference_s`
-seconds before the last busy sample) and the host-memory peaks.
+utilisation (mean over the whole arm, over busy samples, over the inference window: the `inference_s`
+seconds before the last busy sample, and over the steady window, the `steady_s` seconds before it, once every
+replica served) and the host-memory peaks.
 """
 
 from __future__ import annotations
@@ -248,15 +249,16 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if summary:
         inference_s = summary.get("inference_s") or summary.get("seconds")
     busy = [row for row in gpu if row[1] > 0]
-    window: list[tuple[float, float, float]] = []
-    if busy and inference_s:
-        end = busy[-1][0]
-        window = [row for row in gpu if end - float(inference_s) <= row[0] <= end]
+    steady_s = summary.get("steady_s") if summary else None
+    end = busy[-1][0] if busy else None
+    window = [row for row in gpu if end - float(inference_s) <= row[0] <= end] if end and inference_s else []
+    steady = [row for row in gpu if end - float(steady_s) <= row[0] <= end] if end and steady_s else []
     result = {
         "arm": args.arm,
         "ok": bool(summary) and stats.get("rc") == 0 and not stats.get("timed_out"),
         "summary": summary,
         "gpu_util_mean_inference": mean([row[1] for row in window]),
+        "gpu_util_mean_steady": mean([row[1] for row in steady]),
         "gpu_util_mean_busy": mean([row[1] for row in busy]),
         "gpu_util_mean_all": mean([row[1] for row in gpu]),
         "gpu_mem_used_peak_gib": round(max(row[2] for row in gpu) / 1024, 2) if gpu else None,

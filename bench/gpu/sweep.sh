@@ -55,7 +55,7 @@ run_setting() {
         --server http://127.0.0.1:8010 "--extra-serve-args=--load-format dummy $base_serve $serve" $flags \
         > "$logs/$name-stdout.txt" 2> "$logs/$name-stderr.txt"
     rc=$?
-    find "$tmp" -maxdepth 2 -name 'vllm-serve*.log' -exec cp {} "$logs/$name-serve.log" \; 2>/dev/null
+    for log in "$tmp"/vllm-serve*.log; do [ -f "$log" ] && cp "$log" "$logs/$name-${log##*/}"; done
     "$py" "$here/monitor.py" merge --arm "$name" --stdout "$logs/$name-stdout.txt" --stats "$logs/$name-stats.json" \
         --gpu-log "$logs/$name-gpu.csv" > "$logs/$name-merged.json"
     "$py" - "$logs/$name-merged.json" "$name" "$shape" "$recipe" "$base_serve $serve" "$flags" "$n_pages" \

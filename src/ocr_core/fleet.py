@@ -135,6 +135,10 @@ class Fleet:
             others = [replica for replica in serving if replica is not failed_on]
             return min(others or serving, key=lambda replica: (replica.outstanding, replica.index))
 
+    def full(self) -> bool:
+        """Every replica has started (or left): from here on the fleet runs at the rate a long job sees."""
+        return all(replica.state != STARTING for replica in self.replicas)
+
     def all_gone(self) -> bool:
         return all(replica.state == GONE for replica in self.replicas)
 
@@ -224,13 +228,13 @@ class Fleet:
 
     def describe(self) -> str:
         """What ran, in one line for the summary, the card and inference_info."""
+        served = len([replica for replica in self.replicas if replica.answered])
         if self.given:
-            return f"{len(self.replicas)} server(s) given with --server"
-        spawned = [replica for replica in self.replicas if replica.handle.spawned is not None]
-        if not spawned:
+            return f"{len(self.replicas)} server(s) given with --server, {served} answered pages"
+        if self.replicas[0].handle.spawned is None:
             return "1 server this run did not start"
-        plan = f": {self.plan.describe()}" if self.plan is not None else ""
-        return f"{len(spawned)} vllm serve replica(s) started by this run{plan}"
+        plan = f" ({self.plan.describe()})" if self.plan is not None else ""
+        return f"{len(self.replicas)} vllm serve replica(s) planned{plan}, {served} answered pages"
 
     def cancel_background(self) -> None:
         """Recoveries still running end with the run (in the event loop's thread; `close` then stops the servers)."""

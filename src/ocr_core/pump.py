@@ -129,6 +129,8 @@ class Pump:
             self.log.add(result)
             if result.error is not None and self.settings.verbose:
                 say(f"{row.row_id}: {result.error}")
+            if self.fleet.full():
+                self.progress.tally.mark_steady()
             self.progress.record(result.error, result.completion_tokens)
             if self.canary is not None:
                 self.canary.record(result)

@@ -23,9 +23,26 @@ class Tally:
     output_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
+    steady_since: float | None = None
+    done_before_steady: int = 0
 
     def seconds(self) -> float:
         return max(1e-9, (self.finished or time.monotonic()) - self.started)
+
+    def mark_steady(self) -> None:
+        """From now on every server of the run serves: the rate after this is what a long job runs at."""
+        if self.steady_since is None:
+            self.steady_since, self.done_before_steady = time.monotonic(), self.done
+
+    def steady(self) -> dict[str, float]:
+        """Pages/s and seconds since every server served, for the summary (nothing before that moment)."""
+        if self.steady_since is None:
+            return {}
+        seconds = max(1e-9, (self.finished or time.monotonic()) - self.steady_since)
+        return {
+            "steady_pages_per_s": round((self.done - self.done_before_steady) / seconds, 3),
+            "steady_s": round(seconds, 2),
+        }
 
     def pages_per_s(self) -> float:
         return self.done / self.seconds()

@@ -120,7 +120,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
         stop.leave_async(asyncio.get_running_loop())
     drive.tally = progress.tally
     drive.serving = fleet.describe()
-    drive.extra = {**drive.extra, "replicas": fleet.report()}
+    drive.extra = {**drive.extra, **drive.tally.steady(), "replicas": fleet.report()}
     if window is not None:
         drive.window = Feeding(window.limit, window.peak_in_flight, window.peak_limit, window.cap)
     return drive
@@ -149,11 +149,9 @@ async def pump_pages(
 
 
 async def fleet_capacity(fleet: Fleet, settings: Settings) -> int | None:
-    """Full-length sequences the whole fleet's KV caches hold, from the replicas serving so far (alike by plan)."""
-    capacity = kv_capacity(await metrics_text(fleet), settings.max_model_len)
-    if capacity is None:
-        return None
-    return capacity * len(fleet.replicas) // max(1, len(fleet.serving()))
+    """Full-length sequences the KV caches of the replicas serving now hold: the window opens for them, and grows
+    (adaptive) as the later replicas join, rather than handing the first one every other replica's share."""
+    return kv_capacity(await metrics_text(fleet), settings.max_model_len)
 
 
 async def metrics_text(fleet: Fleet) -> str:
