@@ -15,6 +15,7 @@ model=$work/qwen3_5
 logs=$work/hand-logs
 mkdir -p "$logs"
 say() { echo "hand [$((SECONDS - t0)) s] $*" >&2; }
+[ -d "$site/vllm" ] || { say "no vllm in $site: run bench/gpu/install.sh first"; exit 3; }
 install_vllm_shim
 gpu_idle
 
@@ -27,10 +28,10 @@ for ((i = 0; i < n; i++)); do
     port=$((8020 + i))
     setsid vllm serve "$model" "${flags[@]}" --host 127.0.0.1 --port "$port" > "$logs/serve-$port.log" 2>&1 &
     groups+=($!)
-    "$py" - "$port" <<'PY' || { say "replica on $port never became healthy"; tail -20 "$logs/serve-$port.log" >&2; }
-import sys, time, urllib.request
+    "$py" - "$port" "$!" <<'PY' || { say "replica on $port never became healthy"; tail -20 "$logs/serve-$port.log" >&2; exit 1; }
+import os, sys, time, urllib.request
 deadline = time.monotonic() + 300
-while time.monotonic() < deadline:
+while time.monotonic() < deadline and os.path.exists(f"/proc/{sys.argv[2]}"):
     try:
         if urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=2).status == 200:
             sys.exit(0)
