@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from .assemble import FAILED_TEXT, Columns, collisions
+from .assemble import FAILED_TEXT, Columns, clash_message, collisions
 from .card import split_front_matter
 from .errors import CommandError
 from .facts import ModelFacts
@@ -160,10 +160,23 @@ def check_ownership(destination: Destination, listing: list[str], overwrite: boo
         raise UsageError(foreign_message(destination.describe(), files, foreign_configs))
 
 
+def result_columns(settings: Settings, facts: ModelFacts) -> Columns:
+    """Where the results go; a clash among them is refused here, before the input is loaded or a page is sent."""
+    failed_text = None if settings.null_failed_text else FAILED_TEXT
+    columns = Columns(
+        settings.output_column, settings.error_column, dict(facts.extra_columns), failed_text, settings.columns
+    )
+    problem = clash_message(columns)
+    if problem:
+        raise UsageError(problem)
+    return columns
+
+
 def prepare_job(
     settings: Settings, facts: ModelFacts, script: str, mode: str, argv: list[str], hub: HubClient | None
 ) -> Job:
     started = time.monotonic()
+    result_columns(settings, facts)
     destination = open_destination(settings, hub)
     run_id = destination.slice_tag + new_run_id()
     check_ownership(destination, destination.listing(), settings.overwrite)
@@ -212,10 +225,7 @@ def settle(
         settings.max_samples, settings.shuffle, settings.seed, settings.shard, revision,
         render_size(facts.pdf_render, settings.pdf_longest_edge),
     )  # fmt: skip
-    failed_text = None if settings.null_failed_text else FAILED_TEXT
-    columns = Columns(
-        settings.output_column, settings.error_column, dict(facts.extra_columns), failed_text, settings.columns
-    )
+    columns = result_columns(settings, facts)
     unknown = [name for name in settings.columns or () if name not in source.features]
     if unknown:
         raise UsageError(
