@@ -58,11 +58,15 @@ def job_command(
     """The exact HF Jobs command that runs this script where `vllm` exists, with the model's image tag.
 
     It is printed and written into the card, so the token and key flags are left out (the job gets the token
-    through `-s HF_TOKEN`) and any other secret in the arguments is masked.
+    through `-s HF_TOKEN`) and any other secret in the arguments is masked. The template is read as the words of
+    the shell the user pastes it into: `{args}` alone becomes the arguments, each quoted once; a word that is a
+    command for a second shell (`bash -lc '... {args}'`) gets them quoted inside it and is then quoted whole, so
+    a space or a `$(...)` in an argument reaches the script as it was given, at either level.
     """
     rest = " ".join(shlex.quote(redact(arg)) for arg in without_secrets(arguments))
-    template = facts.job_command or JOB_COMMAND_TEMPLATE
-    return template.format(url=script_url(script), image=facts.image, flavor=facts.flavor, timeout=timeout, args=rest)
+    fields = {"url": script_url(script), "image": facts.image, "flavor": facts.flavor, "timeout": timeout}
+    words = shlex.split(facts.job_command or JOB_COMMAND_TEMPLATE)
+    return " ".join(rest if word == "{args}" else shlex.quote(word.format(args=rest, **fields)) for word in words)
 
 
 def without_secrets(arguments: Sequence[str]) -> list[str]:
