@@ -1,8 +1,10 @@
 """Everything a run settles before its first page: input, output, ownership, lease, manifest and what is left to do.
 
 The order matters. Nothing is written before OUTPUT is known to hold nothing foreign and this run holds its slice
-of it; the manifest is compared before any earlier result is trusted; an `--overwrite` clears earlier results
-(here and on the Hub) before any new one is written; and only then are the results fetched and counted.
+of it; the lease is on the Hub, and kept renewed, before the input is loaded (minutes, for a large dataset); the
+manifest is compared before any earlier result is trusted, and again after the load, right before this run writes
+its own; an `--overwrite` clears earlier results (here and on the Hub) before any new one is written; and only
+then are the results fetched and counted.
 """
 
 from __future__ import annotations
