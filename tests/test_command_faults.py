@@ -48,6 +48,16 @@ def test_max_samples_of_zero_or_less_is_a_command_error(server, tmp_path, capsys
     assert "--max-samples" in err and "at least 1" in err
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [("--max-tokens", "0"), ("--data-parallel-size", "0"), ("--api-server-count", "-2"), ("--max-restarts", "-1")],
+    ids=lambda flags: " ".join(flags),
+)
+def test_other_counts_below_their_floor_are_command_errors(server, tmp_path, capsys, flags):
+    err = refused(server, tmp_path, capsys, *flags)
+    assert flags[0] in err and "at least" in err
+
+
 # ---- item 9: uploads without pause ----
 
 

@@ -33,6 +33,7 @@ SECRET_FLAGS = ("--hf-token", "--api-key")
 DEFAULT_JOB_TIMEOUT = "4h"
 JOB_STARTUP_S = 900
 MIN_UPLOAD_EVERY_S = 1.0
+COUNT_FLOORS = {"--max-tokens": 1, "--data-parallel-size": 1, "--api-server-count": 1, "--max-restarts": 0}
 CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 RESERVED_CONFIGS = frozenset({"data", "default", "readme.md"})
 JOB_COMMAND_TEMPLATE = "hf jobs uv run --flavor {flavor} --timeout {timeout} --image {image} -s HF_TOKEN {url} {args}"
@@ -352,6 +353,10 @@ def check_counts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     """Counts that would silently drop rows (a slice `[:-1]`) or flood the Hub with commits are command errors."""
     if args.max_samples is not None and args.max_samples < 1:
         parser.error(f"--max-samples must be at least 1 (got {args.max_samples}); leave it out to process every row")
+    for flag, least in COUNT_FLOORS.items():
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"), None)
+        if value is not None and value < least:
+            parser.error(f"{flag} must be at least {least} (got {value})")
     if args.upload_every < MIN_UPLOAD_EVERY_S:
         parser.error(
             f"--upload-every must be at least {MIN_UPLOAD_EVERY_S:.0f} second (got {args.upload_every:g}): each upload "
