@@ -105,6 +105,7 @@ def shard_job(input_folder: Path, hub_folder: Path, work: Path, shard: int, shar
     from ocr_core.cli import build_parser, parse_arguments
     from ocr_core.facts import ModelFacts
     from ocr_core.job import Job
+    from ocr_core.mirror import ProgressMirror
     from ocr_core.output import Destination
     from ocr_core.source import load_source
     from tests.testbed.hub_double import FolderHub
@@ -123,7 +124,10 @@ def shard_job(input_folder: Path, hub_folder: Path, work: Path, shard: int, shar
     source = load_source(str(input_folder), shard=args.shard)
     columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns))
     run_id = destination.slice_tag + "20261130T000000Z-bench0"
-    return Job(args, facts, SCRIPT, "saturate", argv, destination, source, columns, set(), None, None, run_id, {})
+    mirror = ProgressMirror(destination, args.upload_every, {})
+    return Job(
+        args, facts, SCRIPT, "saturate", argv, destination, source, columns, set(), None, None, run_id, {}, mirror
+    )
 
 
 def log_results(job, chars: int) -> dict:

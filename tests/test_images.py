@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
+from ocr_core import source as source_module
 from ocr_core.images import BadImage, cell_bytes, placeholder_part, prepare_image
 from ocr_core.source import load_source
 
@@ -269,3 +270,37 @@ def test_relative_paths_of_a_local_dataset_are_read_beside_it(tmp_path, monkeypa
     source = load_source(str(dataset_folder))
     images = [prepare_image(cell_bytes(row.cell)) for row in source.rows(set())]
     assert [gray_levels(image) for image in images] == [(255, 255), (0, 0)]
+
+
+def hub_dataset(monkeypatch, tmp_path: Path, cells: list) -> None:
+    """`someone/scans` opens as a Hub dataset whose image cells give these paths (no bytes); the Hub cache is
+    under tmp_path, so only its `datasets--someone--scans` folder holds the dataset's own files."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    table = pa.table({"image": pa.array([{"bytes": None, "path": path} for path in cells], type=image_type)})
+    dataset = datasets.Dataset(table).cast_column("image", datasets.Image(decode=False))
+    monkeypatch.setattr(source_module, "open_dataset", lambda *args, **kwargs: dataset)
+
+
+def test_paths_in_a_hub_dataset_never_read_files_of_the_jobs_machine(tmp_path, monkeypatch):
+    """Absolute, `~` and relative paths outside the dataset: each row fails alone, and no byte of the file is read."""
+    secret = tmp_path / "secret.png"
+    Image.new("L", (30, 20), 7).save(secret)
+    home = tmp_path / "home"
+    home.mkdir()
+    Image.new("L", (30, 20), 7).save(home / "key.png")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    own = tmp_path / "hub-cache" / "datasets--someone--scans" / "snapshots" / "abc" / "pages"
+    own.mkdir(parents=True)
+    Image.new("L", (30, 20), 255).save(own / "white.png")
+    escape = str(own / ".." / ".." / ".." / ".." / ".." / "secret.png")
+    hub_dataset(monkeypatch, tmp_path, [str(secret), "~/key.png", "secret.png", escape, str(own / "white.png")])
+    source = load_source("someone/scans")
+    cells = [row.cell for row in source.rows(set())]
+    for cell in cells[:4]:
+        with pytest.raises(BadImage, match="outside"):
+            cell_bytes(cell)
+    assert gray_levels(prepare_image(cell_bytes(cells[4]))) == (255, 255), "the dataset's own file is read"

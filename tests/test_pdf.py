@@ -248,3 +248,22 @@ def test_pdf_pages_through_the_real_engine_with_canary_and_cost(vllm_server, tmp
     ]
     assert all(output["markdown"][:real]) and output["ocr_error"][:real] == [None] * real
     assert "| cost | $" in (out / "README.md").read_text()
+
+
+def test_a_hub_dataset_pdf_path_outside_the_dataset_is_never_opened(tmp_path, monkeypatch):
+    """A Hub dataset's cell naming /some/file.pdf on the job's machine: one error row, no page of it rendered."""
+    import huggingface_hub.constants
+
+    from ocr_core import source as source_module
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    private = tmp_path / "private.pdf"
+    private.write_bytes(SAMPLE_PDF.read_bytes())
+    features = datasets.Features({"doc": datasets.Value("string"), "pdf": datasets.Value("string")})
+    dataset = datasets.Dataset.from_dict({"doc": ["mine"], "pdf": [str(private)]}, features=features)
+    monkeypatch.setattr(source_module, "open_dataset", lambda *args, **kwargs: dataset)
+    source = load_source("someone/scans", image_column="pdf", pdf_size=SMALL)
+    rows = list(source.rows(set()))
+    assert len(rows) == 1, "the private PDF's pages were counted"
+    with pytest.raises(BadPdf, match="outside"):
+        prepare_page(rows[0].cell, None, None)

@@ -3,8 +3,10 @@ merging that keeps every row, what in OUTPUT counts as ours, the card merge, and
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+from functools import partial
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -15,8 +17,10 @@ from ocr_core.card import CardFacts, render_card, split_front_matter
 from ocr_core.compaction import FAN_IN, TOP_CLASS, compact, plan_merges, size_class
 from ocr_core.lease import Lease, LeaseTaken, LocalLocks, conflicts, lease_key, overlaps, yields_to
 from ocr_core.manifest import differences, fingerprint, settings_mismatch_message
-from ocr_core.output import foreign_files, owned_configs, unsafe_local_output
+from ocr_core.mirror import ProgressMirror
+from ocr_core.output import Destination, foreign_files, owned_configs, unsafe_local_output
 from ocr_core.progress import ResultLog, RowResult, finished_ids, part_files, read_results
+from tests.testbed.hub_double import FolderHub
 
 
 def write_parts(folder: Path, count: int, rows_per_part: int, text: str = "t") -> list[str]:
@@ -269,3 +273,56 @@ def test_the_card_says_which_inference_info_entry_describes_which_column():
     _, body = split_front_matter(render_card(None, card_facts(None, runs=(("text_v1", "earlier/model"),))))
     assert "1. `text_v1`: earlier/model\n2. `markdown`: m/x (this run)" in body
     assert "`[OCR ERROR]` where the row failed" in body
+
+
+def mirrored_store(tmp_path: Path) -> tuple[ProgressMirror, FolderHub, list[str]]:
+    """FAN_IN parts of 4 rows (one merge due), every one of them already mirrored to a folder Hub."""
+    hub = FolderHub(tmp_path / "hub")
+    hub.create_repo("someone/out", private=False)
+    destination = Destination("someone/out", "train", None, hub, work_dir=tmp_path / "work")
+    ids = write_parts(destination.progress_dir, count=FAN_IN, rows_per_part=4)
+    mirror = ProgressMirror(destination, 300.0, {"model": "m"})
+    mirror.upload()
+    return mirror, hub, ids
+
+
+def hub_rows(hub: FolderHub) -> set[str]:
+    folder = hub.repo("someone/out") / ".ocr-progress" / "default" / "train"
+    return set(read_results(folder)["row_id"].to_pylist())
+
+
+def test_an_os_error_while_reading_a_part_sets_nothing_aside_and_deletes_nothing_on_the_hub(tmp_path, monkeypatch):
+    """A brief 'too many open files' is no sign of bad bytes: the part stays, and so does its Hub copy."""
+    mirror, hub, ids = mirrored_store(tmp_path)
+    folder = mirror.destination.progress_dir
+    victim = part_files(folder)[3]
+    monkeypatch.setattr(pq, "ParquetFile", partial(guarded_parquet_file, pq.ParquetFile, victim))
+    with pytest.raises(OSError):
+        read_results(folder)
+    with pytest.raises(OSError):
+        list(compact(folder))
+    monkeypatch.undo()
+    assert victim.exists() and not list(folder.glob("*.unreadable"))
+    mirror.compact()
+    mirror.upload()
+    assert hub_rows(hub) == set(ids)
+    assert texts(folder).keys() == set(ids)
+
+
+def guarded_parquet_file(real, victim: Path, source, *args, **kwargs):
+    """pyarrow opens a path itself; fail it as the OS would for the one crowded file."""
+    if Path(str(source)) == victim:
+        raise OSError(errno.EMFILE, "Too many open files", str(source))
+    return real(source, *args, **kwargs)
+
+
+def test_a_part_with_bad_bytes_here_keeps_its_hub_copy_through_compaction(tmp_path):
+    """This machine's copy is damaged; the Hub's may be the only good one, so merging never deletes it."""
+    mirror, hub, ids = mirrored_store(tmp_path)
+    folder = mirror.destination.progress_dir
+    damaged = part_files(folder)[5]
+    damaged.write_bytes(b"PAR1 not really parquet")
+    mirror.compact()
+    mirror.upload()
+    assert not damaged.exists() and damaged.with_name(damaged.name + ".unreadable").exists()
+    assert hub_rows(hub) == set(ids), "compaction deleted the Hub's copy of a part set aside here"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,27 @@ def test_hpd_job_command_installs_uv_on_the_vendor_image():
     command = job_command("hpd-parsing-saturate.py", facts, ["a/b", "c/d"])
     assert command.startswith(f"hf jobs run --flavor l4x1 --timeout 4h -s HF_TOKEN {hpd_parsing.IMAGE} bash -lc")
     assert "pip install -q uv && uv run" in command
+
+
+@pytest.mark.parametrize("script", ["hpd-parsing-saturate.py", "lighton-ocr3-saturate.py"])
+def test_the_job_command_gives_each_argument_to_the_script_as_it_was_given(script, tmp_path):
+    """The printed command goes through a shell (and HPD's through a second one, `bash -lc`): an argument with a
+    space stays one argument and shell characters in one are never run."""
+    recipe = next(recipe for recipe in RECIPES if recipe.script == script)
+    facts = ModelFacts.from_namespace(vars(importlib.import_module(f"ocr_models.{recipe.model}")))
+    marker = tmp_path / "ran"
+    arguments = ["my scans", "c/d", "--config", f"$(touch {marker})", "--columns", "it's;`touch " + str(marker) + "`"]
+    command = job_command(script, facts, arguments)
+    shells = [command]
+    words = shlex.split(command)
+    if "-lc" in words:
+        assert words.index("-lc") == len(words) - 2, "the inner command must be one word of the outer shell"
+        shells.append(words[-1])
+        words = shlex.split(words[-1])
+    assert words[-len(arguments) :] == arguments
+    for line in shells:  # each shell runs its line, with the programs it names stubbed out
+        subprocess.run(["bash", "-c", f"hf() {{ :; }}; pip() {{ :; }}; uv() {{ :; }}; {line}"], check=True)
+    assert not marker.exists(), "a shell ran part of an argument"
 
 
 def test_hpd_keeps_prefix_caching_on():

@@ -6,7 +6,9 @@ the Hub is the folder double.
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -16,14 +18,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from ocr_core import hub as hub_module
+from ocr_core import job as job_module
 from ocr_core import lease as lease_module
 from ocr_core import progress as progress_module
 from ocr_core import server_handle as engine_module
 from ocr_core.lease import Lease
 from ocr_core.progress import ResultLog, RowResult, part_files
+from ocr_models import RECIPES
 from tests.test_resume_publish import (
     PROGRESS,
     REPO,
+    SAMPLES,
     hub_parts,
     hub_process,
     load,
@@ -247,3 +252,79 @@ def test_a_failed_part_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         log.add(RowResult(0, "train-0", text="x"))
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- issue 23 items 1 and 2: what happens while a run loads its input ----
+
+
+def during_input_load(monkeypatch, action) -> dict:
+    """Runs `action()` once, inside the first input load of the run under test (a large dataset takes minutes)."""
+    seen: dict = {}
+    real_load = job_module.load_source
+
+    def load_slowly(*args, **kwargs):
+        if not seen:
+            seen["result"] = action()
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(job_module, "load_source", load_slowly)
+    return seen
+
+
+def other_machine(tmp_path: Path, hub_folder: Path, argv: list[str]) -> int:
+    """A whole run of `argv` on another machine (its own work folder), start to end."""
+    recipe = next(entry for entry in RECIPES if entry.script == SCRIPT)
+    model = importlib.import_module(f"ocr_models.{recipe.model}")
+    entry = importlib.import_module(f"ocr_core.{recipe.entry}")
+    before = os.environ["OCR_WORK_DIR"]
+    os.environ["OCR_WORK_DIR"] = str(tmp_path / "machine-2")
+    try:
+        return entry.main(vars(model), SCRIPT, recipe.shape, argv, hub=FolderHub(hub_folder))
+    finally:
+        os.environ["OCR_WORK_DIR"] = before
+
+
+def live_leases(hub: FolderHub) -> list[Lease]:
+    now = time.time()
+    found = [Lease.from_json(path.read_text()) for path in hub.repo(REPO).glob(".ocr-progress/*/*/lease-*.json")]
+    return [lease for lease in found if lease.expires > now]
+
+
+def test_a_run_of_other_settings_that_wrote_during_this_ones_input_load_stops_this_one(
+    server, tmp_path, capsys, monkeypatch
+):
+    """Shard 1/2 with another --max-tokens starts and finishes while shard 0/2 loads: shard 0/2 must not then
+    write its manifest over the other's and publish its text beside the other's under one card."""
+    machine(monkeypatch, tmp_path, "machine-1")
+    hub = FolderHub(tmp_path / "hub")
+    other = [str(SAMPLES), REPO, *served(server, "--shard", "1/2", "--max-tokens", "24")]
+    seen = during_input_load(monkeypatch, lambda: other_machine(tmp_path, hub.root, other))
+    code, summary, err = run_main(SCRIPT, [str(SAMPLES), REPO, *served(server, "--shard", "0/2")], capsys, hub=hub)
+    assert summary["exit_code"] == code
+    assert seen["result"] == 0, "the other shard, alone on the output, should have finished"
+    assert code == 2, err[-3000:]
+    assert "made another way" in err and "sampling" in err
+    manifest = json.loads((hub.repo(REPO) / ".ocr-progress/default/train/manifest.json").read_text())
+    assert manifest["sampling"]["max_tokens"] == 24, "the other run's manifest was replaced"
+    assert not [name for name in hub.list_files(REPO) if "-00000-of-00002-" in name], "shard 0/2 published"
+
+
+def test_the_lease_is_on_the_hub_and_renewed_through_a_long_input_load(server, tmp_path, capsys, monkeypatch):
+    """A load longer than the lease: the same command on another machine meanwhile finds the lease alive."""
+    monkeypatch.setattr(lease_module, "MIN_LEASE_S", 2.0)
+    machine(monkeypatch, tmp_path, "machine-1")
+    hub = FolderHub(tmp_path / "hub")
+    argv = [str(SAMPLES), REPO, *served(server, "--upload-every", "1")]
+
+    def meanwhile() -> tuple[list[Lease], int]:
+        time.sleep(4.5)  # past the 3 s lease: only a renewal keeps it alive
+        return live_leases(hub), other_machine(tmp_path, hub.root, argv)
+
+    seen = during_input_load(monkeypatch, meanwhile)
+    code, summary, err = run_main(SCRIPT, argv, capsys, hub=hub)
+    leases, second = seen["result"]
+    assert len(leases) == 1 and leases[0].key == "all", "no live lease on the Hub during the input load"
+    assert second == 1, "the same command on another machine ran beside the first"
+    assert code == 0, err[-3000:]
+    assert summary["done_this_run"] == 12
+    assert live_leases(hub) == [], "the lease outlived its run"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import shlex
 import sys
 from collections.abc import Sequence
@@ -31,6 +32,16 @@ STALL_TIMEOUT_S = 300.0
 SECRET_FLAGS = ("--hf-token", "--api-key")
 DEFAULT_JOB_TIMEOUT = "4h"
 JOB_STARTUP_S = 900
+MIN_UPLOAD_EVERY_S = 1.0
+COUNT_FLOORS = {
+    "--max-tokens": 1,
+    "--data-parallel-size": 1,
+    "--api-server-count": 1,
+    "--replicas": 1,
+    "--max-restarts": 0,
+}
+CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+RESERVED_CONFIGS = frozenset({"data", "default", "readme.md"})
 JOB_COMMAND_TEMPLATE = "hf jobs uv run --flavor {flavor} --timeout {timeout} --image {image} -s HF_TOKEN {url} {args}"
 
 
@@ -54,11 +65,15 @@ def job_command(
     """The exact HF Jobs command that runs this script where `vllm` exists, with the model's image tag.
 
     It is printed and written into the card, so the token and key flags are left out (the job gets the token
-    through `-s HF_TOKEN`) and any other secret in the arguments is masked.
+    through `-s HF_TOKEN`) and any other secret in the arguments is masked. The template is read as the words of
+    the shell the user pastes it into: `{args}` alone becomes the arguments, each quoted once; a word that is a
+    command for a second shell (`bash -lc '... {args}'`) gets them quoted inside it and is then quoted whole, so
+    a space or a `$(...)` in an argument reaches the script as it was given, at either level.
     """
     rest = " ".join(shlex.quote(redact(arg)) for arg in without_secrets(arguments))
-    template = facts.job_command or JOB_COMMAND_TEMPLATE
-    return template.format(url=script_url(script), image=facts.image, flavor=facts.flavor, timeout=timeout, args=rest)
+    fields = {"url": script_url(script), "image": facts.image, "flavor": facts.flavor, "timeout": timeout}
+    words = shlex.split(facts.job_command or JOB_COMMAND_TEMPLATE)
+    return " ".join(rest if word == "{args}" else shlex.quote(word.format(args=rest, **fields)) for word in words)
 
 
 def without_secrets(arguments: Sequence[str]) -> list[str]:
@@ -332,8 +347,6 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Set
         )
     if getattr(args, "max_inflight", None) is not None and args.max_inflight < 1:
         parser.error("--max-inflight must be at least 1")
-    if getattr(args, "replicas", None) is not None and args.replicas < 1:
-        parser.error("--replicas must be at least 1")
     if getattr(args, "replicas", None) and args.replicas > 1 and (getattr(args, "data_parallel_size", 1) or 1) > 1:
         parser.error("--replicas and --data-parallel-size exclude each other: pass one of them")
     if getattr(args, "batch_size", 1) < 1:
@@ -353,4 +366,35 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Set
         parser.error("--price-per-hour must be 0 or more")
     if getattr(args, "retry_budget", 1.0) <= 0:
         parser.error("--retry-budget must be more than 0 seconds")
+    check_counts(parser, args)
+    if args.config is not None and (problem := config_name_problem(args.config)):
+        parser.error(problem)
     return Settings.from_namespace(args)
+
+
+def check_counts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Counts that would silently drop rows (a slice `[:-1]`) or flood the Hub with commits are command errors."""
+    if args.max_samples is not None and args.max_samples < 1:
+        parser.error(f"--max-samples must be at least 1 (got {args.max_samples}); leave it out to process every row")
+    for flag, least in COUNT_FLOORS.items():
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"), None)
+        if value is not None and value < least:
+            parser.error(f"{flag} must be at least {least} (got {value})")
+    if args.upload_every < MIN_UPLOAD_EVERY_S:
+        parser.error(
+            f"--upload-every must be at least {MIN_UPLOAD_EVERY_S:.0f} second (got {args.upload_every:g}): each upload "
+            "is a commit, and the Hub rate-limits a repo that commits without pause (default: 300)"
+        )
+
+
+def config_name_problem(name: str) -> str | None:
+    """Why `--config NAME` would share or break the output's layout: `data` is where the default config's files
+    live, `default` is the default config's progress folder, and a name with a slash, a leading dot or the card's
+    name would land in (or over) files of the layout itself."""
+    if CONFIG_NAME.fullmatch(name) and name.lower() not in RESERVED_CONFIGS:
+        return None
+    return (
+        f"--config {name!r} cannot be used: a config name is letters, digits, '-', '_' and '.' (not first), and not "
+        f"one of {', '.join(sorted(RESERVED_CONFIGS))} (the output's own layout uses those); for example --config "
+        "lighton or leave --config out for the default config"
+    )

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .progress import (
+    bad_bytes,
     folder_lock,
     new_run_id,
     newest_rows,
@@ -58,26 +59,30 @@ def row_counts(folder: Path, tag: str = "") -> dict[str, int]:
             continue
         try:
             counts[part.name] = pq.ParquetFile(part).metadata.num_rows
-        except (pa.ArrowException, OSError):
+        except (pa.ArrowException, OSError) as exc:
+            if not bad_bytes(exc):
+                raise
             counts[part.name] = 0
     return counts
 
 
-def merge(folder: Path, names: list[str], tag: str = "") -> Path:
-    """Writes one file holding the newest record of every row in `names`, then removes `names`."""
-    keys = []
+def merge(folder: Path, names: list[str], tag: str = "") -> list[str]:
+    """Writes one file holding the newest record of every row in `names`, then removes the sources it merged and
+    returns their names. A source set aside for bad bytes is not among them: its copy on the Hub may be the only
+    good one, so the mirror must not delete it as merged away."""
+    keys, merged = [], []
     for position, name in enumerate(names):
         table = read_part(folder / name, ["row_id", "recorded_at"])
         if table is not None:
+            merged.append(name)
             table = table.append_column("_file", pa.array([position] * table.num_rows, pa.int32()))
             keys.append(table.append_column("_row", pa.array(range(table.num_rows), pa.int64())))
     kept = newest_rows(pa.concat_tables(keys)) if keys else None
-    path = folder / f"merged-{tag}{new_run_id()}.parquet"
-    write_durably(path, kept_rows(folder, names, kept))
-    for name in names:
+    write_durably(folder / f"merged-{tag}{new_run_id()}.parquet", kept_rows(folder, names, kept))
+    for name in merged:
         (folder / name).unlink(missing_ok=True)
     sync_folder(folder)
-    return path
+    return merged
 
 
 def kept_rows(folder: Path, names: list[str], kept: pa.Table | None) -> Iterator[pa.Table]:
@@ -96,5 +101,4 @@ def compact(folder: Path, tag: str = "") -> Iterator[list[str]]:
     with folder_lock(folder, exclusive=True):
         while groups := plan_merges(row_counts(folder, tag)):
             for names in groups:
-                merge(folder, names, tag)
-                yield names
+                yield merge(folder, names, tag)

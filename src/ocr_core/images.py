@@ -62,6 +62,23 @@ class PreparedImage:
         return encoded.replace(URL_PLACEHOLDER.encode(), url, 1)
 
 
+@dataclass(frozen=True)
+class OutsidePath:
+    """A path cell of a Hub dataset that names a file outside the dataset's own files (an absolute or `~` path, a
+    relative one, or one that climbs out with `..`): reading it would OCR whatever the job's machine holds there and
+    publish it to OUTPUT, so the row fails instead, and the file is never opened."""
+
+    path: str
+    dataset: str
+
+    def reason(self) -> str:
+        return (
+            f"path {self.path!r} in {self.dataset} lies outside the dataset's own files; a Hub dataset's paths are "
+            "read only inside its own files, never from the job's machine: carry the image (or PDF) bytes in the "
+            "dataset"
+        )
+
+
 def with_note(error: str | None, note: str | None) -> str | None:
     """A row's error column once its image's note (e.g. frames not read) is added; its text stays."""
     return "; ".join(part for part in (error, note) if part) or None
@@ -76,6 +93,8 @@ def cell_bytes(cell: object) -> bytes:
     """Reads an undecoded `datasets` Image cell ({"bytes", "path"}), a path string or raw bytes."""
     if cell is None:
         raise BadImage("image cell is empty (None)")
+    if isinstance(cell, OutsidePath):
+        raise BadImage(cell.reason())
     if isinstance(cell, (bytes, bytearray, memoryview)):
         return bytes(cell)
     if isinstance(cell, dict):

@@ -1,8 +1,10 @@
 """Everything a run settles before its first page: input, output, ownership, lease, manifest and what is left to do.
 
 The order matters. Nothing is written before OUTPUT is known to hold nothing foreign and this run holds its slice
-of it; the manifest is compared before any earlier result is trusted; an `--overwrite` clears earlier results
-(here and on the Hub) before any new one is written; and only then are the results fetched and counted.
+of it; the lease is on the Hub, and kept renewed, before the input is loaded (minutes, for a large dataset); the
+manifest is compared before any earlier result is trusted, and again after the load, right before this run writes
+its own; an `--overwrite` clears earlier results (here and on the Hub) before any new one is written; and only
+then are the results fetched and counted.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from .assemble import FAILED_TEXT, Columns, collisions
+from .assemble import FAILED_TEXT, Columns, clash_message, collisions
 from .card import split_front_matter
 from .errors import CommandError
 from .facts import ModelFacts
@@ -37,6 +39,7 @@ from .manifest import (
     settings_mismatch_message,
     write_manifest,
 )
+from .mirror import ProgressMirror
 from .output import (
     Destination,
     foreign_files,
@@ -73,6 +76,7 @@ class Job:
     lease: Lease | None
     run_id: str
     manifest: dict
+    mirror: ProgressMirror
     started: float = field(default_factory=time.monotonic)
 
     @cached_property
@@ -136,6 +140,40 @@ def claim_lease(destination: Destination, listing: list[str], run_id: str, setti
     return lease
 
 
+def hold_lease(destination: Destination, listing: list[str], lease: Lease | None, settings: Settings) -> ProgressMirror:
+    """Puts this run's lease on the Hub before the input is loaded (which can take minutes) and keeps it renewed
+    from then on, so another run of an overlapping slice started meanwhile sees it, however long the load takes.
+    The same commit clears the leases of runs long gone."""
+    mirror = ProgressMirror(destination, settings.upload_every, None, lease)
+    if lease is None:
+        return mirror
+    name, path = destination.lease_file(lease)
+    now = time.time()
+    expired = [
+        f"{destination.progress_prefix}/{old.file_name}" for old in destination.leases(listing) if old.expires <= now
+    ]
+    try:
+        destination.push({name: path}, expired, "OCR progress: lease")
+    except HubRefused:
+        if not destination.create_pr:
+            raise
+        destination.mirror_progress = False
+        say(
+            f"--create-pr: this token may not write to the main branch of {destination.spec}, so progress stays on "
+            f"this machine ({destination.progress_dir}; rerun here to resume); the dataset still opens as a pull "
+            "request at the end"
+        )
+        return mirror
+    if destination.create_pr:
+        say(
+            "--create-pr: the dataset opens as a pull request at the end; progress goes to the main branch "
+            f"({destination.progress_prefix}/), where a rerun finds it"
+        )
+    confirm_lease(destination, lease, settings.take_over)
+    mirror.start()
+    return mirror
+
+
 def confirm_lease(destination: Destination, lease: Lease | None, take_over: bool) -> None:
     """After writing our lease: of two runs that started at once, the later one steps back."""
     if lease is None or take_over:
@@ -160,28 +198,46 @@ def check_ownership(destination: Destination, listing: list[str], overwrite: boo
         raise UsageError(foreign_message(destination.describe(), files, foreign_configs))
 
 
+def result_columns(settings: Settings, facts: ModelFacts) -> Columns:
+    """Where the results go; a clash among them is refused here, before the input is loaded or a page is sent."""
+    failed_text = None if settings.null_failed_text else FAILED_TEXT
+    columns = Columns(
+        settings.output_column, settings.error_column, dict(facts.extra_columns), failed_text, settings.columns
+    )
+    problem = clash_message(columns)
+    if problem:
+        raise UsageError(problem)
+    return columns
+
+
 def prepare_job(
     settings: Settings, facts: ModelFacts, script: str, mode: str, argv: list[str], hub: HubClient | None
 ) -> Job:
     started = time.monotonic()
+    result_columns(settings, facts)
     destination = open_destination(settings, hub)
     run_id = destination.slice_tag + new_run_id()
     check_ownership(destination, destination.listing(), settings.overwrite)
     locks = LocalLocks(destination.progress_dir, lease_key(settings.shard))
     locks.acquire(destination.where())
-    lease = None
+    lease, mirror = None, None
     try:
         listing = destination.listing()
         lease = claim_lease(destination, listing, run_id, settings)
-        return settle(settings, facts, script, mode, argv, hub, destination, listing, locks, lease, run_id, started)
+        mirror = hold_lease(destination, listing, lease, settings)
+        slice_ = Slice(destination, locks, lease, mirror, run_id)
+        return settle(settings, facts, script, mode, argv, hub, slice_, listing, started)
     except BaseException:
-        release(destination, lease, locks)
+        release(destination, lease, locks, mirror)
         raise
 
 
-def release(destination: Destination, lease: Lease | None, locks: LocalLocks) -> None:
-    """Gives this run's slice of OUTPUT back: the Hub lease file (if it was written) and the local locks."""
+def release(destination: Destination, lease: Lease | None, locks: LocalLocks, mirror: ProgressMirror | None) -> None:
+    """Gives this run's slice of OUTPUT back: the lease's renewals stop, then the Hub lease file (if it was written)
+    and the local locks go."""
     try:
+        if mirror is not None:
+            mirror.stop()
         if lease is not None:
             name = f"{destination.progress_prefix}/{lease.file_name}"
             destination.push({}, [name], "OCR progress: lease released")
@@ -191,6 +247,18 @@ def release(destination: Destination, lease: Lease | None, locks: LocalLocks) ->
         locks.release()
 
 
+@dataclass(frozen=True)
+class Slice:
+    """What this run holds of OUTPUT while it settles: the destination, its locks, its lease and the thread that
+    keeps the lease alive."""
+
+    destination: Destination
+    locks: LocalLocks
+    lease: Lease | None
+    mirror: ProgressMirror
+    run_id: str
+
+
 def settle(
     settings: Settings,
     facts: ModelFacts,
@@ -198,24 +266,18 @@ def settle(
     mode: str,
     argv: list[str],
     hub: HubClient | None,
-    destination: Destination,
+    held: Slice,
     listing: list[str],
-    locks: LocalLocks,
-    lease: Lease | None,
-    run_id: str,
     started: float,
 ) -> Job:
-    previous = earlier_manifest(destination, listing, settings.overwrite)
-    revision = input_revision(settings, previous, hub)
+    destination, locks, lease = held.destination, held.locks, held.lease
+    revision = input_revision(settings, earlier_manifest(destination, listing, settings.overwrite), hub)
     source = load_source(
         settings.input, settings.split, settings.image_column, settings.input_config, settings.id_column,
         settings.max_samples, settings.shuffle, settings.seed, settings.shard, revision,
         render_size(facts.pdf_render, settings.pdf_longest_edge),
     )  # fmt: skip
-    failed_text = None if settings.null_failed_text else FAILED_TEXT
-    columns = Columns(
-        settings.output_column, settings.error_column, dict(facts.extra_columns), failed_text, settings.columns
-    )
+    columns = result_columns(settings, facts)
     unknown = [name for name in settings.columns or () if name not in source.features]
     if unknown:
         raise UsageError(
@@ -229,19 +291,23 @@ def settle(
         )
     pdf_render = source.pdfs.size.describe() if source.pdfs else None
     manifest = fingerprint(settings, facts, script, revision, source.input_rows, pdf_render)
+    listing = destination.listing()
+    previous = earlier_manifest(destination, listing, settings.overwrite)
     changed = settings_changes(previous, manifest)
     if changed and not settings.overwrite:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
     if changed:
         replace_results(destination, listing, lease, locks, settings.take_over, changed)
-    start_progress(destination, listing, manifest, lease, settings.take_over)
+    start_progress(destination, manifest)
+    held.mirror.begin(manifest)
     fetched = destination.pull_progress()
     if fetched:
         say(f"fetched {fetched} progress file(s) from {destination.describe()}")
     skip = finished_ids(read_results(destination.progress_dir, ["error"]), settings.retry_errors)
     job = Job(
-        settings, facts, script, mode, argv, destination, source, columns, skip, locks, lease, run_id, manifest, started
-    )
+        settings, facts, script, mode, argv, destination, source, columns, skip, locks, lease, held.run_id, manifest,
+        held.mirror, started,
+    )  # fmt: skip
     owned = source.owned()
     shard = f" (shard {settings.shard[0]}/{settings.shard[1]}: {len(owned)} of them)" if settings.shard else ""
     say(f"{len(source.ids)} row(s) selected from {settings.input}{shard}; {len(owned) - job.todo} already done, "
@@ -288,40 +354,14 @@ def replace_results(
             raise LeaseTaken(taken_message(taken[0].describe(), destination.where()))
     with locks.whole(destination.where()):
         say(f"--overwrite: removing the results made another way ({', '.join(changed)} differ)")
-        destination.discard_progress(listing)
+        ours = f"{destination.progress_prefix}/{lease.file_name}" if lease is not None else None
+        destination.discard_progress([name for name in listing if name != ours])
 
 
-def start_progress(
-    destination: Destination, listing: list[str], manifest: dict, lease: Lease | None, take_over: bool
-) -> None:
-    """Writes the manifest and, on the Hub, the lease before the first result, in one commit that also clears the
-    leases of runs long gone."""
+def start_progress(destination: Destination, manifest: dict) -> None:
+    """Writes the manifest before the first result: read again after the input load, so it is compared with what
+    OUTPUT holds at the moment this run starts writing, not when it began (another run may have written since)."""
     path = write_manifest(destination.progress_dir, manifest)
-    if destination.local:
+    if destination.local or not destination.mirror_progress:
         return
-    files = {destination.in_repo(path): path}
-    if lease is not None:
-        name, lease_path = destination.lease_file(lease)
-        files[name] = lease_path
-    now = time.time()
-    expired = [
-        f"{destination.progress_prefix}/{old.file_name}" for old in destination.leases(listing) if old.expires <= now
-    ]
-    try:
-        destination.push(files, expired, "OCR progress: manifest and lease")
-    except HubRefused:
-        if not destination.create_pr:
-            raise
-        destination.mirror_progress = False
-        say(
-            f"--create-pr: this token may not write to the main branch of {destination.spec}, so progress stays on "
-            f"this machine ({destination.progress_dir}; rerun here to resume); the dataset still opens as a pull "
-            "request at the end"
-        )
-        return
-    if destination.create_pr:
-        say(
-            "--create-pr: the dataset opens as a pull request at the end; progress goes to the main branch "
-            f"({destination.progress_prefix}/), where a rerun finds it"
-        )
-    confirm_lease(destination, lease, take_over)
+    destination.push({destination.in_repo(path): path}, [], "OCR progress: manifest")

@@ -13,15 +13,28 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .answers import requested_sampling
 from .facts import ModelFacts
 from .images import placeholder_part
+from .redact import is_secret_flag
 from .settings import Settings
 
 MANIFEST = "manifest.json"
+SPEED_ONLY_FLAGS = frozenset(
+    {
+        "--gpu-memory-utilization", "--max-num-seqs", "--max-num-batched-tokens", "--tensor-parallel-size", "-tp",
+        "--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp", "--api-server-count", "--host", "--port",
+        "--uvicorn-log-level", "--disable-log-requests", "--enable-log-requests", "--disable-log-stats",
+        "--disable-uvicorn-access-log", "--max-log-len", "--swap-space", "--cpu-offload-gb", "--enable-prefix-caching",
+        "--no-enable-prefix-caching", "--mm-processor-cache-gb", "--block-size", "--enable-chunked-prefill",
+        "--no-enable-chunked-prefill", "--async-scheduling", "--served-model-name",
+    }
+)  # fmt: skip
 
 
 LEGACY_FIELDS = {"input", "split", "model", "output_column"}
@@ -61,11 +74,55 @@ def fingerprint(
         "parse_options": dict(settings.model_options),
         "shards": settings.shard[1] if settings.shard else 1,
     }
+    serve_args = text_serve_args(settings.extra_serve_args)
+    if serve_args:
+        manifest["serve_args"] = serve_args
+    selection = shard_selection(settings)
+    if selection is not None:
+        manifest["selection"] = selection
     if pdf_render is not None:
         manifest["pdf_render"] = pdf_render
     if settings.columns is not None:
         manifest["columns"] = list(settings.columns)
     return manifest
+
+
+def text_serve_args(extra: str) -> list[str]:
+    """The `--extra-serve-args` that can change a page's text (`--chat-template`, `--mm-processor-kwargs`,
+    `--override-generation-config`, a dtype, ...): every flag but those known to change only speed, memory or where
+    the server listens, so a faster rerun still resumes. Secret-looking flags are left out: the manifest is
+    published beside the results."""
+    kept: list[str] = []
+    for group in flag_groups(shlex.split(extra or "")):
+        name = group[0].partition("=")[0]
+        if name not in SPEED_ONLY_FLAGS and not is_secret_flag(name):
+            kept.extend(group)
+    return kept
+
+
+def flag_groups(words: Sequence[str]) -> list[list[str]]:
+    """Each flag with the values that follow it (a JSON value or a path never starts with a dash)."""
+    groups: list[list[str]] = []
+    for word in words:
+        if word.startswith("-") or not groups:
+            groups.append([word])
+        else:
+            groups[-1].append(word)
+    return groups
+
+
+def shard_selection(settings: Settings) -> dict[str, Any] | None:
+    """Which rows a shard's range is cut from: --max-samples, --shuffle and --seed pick the selection that shard I
+    of N takes its I-th range of, so shards that differ in them publish some rows twice and others never. Absent
+    for an unsharded run (its rows are keyed by position, so another sample of them resumes correctly) and for the
+    default selection (so a shard manifest written before this field existed stays what it was)."""
+    if settings.shard is None or (settings.max_samples is None and not settings.shuffle):
+        return None
+    return {
+        "max_samples": settings.max_samples,
+        "shuffle": settings.shuffle,
+        "seed": settings.seed if settings.shuffle else None,
+    }
 
 
 def differences(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:

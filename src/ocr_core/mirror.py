@@ -1,6 +1,8 @@
 """Keeps the progress folder compact and, for a Hub output, mirrored, from a background thread.
 
-It runs for the whole job, from the end of the checks to the end of the driving. Every cycle it merges parts that
+It runs for the whole job. From before the input is loaded until the manifest is written, and again from the end
+of the driving until the run releases its slice (publishing), it only renews the run's lease, so a long input
+load or publish never lets the lease lapse. In between, every cycle it merges parts that
 piled up; every `upload_every_s` it makes the Hub hold what the folder holds: one commit adds every local file the
 Hub lacks, deletes the files merged away, and renews the run's lease. What to upload is read from the folder and
 the Hub's listing each time, never kept in memory, so nothing a crash, a failed upload or an earlier run left
@@ -27,8 +29,9 @@ COMPACT_EVERY_S = 60.0
 
 class ProgressMirror:
     def __init__(
-        self, destination: Destination, upload_every_s: float, manifest: dict, lease: Lease | None = None
+        self, destination: Destination, upload_every_s: float, manifest: dict | None, lease: Lease | None = None
     ) -> None:
+        """`manifest` None: the lease alone is kept alive until `begin` says the results' manifest is written."""
         self.destination = destination
         self.upload_every_s = upload_every_s
         self.manifest = manifest
@@ -46,10 +49,15 @@ class ProgressMirror:
     def start(self) -> None:
         self.thread.start()
 
+    def begin(self, manifest: dict) -> None:
+        """The manifest is at OUTPUT now: from here on the parts are merged and mirrored too."""
+        self.manifest = manifest
+
     def loop(self) -> None:
         while not self.stopping.wait(min(COMPACT_EVERY_S, self.upload_every_s)):
             try:
-                self.compact()
+                if self.manifest is not None:
+                    self.compact()
                 if self.mirrored and time.monotonic() - self.last_upload >= self.upload_every_s:
                     self.upload()
             except Exception as exc:
@@ -60,9 +68,13 @@ class ProgressMirror:
             self.removed |= {f"{self.destination.progress_prefix}/{name}" for name in names}
 
     def upload(self) -> None:
-        """One commit that makes the Hub hold what the folder holds, with the lease renewed."""
+        """One commit that makes the Hub hold what the folder holds, with the lease renewed (the lease alone while
+        there is no manifest to check the parts against)."""
         self.last_upload = time.monotonic()
         if self.replaced is not None:
+            return
+        if self.manifest is None:
+            self.renew_lease()
             return
         listing = set(self.destination.listing())
         self.replaced = self.destination.replaced_by_another_run(self.manifest, listing)
@@ -82,14 +94,30 @@ class ProgressMirror:
         if len(files) > 1:
             say(f"mirrored {len(files)} progress file(s) in {time.monotonic() - started:.1f} s")
 
+    def renew_lease(self) -> None:
+        if self.lease is None:
+            return
+        self.lease = self.lease.renewed(lease_ttl(self.upload_every_s))
+        name, path = self.destination.lease_file(self.lease)
+        self.destination.push({name: path}, [], "OCR progress: lease renewed")
+
     def close(self) -> None:
         """Stops the thread, then merges and uploads what is left; raises if the Hub stays unreachable, or if
-        another run replaced the results meanwhile."""
-        self.stopping.set()
-        if self.thread.is_alive():
-            self.thread.join()
+        another run replaced the results meanwhile. Then only the lease is kept alive, while the run publishes,
+        until `stop`."""
+        self.stop()
         self.compact()
         if self.mirrored:
             self.upload()
         if self.replaced is not None:
             raise JobFailed(self.replaced)
+        self.manifest = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.loop, name="lease-keeper", daemon=True)
+        self.start()
+
+    def stop(self) -> None:
+        """Stops the thread, uploading nothing more: before the run removes its lease, so no renewal follows."""
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join()

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .images import BadImage, PreparedImage, cell_bytes, prepare_image, reencode
+from .images import BadImage, OutsidePath, PreparedImage, cell_bytes, prepare_image, reencode
 
 PDF_MAGIC = b"%PDF-"
 PDF_SUFFIX = ".pdf"
@@ -65,7 +65,7 @@ class PdfPage:
     """One page row's cell: its PDF (bytes, a path, or None when the input holds none), which page, the name
     messages use, and the render size."""
 
-    document: bytes | str | None
+    document: bytes | str | OutsidePath | None
     page_index: int
     name: str
     size: RenderSize
@@ -105,10 +105,12 @@ def open_reason(exc: Exception, name: str) -> str:
     return f"{name} cannot be opened as a PDF ({exc}): the file is damaged or not a PDF"
 
 
-def open_document(module: Any, document: bytes | str | None, name: str) -> Any:
+def open_document(module: Any, document: bytes | str | OutsidePath | None, name: str) -> Any:
     """Opens a PDF; the caller holds PDFIUM_LOCK and closes it."""
     if document is None:
         raise BadPdf(f"{name}: the input holds no PDF here")
+    if isinstance(document, OutsidePath):
+        raise BadPdf(document.reason())
     try:
         return module.PdfDocument(Path(document) if isinstance(document, str) else document)
     except module.PdfiumError as exc:
@@ -117,7 +119,7 @@ def open_document(module: Any, document: bytes | str | None, name: str) -> Any:
         raise BadPdf(f"cannot read {name}: {exc.strerror or exc}") from exc
 
 
-def page_count(document: bytes | str | None, name: str) -> int:
+def page_count(document: bytes | str | OutsidePath | None, name: str) -> int:
     """How many pages a PDF has; raises BadPdf when it cannot be opened (encrypted, damaged, missing)."""
     module = pdfium()
     with PDFIUM_LOCK:

@@ -139,15 +139,21 @@ def part_files(folder: Path) -> list[Path]:
 
 
 def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table | None:
-    """A part's rows (columns a part from an older version lacks are null), or None when it cannot be read.
+    """A part's rows (columns a part from an older version lacks are null), or None when its bytes are bad or it
+    is gone (merged away meanwhile).
 
-    An unreadable part is renamed aside, with a warning, so it is neither read again nor mirrored.
+    A part whose bytes cannot be decoded is renamed aside, with a warning, so it is neither read again nor
+    mirrored; an error of the machine (an errno: too many open files, EIO) is raised, since the part may be fine.
     """
     wanted = list(columns or RESULT_SCHEMA.names)
     try:
         with pq.ParquetFile(path) as parquet:
             table = parquet.read(columns=[name for name in wanted if name in parquet.schema_arrow.names])
+    except FileNotFoundError:
+        return None
     except (pa.ArrowException, OSError, ValueError) as exc:
+        if not bad_bytes(exc):
+            raise
         aside = path.with_name(path.name + SET_ASIDE_SUFFIX)
         with contextlib.suppress(FileNotFoundError):
             os.replace(path, aside)
@@ -159,6 +165,13 @@ def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table | No
             column = RESULT_SCHEMA.field(name)
             table = table.append_column(column, pa.nulls(table.num_rows, column.type))
     return table.select(wanted).cast(pa.schema([RESULT_SCHEMA.field(name) for name in wanted]))
+
+
+def bad_bytes(exc: BaseException) -> bool:
+    """Whether a read failed on the part's own bytes (pyarrow's decoding errors carry no errno), not on the
+    machine: a brief "too many open files" or a full file table says nothing about the part, which must then be
+    neither set aside nor redone (the caller fails and the rerun reads it again)."""
+    return not isinstance(exc, OSError) or exc.errno is None
 
 
 def newest_rows(table: pa.Table) -> pa.Table:

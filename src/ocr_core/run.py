@@ -175,17 +175,15 @@ def run(
 ) -> int:
     job = prepare_job(settings, facts, script, mode, argv, hub)
     try:
-        mirror = ProgressMirror(job.destination, job.settings.upload_every, job.manifest, job.lease)
-        mirror.start()
         try:
             drive = drive_pages(job, stop, streams)
         finally:
-            closed = uninterrupted(lambda: close_mirror(job, mirror))
+            closed = uninterrupted(lambda: close_mirror(job, job.mirror))
         drive.failure = drive.failure or closed
         code, summary.run = finish(job, drive, stop.signum)
         return code
     finally:
-        release(job.destination, job.lease, job.locks)
+        release(job.destination, job.lease, job.locks, job.mirror)
 
 
 def failure_code(exc: BaseException, stop: StopSignals, summary: Summary, verbose: bool) -> int:

@@ -2,7 +2,8 @@
 
 Rows are addressed by position in the split, so a rerun, a shard or a shuffled subset all name a page the same
 way, and image bytes are read a batch at a time only for pages that still need work. A local dataset's relative
-image paths name files beside the dataset, so they are anchored to its folder here, not to the working folder.
+image paths name files beside the dataset, so they are anchored to its folder here, not to the working folder;
+a Hub dataset's paths are read only inside its own files, never from the job's machine.
 
 PDF input (a .pdf file, a folder of them, or a dataset column of PDF bytes or paths) becomes one row per page:
 a page table with `source_file` and `page_index` (and, for a dataset, the document row's other columns), ids
@@ -13,6 +14,7 @@ that cannot be opened (damaged, encrypted) becomes one row whose rendering fails
 from __future__ import annotations
 
 import itertools
+import os
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import CommandError
+from .images import OutsidePath
 from .pdf import BadPdf, PdfiumMissing, PdfPage, RenderSize, looks_like_pdf, page_count
 from .report import say
 
@@ -56,7 +59,7 @@ class PdfDocuments:
     paths: list[str] | None = None
     base: datasets.Dataset | None = None
     column: str | None = None
-    folder: Path | None = None
+    folder: Path | HubFiles | None = None
 
     def cells(self, positions: list[int]) -> list[PdfPage]:
         """The page rows' cells; a document's bytes are read once per batch and shared by its pages."""
@@ -72,7 +75,7 @@ class PdfDocuments:
             for position in positions
         ]
 
-    def documents(self, numbers: list[int]) -> list[bytes | str | None]:
+    def documents(self, numbers: list[int]) -> list[bytes | str | OutsidePath | None]:
         if self.paths is not None:
             return [self.paths[number] for number in numbers]
         cells = self.base[numbers][self.column]
@@ -88,7 +91,7 @@ class Source:
     selected: list[int]
     ids: list[str]
     shard: tuple[int, int] | None = None
-    folder: Path | None = None
+    folder: Path | HubFiles | None = None
     pdfs: PdfDocuments | None = None
     offset: int = 0
     total: int | None = None
@@ -154,29 +157,58 @@ def parse_shard(text: str) -> tuple[int, int]:
     return shard
 
 
-def anchored(cell: object, folder: Path | None) -> object:
-    """The cell with a relative image path made absolute under `folder` (a local input's folder; None for the Hub)."""
+@dataclass(frozen=True)
+class HubFiles:
+    """A Hub dataset's own files on this machine: its folder in the Hub cache (where `datasets` downloads the files
+    an image column's paths name) and the folder `datasets` extracts downloaded archives into. Its path cells may
+    name files there and nowhere else."""
+
+    dataset: str
+    roots: tuple[Path, ...]
+
+    @classmethod
+    def of(cls, name: str) -> HubFiles:
+        from huggingface_hub import constants
+
+        repo = Path(constants.HF_HUB_CACHE) / f"datasets--{name.replace('/', '--')}"
+        return cls(name, (repo.resolve(), Path(datasets.config.EXTRACTED_DATASETS_PATH).resolve()))
+
+    def confine(self, path: str) -> str | OutsidePath:
+        """The path, resolved (links and `..` followed), when it lies inside the dataset's files; else the refusal
+        its row fails with."""
+        if path.startswith("~") or not Path(path).is_absolute():
+            return OutsidePath(path, self.dataset)
+        resolved = Path(os.path.realpath(path))
+        inside = any(resolved.is_relative_to(root) for root in self.roots)
+        return str(resolved) if inside else OutsidePath(path, self.dataset)
+
+
+def anchored(cell: object, folder: Path | HubFiles | None) -> object:
+    """The cell with its path made safe to read: a local input's relative path made absolute under its folder (its
+    other paths are the user's own files), a Hub input's path kept only inside that dataset's files (HubFiles)."""
     if folder is None:
         return cell
-    if isinstance(cell, str):
-        return anchored_path(cell, folder)
+    place = folder.confine if isinstance(folder, HubFiles) else lambda path: anchored_path(path, folder)
+    if isinstance(cell, str) and "://" not in cell:
+        return place(cell)
     if isinstance(cell, dict) and cell.get("bytes") is None and isinstance(cell.get("path"), str) and cell["path"]:
-        return {**cell, "path": anchored_path(cell["path"], folder)}
+        if "://" in cell["path"]:
+            return cell
+        placed = place(cell["path"])
+        return placed if isinstance(placed, OutsidePath) else {**cell, "path": placed}
     return cell
 
 
 def anchored_path(path: str, folder: Path) -> str:
-    if "://" in path:
-        return path
     local = Path(path).expanduser()
     return str(local if local.is_absolute() else folder / local)
 
 
-def local_folder(name: str) -> Path | None:
-    """The folder a local input lives in; None for a Hub dataset id."""
+def local_folder(name: str) -> Path | HubFiles:
+    """The folder a local input lives in; a Hub dataset id's own files."""
     path = Path(name).expanduser()
     if not path.exists():
-        return None
+        return HubFiles.of(name)
     return (path if path.is_dir() else path.parent).resolve()
 
 
@@ -305,7 +337,7 @@ def dataset_rows(
     image_column: str,
     id_column: str | None,
     size: RenderSize,
-    folder: Path | None,
+    folder: Path | HubFiles | None,
 ) -> tuple[datasets.Dataset, datasets.Features, PdfDocuments | None, list[str]]:
     """A dataset's rows as they are, or, when its column holds PDFs, its page table (then ids come with it)."""
     for column in (image_column, id_column):
@@ -325,8 +357,11 @@ def dataset_rows(
     return pages, pages.features, pdfs, page_ids
 
 
-def pdf_document(cell: object) -> bytes | str | None:
-    """A dataset cell's PDF: its bytes, or its path; None when the cell holds neither."""
+def pdf_document(cell: object) -> bytes | str | OutsidePath | None:
+    """A dataset cell's PDF: its bytes, or its path (or the refusal of a Hub dataset's path that leaves it); None
+    when the cell holds neither."""
+    if isinstance(cell, OutsidePath):
+        return cell
     if isinstance(cell, dict):
         return pdf_document(cell.get("bytes")) or pdf_document(cell.get("path"))
     if isinstance(cell, (bytes, bytearray, memoryview)):
@@ -351,7 +386,7 @@ def pdf_files(path: Path) -> list[Path] | None:
     return pdfs
 
 
-def counted_pages(documents: Iterable[tuple[bytes | str | None, str]], broken: list[str]) -> list[int]:
+def counted_pages(documents: Iterable[tuple[bytes | str | OutsidePath | None, str]], broken: list[str]) -> list[int]:
     """Each document's page count; a document that cannot be opened (or has no page) counts as one error row.
 
     Documents come one at a time, so a dataset of large PDFs is never held in memory at once.
@@ -398,7 +433,12 @@ def pdf_file_pages(files: list[Path], root: Path, size: RenderSize) -> tuple[dat
 
 
 def pdf_dataset_pages(
-    dataset: datasets.Dataset, column: str, split: str, id_column: str | None, size: RenderSize, folder: Path | None
+    dataset: datasets.Dataset,
+    column: str,
+    split: str,
+    id_column: str | None,
+    size: RenderSize,
+    folder: Path | HubFiles | None,
 ) -> tuple[datasets.Dataset, PdfDocuments, list[str]]:
     """The page table of a dataset whose `column` holds PDFs: each document row repeated once per page, its other
     columns kept, the PDF itself replaced by `source_file` (its path, else its row id) and `page_index`."""
@@ -408,7 +448,7 @@ def pdf_dataset_pages(
     keys = row_ids(dataset, split, list(range(len(dataset))), id_column)
     names: list[str] = []
 
-    def documents() -> Iterator[tuple[bytes | str | None, str]]:
+    def documents() -> Iterator[tuple[bytes | str | OutsidePath | None, str]]:
         for start in range(0, len(dataset), PDF_COUNT_BATCH):
             for offset, cell in enumerate(dataset[start : start + PDF_COUNT_BATCH][column]):
                 path = cell.get("path") if isinstance(cell, dict) else cell if isinstance(cell, str) else None
