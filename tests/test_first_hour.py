@@ -6,9 +6,12 @@ by the folder double; runs use the fake vLLM server where the engine does not ma
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import time
 from pathlib import Path
 
+import datasets
 import httpx2
 import pytest
 from datasets.exceptions import DatasetNotFoundError
@@ -21,7 +24,11 @@ from huggingface_hub.errors import (
 )
 
 from ocr_core import hub as hub_module
+from ocr_core import run_server
+from ocr_core.cli import build_parser, job_command
+from ocr_core.facts import ModelFacts
 from ocr_core.inputs import input_problem
+from ocr_models import RECIPES
 from tests.test_resume_publish import SAMPLES, run_main, served
 from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub
@@ -147,3 +154,57 @@ def test_an_invalid_output_id_is_exit_2_without_retries(server, tmp_path, capsys
     assert (code, summary["exit_code"]) == (2, 2)
     assert sleeps == []
     assert "OUTPUT 'someone/scans ocr'" in summary["failure"]
+
+
+def recipe_parser(script: str = "lighton-ocr3-saturate.py") -> argparse.ArgumentParser:
+    recipe = next(recipe for recipe in RECIPES if recipe.script == script)
+    facts = ModelFacts.from_namespace(vars(importlib.import_module(f"ocr_models.{recipe.model}")))
+    return build_parser(script, facts, recipe.shape)
+
+
+@pytest.mark.parametrize("script", [recipe.script for recipe in RECIPES])
+def test_help_shows_every_default(script):
+    parser = recipe_parser(script)
+    text = parser.format_help()
+    for action in parser._actions:
+        if action.default in (None, False, argparse.SUPPRESS, "") or not action.option_strings:
+            continue
+        flag = action.option_strings[-1]
+        block = text.split(f"  {flag}", 1)[1].split("\n  -", 1)[0]
+        assert "default" in block, f"{flag} shows no default"
+
+
+@pytest.mark.parametrize("script", [recipe.script for recipe in RECIPES])
+def test_help_prints_the_job_command_on_lines_that_copy_whole(script):
+    parser = recipe_parser(script)
+    recipe = next(recipe for recipe in RECIPES if recipe.script == script)
+    facts = ModelFacts.from_namespace(vars(importlib.import_module(f"ocr_models.{recipe.model}")))
+    shown = parser.format_help().split("Job command:", 1)[1].strip()
+    assert shown.replace(" \\\n    ", " ") == job_command(script, facts)
+    assert all(line.endswith(" \\") for line in shown.splitlines()[:-1])
+
+
+def test_an_argument_error_is_one_line_and_a_summary(capsys):
+    code, summary, err = run_main("lighton-ocr3-saturate.py", ["in", "./out", "--max-tokens", "many"], capsys)
+    assert (code, summary["exit_code"]) == (2, 2)
+    assert "--max-tokens" in summary["failure"] and "many" in summary["failure"]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "--help" in lines[0] and "--max-tokens" in lines[0]
+
+
+def test_no_arguments_still_print_the_usage_and_exit_0(capsys):
+    recipe = next(recipe for recipe in RECIPES if recipe.script == "lighton-ocr3-saturate.py")
+    model = importlib.import_module(f"ocr_models.{recipe.model}")
+    assert run_server.main(vars(model), recipe.script, recipe.shape, []) == 0
+    assert "hf jobs uv run" in capsys.readouterr().out
+
+
+def test_the_end_of_a_run_says_what_happened_in_a_sentence(server, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, summary, err = run_main("lighton-ocr3-saturate.py", [str(SAMPLES), str(out), *served(server)], capsys)
+    assert code == 0
+    sentence = err.strip().splitlines()[-1]
+    assert f"{summary['rows']} row(s)" in sentence and f"{summary['errors']} with an error" in sentence
+    assert str(out) in sentence
+    loader = sentence[sentence.index("datasets.load_dataset(") :].rstrip(".")
+    assert len(eval(loader, {"datasets": datasets})) == summary["rows"]

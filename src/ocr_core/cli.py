@@ -10,7 +10,6 @@ import argparse
 import math
 import os
 import shlex
-import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -31,6 +30,7 @@ STALL_TIMEOUT_S = 300.0
 SECRET_FLAGS = ("--hf-token", "--api-key")
 DEFAULT_JOB_TIMEOUT = "4h"
 JOB_STARTUP_S = 900
+COMMAND_WIDTH = 100
 JOB_COMMAND_TEMPLATE = "hf jobs uv run --flavor {flavor} --timeout {timeout} --image {image} -s HF_TOKEN {url} {args}"
 
 
@@ -59,6 +59,30 @@ def job_command(
     rest = " ".join(shlex.quote(redact(arg)) for arg in without_secrets(arguments))
     template = facts.job_command or JOB_COMMAND_TEMPLATE
     return template.format(url=script_url(script), image=facts.image, flavor=facts.flavor, timeout=timeout, args=rest)
+
+
+def command_words(command: str) -> list[str]:
+    """The command's words as written, a quoted one (with its spaces) kept whole."""
+    words, current, quote = [], "", None
+    for char in command:
+        if quote is None and char == " ":
+            words, current = [*words, current] if current else words, ""
+            continue
+        current += char
+        if char in "'\"":
+            quote = None if quote == char else quote or char
+    return [*words, current] if current else words
+
+
+def wrapped_command(command: str, indent: str = "") -> str:
+    """The command on lines that a shell joins back (each but the last ends in a backslash), broken between words
+    only, so a copy of what a terminal or argparse shows still runs."""
+    lines = [indent]
+    for word in command_words(command):
+        if lines[-1].strip() and len(lines[-1]) + 1 + len(word) > COMMAND_WIDTH:
+            lines.append(f"{indent}  ")
+        lines[-1] += f" {word}" if lines[-1].strip() else word
+    return " \\\n".join(lines)
 
 
 def without_secrets(arguments: Sequence[str]) -> list[str]:
@@ -93,7 +117,7 @@ def usage(script: str, facts: ModelFacts, mode: str) -> str:
     return f"""{script}: OCR a Hugging Face dataset of page images with {facts.model} on vLLM ({mode} mode).
 
 {where}
-  {job_command(script, facts, ["INPUT_DATASET", "OUTPUT_DATASET"])}
+{wrapped_command(job_command(script, facts, ["INPUT_DATASET", "OUTPUT_DATASET"]), "  ")}
 
 {alternative.format(url=script_url(script))}
 
@@ -103,19 +127,33 @@ resumes. `--help` lists every option.
 """
 
 
+class RecipeHelp(argparse.RawDescriptionHelpFormatter):
+    """Every option's default in --help (unless its text already names it); the epilog's job command as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, False, "", argparse.SUPPRESS) or "default" in text or not action.option_strings:
+            return action.help
+        return f"{text} (default: %(default)s)".lstrip()
+
+
 class RecipeParser(argparse.ArgumentParser):
-    """argparse, except that its error messages (which quote the arguments) never show a secret."""
+    """argparse, except that an error is the one line that matters (the usage would bury it) and never shows a
+    secret; `failure` keeps it for the summary line."""
+
+    failure: str | None = None
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(2, redact(f"{self.prog}: error: {message}\n"))
+        self.failure = redact(message)
+        self.exit(2, f"{self.prog}: error: {self.failure} (see {self.prog} --help)\n")
 
 
 def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.ArgumentParser:
     parser = RecipeParser(
         prog=script,
         description=f"OCR a dataset of page images with {facts.model} on vLLM ({mode} mode).",
-        epilog=f"Job command: {job_command(script, facts)}",
+        epilog=f"Job command:\n{wrapped_command(job_command(script, facts), '  ')}",
+        formatter_class=RecipeHelp,
     )
     parser.add_argument("input", help="input dataset: Hub id or local folder")
     parser.add_argument("output", help="output dataset: Hub id, or a local folder (starts with . / ~ or exists)")
@@ -221,9 +259,15 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
 def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode: str) -> None:
     group = parser.add_argument_group("model")
     group.add_argument("--model", default=facts.model, help=f"model id or folder (default: {facts.model})")
-    group.add_argument("--max-model-len", type=int, default=facts.max_model_len, help="context length to serve")
-    group.add_argument("--max-tokens", type=int, default=facts.sampling.get("max_tokens"), help="output cap")
-    group.add_argument("--temperature", type=float, default=facts.sampling.get("temperature", 0.0))
+    group.add_argument(
+        "--max-model-len", type=int, default=facts.max_model_len, help="context length to serve (prompt and output)"
+    )
+    group.add_argument(
+        "--max-tokens", type=int, default=facts.sampling.get("max_tokens"), help="output tokens per page at most"
+    )
+    group.add_argument(
+        "--temperature", type=float, default=facts.sampling.get("temperature", 0.0), help="sampling temperature"
+    )
     group.add_argument(
         "--ignore-eos",
         action="store_true",

@@ -9,6 +9,7 @@ parsed prints the one JSON summary line on stdout, with `exit_code` and, when th
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import signal
 import sys
@@ -35,6 +36,7 @@ from .hub import HubClient, HubRefused
 from .job import Job, prepare_job, release
 from .lease import LeaseTaken
 from .mirror import ProgressMirror
+from .output import is_local_output
 from .progress import ResultLog, read_results
 from .redact import register_run_secrets
 from .report import RunFacts, Summary, Tally, say
@@ -141,7 +143,13 @@ def run_recipe(
     if not argv:
         print(usage(script, facts, mode))
         return 0
-    settings = parse_arguments(build_parser(script, facts, mode), argv)
+    parser = build_parser(script, facts, mode)
+    try:
+        settings = parse_arguments(parser, argv)
+    except SystemExit as exc:
+        if exc.code != 2:
+            raise
+        return refused_command(parser, Summary(script, facts.model, mode, argv[1] if len(argv) > 1 else None))
     summary = Summary(script, settings.model, mode, settings.output)
     streams: list[TextIO] = [sys.stdout]
     stop = StopSignals()
@@ -156,8 +164,18 @@ def run_recipe(
     finally:
         stop.restore()
     summary.exit_code = code
+    if summary.run is not None:
+        say(summary.sentence())
     summary.print_to(streams[-1])
     return code
+
+
+def refused_command(parser: argparse.ArgumentParser, summary: Summary) -> int:
+    """A command line argparse refused (it printed the one line that says why): the summary line, exit 2."""
+    summary.failure = getattr(parser, "failure", None) or "the command line is wrong; see --help"
+    summary.exit_code = 2
+    summary.print_to(sys.stdout)
+    return 2
 
 
 def run(
@@ -182,9 +200,18 @@ def run(
             closed = uninterrupted(lambda: close_mirror(job, mirror))
         drive.failure = drive.failure or closed
         code, summary.run = finish(job, drive, stop.signum)
+        summary.load_with = load_call(job.settings) if code == 0 else None
         return code
     finally:
         release(job.destination, job.lease, job.locks)
+
+
+def load_call(settings: Settings) -> str:
+    """The line of Python that opens what this run published (a local folder by its absolute path)."""
+    local = is_local_output(settings.output)
+    where = str(Path(settings.output).expanduser().resolve()) if local else settings.output
+    config = f", {settings.config!r}" if settings.config else ""
+    return f"datasets.load_dataset({where!r}{config}, split={settings.split!r})"
 
 
 def failure_code(exc: BaseException, stop: StopSignals, summary: Summary, verbose: bool) -> int:
