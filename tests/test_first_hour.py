@@ -7,7 +7,10 @@ by the folder double; runs use the fake vLLM server where the engine does not ma
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
+import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -26,10 +29,14 @@ from huggingface_hub.errors import (
 from ocr_core import hub as hub_module
 from ocr_core import run_server
 from ocr_core.cli import build_parser, job_command
+from ocr_core.cost import price_known
 from ocr_core.facts import ModelFacts
 from ocr_core.inputs import input_problem
+from ocr_core.provenance import ran_image, reproducible
 from ocr_models import RECIPES
 from tests.test_resume_publish import SAMPLES, run_main, served
+from tests.testbed.env import REPO_ROOT, VENV_PYTHON
+from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub
 
@@ -208,3 +215,81 @@ def test_the_end_of_a_run_says_what_happened_in_a_sentence(server, tmp_path, cap
     assert str(out) in sentence
     loader = sentence[sentence.index("datasets.load_dataset(") :].rstrip(".")
     assert len(eval(loader, {"datasets": datasets})) == summary["rows"]
+
+
+@pytest.fixture
+def off_jobs(monkeypatch):
+    """A run on this machine, not on HF Jobs: no job id, no flavor in the environment."""
+    for name in ("JOB_ID", "ACCELERATOR", "JOB_FLAVOR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def last_run_info(folder: Path) -> dict:
+    rows = datasets.load_dataset(str(folder), split="train", cache_dir=f"{folder}.cache")
+    return json.loads(rows[0]["inference_info"])[-1]
+
+
+def test_the_card_of_a_local_cpu_run_says_only_what_happened(tmp_path, capsys, off_jobs):
+    model = tmp_path / "tiny-model"
+    model.mkdir()
+    out = tmp_path / "out"
+    with fake_server(model=str(model)) as local:
+        code, _, _ = run_main("lighton-ocr3-saturate.py", [str(SAMPLES), str(out), *served(local)], capsys)
+    assert code == 0
+    card = (out / "README.md").read_text()
+    assert "huggingface.co//" not in card and f"huggingface.co/{model}" not in card and f"`{model}`" in card
+    assert "vLLM fake" in card  # the version the server reported, not the recipe's image tag
+    assert "vllm/vllm-openai" not in card
+    reproduce = card.split("## Reproduce", 1)[1]
+    assert "hf jobs" not in reproduce and "No job command reproduces this run" in reproduce
+    assert f"lighton-ocr3-saturate.py {SAMPLES} {out}" in reproduce  # what ran, as what ran
+    assert "| cost |" not in card and "l4x1" not in card
+    info = last_run_info(out)
+    assert (info["model_id"], info["vllm_version"], info["image"]) == (str(model), "fake", None)
+
+
+def test_what_ran_on_hf_jobs_is_recorded_with_its_image_only_when_the_versions_agree(monkeypatch):
+    monkeypatch.setenv("JOB_ID", "job-1")
+    assert ran_image("vllm/vllm-openai:v0.30.0", "0.30.0") == "vllm/vllm-openai:v0.30.0"
+    assert ran_image("vllm/vllm-openai:v0.30.0", "0.32.0+cpu") is None
+    monkeypatch.delenv("JOB_ID")
+    assert ran_image("vllm/vllm-openai:v0.30.0", "0.30.0") is None
+
+
+def test_a_reproduce_command_only_exists_for_hub_input_output_and_model():
+    assert reproducible("someone/scans", "someone/scans-ocr", "lightonai/LightOnOCR-3-0.8B")
+    assert not reproducible("./scans", "someone/scans-ocr", "lightonai/LightOnOCR-3-0.8B")
+    assert not reproducible("someone/scans", "./out", "lightonai/LightOnOCR-3-0.8B")
+    assert not reproducible("someone/scans", "someone/scans-ocr", "/tmp/tiny-model")
+
+
+def test_the_price_is_only_given_for_a_known_flavor(monkeypatch, off_jobs):
+    assert not price_known(None, "l4x1")
+    assert price_known(1.25, "l4x1")
+    monkeypatch.setenv("ACCELERATOR", "l4x1")
+    assert price_known(None, "l4x1")
+
+
+def run_copy(script: Path, out: Path, server) -> str:
+    env = {key: value for key, value in bed_env().items() if key not in ("JOB_ID", "ACCELERATOR", "JOB_FLAVOR")}
+    result = subprocess.run(
+        [str(VENV_PYTHON), str(script), str(SAMPLES), str(out), "--max-samples", "2", *served(server)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return (out / "README.md").read_text()
+
+
+def test_a_script_edited_by_the_user_is_recorded_as_modified_not_as_the_release(server, tmp_path):
+    released = (REPO_ROOT / "lighton-ocr3-saturate.py").read_bytes()
+    url = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/lighton-ocr3-saturate.py"
+    (tmp_path / "as-released").mkdir()
+    same = tmp_path / "as-released" / "lighton-ocr3-saturate.py"
+    same.write_bytes(released)
+    assert url in run_copy(same, tmp_path / "out-released", server)
+    edited = tmp_path / "lighton-ocr3-saturate.py"
+    edited.write_bytes(released.replace(b"SERVER_WINDOW = 32", b"SERVER_WINDOW = 8"))
+    card = run_copy(edited, tmp_path / "out-edited", server)
+    assert url not in card
+    assert "modified" in card and hashlib.sha256(edited.read_bytes()).hexdigest() in card
+    assert last_run_info(tmp_path / "out-edited")["script_sha256"] == hashlib.sha256(edited.read_bytes()).hexdigest()

@@ -85,6 +85,11 @@ def wrapped_command(command: str, indent: str = "") -> str:
     return " \\\n".join(lines)
 
 
+def ran_command(script: str, arguments: Sequence[str]) -> str:
+    """The script and the arguments it ran with, as job_command writes them: secret flags left out, secrets masked."""
+    return " ".join([script, *(shlex.quote(redact(arg)) for arg in without_secrets(arguments))])
+
+
 def without_secrets(arguments: Sequence[str]) -> list[str]:
     """The arguments less the secret flags and their values, under any abbreviation argparse accepts (`--hf`)."""
     kept: list[str] = []
