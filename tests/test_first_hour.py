@@ -25,6 +25,7 @@ from huggingface_hub.errors import (
     OfflineModeIsEnabled,
     RepositoryNotFoundError,
 )
+from PIL import Image
 
 from ocr_core import hub as hub_module
 from ocr_core import run_server
@@ -293,3 +294,37 @@ def test_a_script_edited_by_the_user_is_recorded_as_modified_not_as_the_release(
     assert url not in card
     assert "modified" in card and hashlib.sha256(edited.read_bytes()).hexdigest() in card
     assert last_run_info(tmp_path / "out-edited")["script_sha256"] == hashlib.sha256(edited.read_bytes()).hexdigest()
+
+
+def test_a_huge_page_that_is_then_fitted_raises_no_pillow_warning(server, tmp_path):
+    """Pillow warns above 89 MP ("possible decompression bomb") although the page is only read to be fitted."""
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    Image.new("1", (9600, 9600), 1).save(pages / "huge-scan.png")
+    result = subprocess.run(
+        [str(VENV_PYTHON), str(REPO_ROOT / "lighton-ocr3-saturate.py"), str(pages), str(tmp_path / "out"),
+         *served(server)],
+        capture_output=True, text=True, timeout=300, env=bed_env(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1])["errors"] == 0
+    assert "DecompressionBomb" not in result.stderr and "Warning" not in result.stderr
+
+
+def test_vllms_notice_about_tritons_cpu_backend_is_not_shown():
+    """The CPU build logs it on import, in-process for an offline recipe; it says nothing a user can act on."""
+    code = "from ocr_core.quiet import silence_notices; silence_notices(); import vllm.triton_utils"
+    result = subprocess.run(
+        [str(VENV_PYTHON), "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=bed_env(),
+        cwd=REPO_ROOT / "src",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Triton" not in result.stdout + result.stderr
+    bare = subprocess.run(
+        [str(VENV_PYTHON), "-c", "import vllm.triton_utils"], capture_output=True, text=True, timeout=300, env=bed_env()
+    )
+    assert "Triton is installed, but doesn't include CPU backend" in bare.stdout + bare.stderr  # what it silences

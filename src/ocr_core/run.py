@@ -39,6 +39,7 @@ from .mirror import ProgressMirror
 from .output import is_local_output
 from .progress import ResultLog, read_results
 from .provenance import ScriptSource, ran_image, reproducible, script_source
+from .quiet import silence_notices
 from .redact import register_run_secrets
 from .report import RunFacts, Summary, Tally, say
 from .settings import Settings
@@ -140,6 +141,7 @@ def run_recipe(
     pass a double).
     """
     facts = ModelFacts.from_namespace(namespace)
+    silence_notices()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
         print(usage(script, facts, mode))
