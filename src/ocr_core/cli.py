@@ -126,7 +126,8 @@ def usage(script: str, facts: ModelFacts, mode: str) -> str:
 
 {alternative.format(url=script_url(script))}
 
-INPUT_DATASET is a Hub dataset id, a local dataset folder, a PDF file or a folder of PDFs (one row per page);
+INPUT_DATASET is a folder of images, a local dataset folder, a Hub dataset id, a PDF file or a folder of PDFs
+(one row per page);
 OUTPUT_DATASET is a Hub dataset id or a local folder (starting with ., / or ~). Rerunning the same command
 resumes. `--help` lists every option.
 """
@@ -160,7 +161,9 @@ def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.Argument
         epilog=f"Job command:\n{wrapped_command(job_command(script, facts), '  ')}",
         formatter_class=RecipeHelp,
     )
-    parser.add_argument("input", help="input dataset: Hub id or local folder")
+    parser.add_argument(
+        "input", help="a folder of images, a local dataset folder, a Hub dataset id, a PDF or a folder of PDFs"
+    )
     parser.add_argument("output", help="output dataset: Hub id, or a local folder (starts with . / ~ or exists)")
     add_data_arguments(parser)
     add_output_arguments(parser)
