@@ -328,3 +328,8 @@ def test_vllms_notice_about_tritons_cpu_backend_is_not_shown():
         [str(VENV_PYTHON), "-c", "import vllm.triton_utils"], capture_output=True, text=True, timeout=300, env=bed_env()
     )
     assert "Triton is installed, but doesn't include CPU backend" in bare.stdout + bare.stderr  # what it silences
+
+
+def test_help_never_shows_a_secret_taken_from_the_environment(monkeypatch):
+    monkeypatch.setenv("VLLM_API_KEY", "sk-from-the-environment")
+    assert "sk-from-the-environment" not in recipe_parser().format_help()

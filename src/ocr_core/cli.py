@@ -134,11 +134,15 @@ resumes. `--help` lists every option.
 
 
 class RecipeHelp(argparse.RawDescriptionHelpFormatter):
-    """Every option's default in --help (unless its text already names it); the epilog's job command as written."""
+    """Every option's default in --help (unless its text already names it; never a secret's value); the epilog's
+    job command as written."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if action.default in (None, False, "", argparse.SUPPRESS) or "default" in text or not action.option_strings:
+        secret = any(flag in SECRET_FLAGS for flag in action.option_strings)
+        if action.default in (None, False, "", argparse.SUPPRESS) or "default" in text or secret:
+            return action.help
+        if not action.option_strings:
             return action.help
         return f"{text} (default: %(default)s)".lstrip()
 
