@@ -4335,7 +4335,7 @@ pages = pages.map(lambda row: {{"{facts.output_column}": text.get(row["{key}"])}
 def served_by(facts: CardFacts) -> str:
     """The model as given (a Hub link only for a Hub id), the vLLM the server reported, the image only if it ran."""
     model = f"[{facts.model}](https://huggingface.co/{facts.model})" if hub_id(facts.model) else f"`{facts.model}`"
-    version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "vLLM (its version was not reported)"
+    version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "a vLLM whose version this run did not learn"
     image = f" in `{facts.image}`" if facts.image else ""
     return f"{model}, served by {version}{image} ({facts.mode} mode)"
 
@@ -6071,7 +6071,7 @@ async def server_version(target: Target) -> str | None:
 
 
 # the sha256 of this file with this value blank: a copy whose bytes differ is recorded as modified
-RELEASED_SHA256 = "1e1580d3309716561d733e08dde7c5e794c8827c6f894fd90bd77156fd68ff04"
+RELEASED_SHA256 = "18b065630b7fff58793c52a87aa43f1670ad79d705d61b47cef5b73a4d81e848"
 
 if __name__ == "__main__":
     raise SystemExit(main(globals(), script="lighton-ocr3-saturate.py", mode="saturate"))

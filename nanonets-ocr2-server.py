@@ -4332,7 +4332,7 @@ pages = pages.map(lambda row: {{"{facts.output_column}": text.get(row["{key}"])}
 def served_by(facts: CardFacts) -> str:
     """The model as given (a Hub link only for a Hub id), the vLLM the server reported, the image only if it ran."""
     model = f"[{facts.model}](https://huggingface.co/{facts.model})" if hub_id(facts.model) else f"`{facts.model}`"
-    version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "vLLM (its version was not reported)"
+    version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "a vLLM whose version this run did not learn"
     image = f" in `{facts.image}`" if facts.image else ""
     return f"{model}, served by {version}{image} ({facts.mode} mode)"
 
@@ -6068,7 +6068,7 @@ async def server_version(target: Target) -> str | None:
 
 
 # the sha256 of this file with this value blank: a copy whose bytes differ is recorded as modified
-RELEASED_SHA256 = "928e489bc2c109c3c3d24390fdbe34b5d9602596f42bc9e247985dccd4d01a83"
+RELEASED_SHA256 = "4197044c026c1630f52886b7a1398baea140b33f8b3e570931c57960bf8384bc"
 
 if __name__ == "__main__":
     raise SystemExit(main(globals(), script="nanonets-ocr2-server.py", mode="server"))

@@ -4047,7 +4047,7 @@ pages = pages.map(lambda row: {{"{facts.output_column}": text.get(row["{key}"])}
 def served_by(facts: CardFacts) -> str:
     """The model as given (a Hub link only for a Hub id), the vLLM the server reported, the image only if it ran."""
     model = f"[{facts.model}](https://huggingface.co/{facts.model})" if hub_id(facts.model) else f"`{facts.model}`"
-    version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "vLLM (its version was not reported)"
+    version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "a vLLM whose version this run did not learn"
     image = f" in `{facts.image}`" if facts.image else ""
     return f"{model}, served by {version}{image} ({facts.mode} mode)"
 
@@ -5072,7 +5072,7 @@ def vllm_version() -> str | None:
 
 
 # the sha256 of this file with this value blank: a copy whose bytes differ is recorded as modified
-RELEASED_SHA256 = "e3bd319829c63143694a0b1ad947c77def58123f18ddb0abd96ce88507724744"
+RELEASED_SHA256 = "f675bccd3fa732abecd8e380a536da2758d30c4cf7c43d670e861bd32cf19dd1"
 
 if __name__ == "__main__":
     raise SystemExit(main(globals(), script="nanonets-ocr2.py", mode="offline"))

@@ -4367,7 +4367,7 @@ pages = pages.map(lambda row: {{"{facts.output_column}": text.get(row["{key}"])}
 def served_by(facts: CardFacts) -> str:
     """The model as given (a Hub link only for a Hub id), the vLLM the server reported, the image only if it ran."""
     model = f"[{facts.model}](https://huggingface.co/{facts.model})" if hub_id(facts.model) else f"`{facts.model}`"
-    version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "vLLM (its version was not reported)"
+    version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "a vLLM whose version this run did not learn"
     image = f" in `{facts.image}`" if facts.image else ""
     return f"{model}, served by {version}{image} ({facts.mode} mode)"
 
@@ -6103,7 +6103,7 @@ async def server_version(target: Target) -> str | None:
 
 
 # the sha256 of this file with this value blank: a copy whose bytes differ is recorded as modified
-RELEASED_SHA256 = "2794163ff5323e56abe23ebfdd9a74d9044e8236758a4b0044dc1ef80834a123"
+RELEASED_SHA256 = "2d713ae26dee9215ef4e96a214d613c817e3ed6cf63de880d39c5eef6dc7aa8c"
 
 if __name__ == "__main__":
     raise SystemExit(main(globals(), script="ovis-ocr2-server.py", mode="server"))

@@ -176,7 +176,7 @@ pages = pages.map(lambda row: {{"{facts.output_column}": text.get(row["{key}"])}
 def served_by(facts: CardFacts) -> str:
     """The model as given (a Hub link only for a Hub id), the vLLM the server reported, the image only if it ran."""
     model = f"[{facts.model}](https://huggingface.co/{facts.model})" if hub_id(facts.model) else f"`{facts.model}`"
-    version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "vLLM (its version was not reported)"
+    version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "a vLLM whose version this run did not learn"
     image = f" in `{facts.image}`" if facts.image else ""
     return f"{model}, served by {version}{image} ({facts.mode} mode)"
 
