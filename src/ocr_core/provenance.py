@@ -44,15 +44,18 @@ class ScriptSource:
             return f"the released [`{self.script}`]({self.url})"
         if self.sha256 is not None:
             return f"a modified copy of `{self.script}` (sha256 `{self.sha256}`), not the released script"
-        return f"`{self.script}` from the project's source tree (src/), not a released script"
+        return f"`{self.script}`, not checked against the released script (what ran carries no release hash)"
 
 
 def script_source(namespace: Mapping[str, Any], script: str) -> ScriptSource:
     """Reads the running script's bytes; a recipe run from the package (tests, src/) has no release hash."""
     recorded, path = namespace.get(RELEASE_HASH_NAME), namespace.get("__file__")
-    if not recorded or not path:
+    try:
+        data = Path(path).read_bytes() if recorded and path else None
+    except OSError:
+        data = None
+    if data is None:
         return ScriptSource(script, None, None)
-    data = Path(path).read_bytes()
     if release_digest(data.decode(errors="replace")) == recorded:
         return ScriptSource(script, script_url(script), hashlib.sha256(data).hexdigest())
     return ScriptSource(script, None, hashlib.sha256(data).hexdigest())

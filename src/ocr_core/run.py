@@ -3,8 +3,9 @@ happened. The shapes' entry points (`main` in run_offline.py and run_server.py) 
 
 Exit codes: 0 every selected row has an outcome and the dataset is published (or, for a shard, its rows are done);
 1 the job failed (the message says why; finished rows are kept for the rerun); 2 the command needs changing;
-129 / 130 / 143 stopped by SIGHUP / Ctrl-C / SIGTERM (rerun to resume). Every way out after the command line is
-parsed prints the one JSON summary line on stdout, with `exit_code` and, when the run failed, `failure`.
+129 / 130 / 143 stopped by SIGHUP / Ctrl-C / SIGTERM (rerun to resume). Every way out, a refused command line
+included, prints the one JSON summary line on stdout, with `exit_code` and, when the run failed, `failure`; a run
+that reached its pages says the same in one sentence on stderr first.
 """
 
 from __future__ import annotations
