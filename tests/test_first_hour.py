@@ -333,3 +333,12 @@ def test_vllms_notice_about_tritons_cpu_backend_is_not_shown():
 def test_help_never_shows_a_secret_taken_from_the_environment(monkeypatch):
     monkeypatch.setenv("VLLM_API_KEY", "sk-from-the-environment")
     assert "sk-from-the-environment" not in recipe_parser().format_help()
+
+
+def test_a_folder_with_nothing_to_read_is_exit_2(server, tmp_path, capsys):
+    (tmp_path / "scans").mkdir()  # say, the pages were never copied in
+    code, summary, _ = run_main(
+        "lighton-ocr3-saturate.py", [str(tmp_path / "scans"), str(tmp_path / "out"), *served(server)], capsys
+    )
+    assert (code, summary["exit_code"]) == (2, 2)
+    assert "internal error" not in summary["failure"] and "images" in summary["failure"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from datasets.data_files import EmptyDatasetError
 from datasets.exceptions import DatasetNotFoundError
 from huggingface_hub.errors import (
     GatedRepoError,
@@ -64,6 +65,11 @@ def input_problem(exc: BaseException, name: str) -> str | None:
         return named
     if isinstance(exc, GatedRepoError):
         return f"INPUT {name!r} is gated: accept its terms on https://huggingface.co/datasets/{name}, then {TOKEN_HINT}"
+    if isinstance(exc, EmptyDatasetError):
+        return (
+            f"INPUT {name!r} holds nothing to read ({exc}); give a folder of images or PDFs, a PDF file, a dataset "
+            "folder, or a Hub dataset id"
+        )
     if isinstance(exc, RevisionNotFoundError):
         return f"INPUT {name!r} has no such revision ({exc}); check --input-revision"
     if isinstance(exc, RepositoryNotFoundError | DatasetNotFoundError):
