@@ -1,10 +1,12 @@
 # Entry points a person (and CI) runs; each target states the one command behind it.
 .PHONY: demo test test-pinned
 
-# OCRs the bundled sample pages with lighton-ocr3-saturate.py through a real vLLM engine on the CPU
-# (the recipe spawns `vllm serve` itself) into ./out/demo, and prints the run's summary.
+# OCRs pages through a real vLLM engine on the CPU with the tiny model and prints the run's summary: by default the
+# bundled sample pages with lighton-ocr3-saturate.py (which spawns `vllm serve` itself) into ./out/<script>-<input>.
+# Your own pages and any recipe: make demo INPUT=./my-pages [OUTPUT=./my-pages-ocr] [SCRIPT=ovis-ocr2-server.py]
+# [ARGS="--max-samples 5"]; the demo adds what the tiny model needs (tools/testbed/demo.sh).
 demo:
-	bash tools/testbed/demo.sh
+	DEMO_INPUT="$(INPUT)" DEMO_OUTPUT="$(OUTPUT)" DEMO_SCRIPT="$(SCRIPT)" bash tools/testbed/demo.sh $(ARGS)
 
 # Builds the CPU vLLM test bed and the pinned tier's venvs if needed (seconds when they are ready), then runs the
 # whole test suite, the pinned tier included.

@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from ocr_core.provenance import RELEASE_HASH_NAME, release_digest  # noqa: E402  (one definition of the hash)
 from ocr_models import RECIPES, Recipe  # noqa: E402  (the registry is plain data; importing it runs no model code)
 
 CORE = ROOT / "src" / "ocr_core"
@@ -329,6 +330,8 @@ def render(recipe: Recipe) -> str:
             f"{facts_marker}\n{model.body}\n\n\n"
             f"{contents(sections, places, hooks, recipe)}\n\n\n"
             f"{core_text}\n\n\n"
+            f"# the sha256 of this file with this value blank: a copy whose bytes differ is recorded as modified\n"
+            f'{RELEASE_HASH_NAME} = ""\n\n'
             'if __name__ == "__main__":\n'
             f'    raise SystemExit(main(globals(), script="{recipe.script}", mode="{recipe.shape}"))\n'
         )
@@ -343,7 +346,13 @@ def render(recipe: Recipe) -> str:
         "options": line_of(draft, "def build_parser("),
         **{marker: line_of(draft, marker) for marker in markers.values()},
     }
-    return text(places)
+    return released(text(places))
+
+
+def released(text: str) -> str:
+    """The script with the hash of its own text recorded in it, so a run can tell the release from an edited copy."""
+    blank = f'{RELEASE_HASH_NAME} = ""'
+    return text.replace(blank, f'{RELEASE_HASH_NAME} = "{release_digest(text)}"', 1)
 
 
 def main() -> int:

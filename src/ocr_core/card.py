@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import yaml
 
 from .cost import JOB_FLAVOR_ENV
+from .provenance import hub_id
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,9 @@ class CardFacts:
     data_prefix: str
     model: str
     script: str
-    image: str
+    image: str | None
     mode: str
-    command: str
+    command: str | None
     output_column: str
     error_column: str
     rows: int
@@ -53,6 +54,9 @@ class CardFacts:
     shard_lines: tuple[ShardLine, ...] = ()
     kept_columns: tuple[str, ...] | None = None
     serving: str | None = None
+    vllm_version: str | None = None
+    script_source: str | None = None
+    ran: str | None = None
 
 
 def split_front_matter(card: str | None) -> tuple[dict, str]:
@@ -170,10 +174,29 @@ pages = pages.map(lambda row: {{"{facts.output_column}": text.get(row["{key}"])}
 """
 
 
-def reproduce_note(facts: CardFacts) -> str:
-    if facts.shards == 1:
-        return ""
-    return f"One job per shard: the command above with `--shard I/{facts.shards}` for I from 0 to {facts.shards - 1}.\n"
+def served_by(facts: CardFacts) -> str:
+    """The model as given (a Hub link only for a Hub id), the vLLM the server reported, the image only if it ran."""
+    model = f"[{facts.model}](https://huggingface.co/{facts.model})" if hub_id(facts.model) else f"`{facts.model}`"
+    version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "a vLLM whose version this run did not learn"
+    image = f" in `{facts.image}`" if facts.image else ""
+    return f"{model}, served by {version}{image} ({facts.mode} mode)"
+
+
+def reproduce_section(facts: CardFacts) -> str:
+    """The job command that makes these rows again, or, when none can (a local input, output or model), that."""
+    if facts.command is None:
+        ran = f"; there it ran as\n\n```bash\n{facts.ran}\n```\n\n" if facts.ran else ". "
+        return (
+            "No job command reproduces this run elsewhere: it read, wrote or served files of the machine it ran on"
+            f"{ran}On that machine, rerunning the same command resumes"
+        )
+    shards = (
+        ""
+        if facts.shards == 1
+        else f"One job per shard: the command above with `--shard I/{facts.shards}` for I from 0 to "
+        f"{facts.shards - 1}.\n\n"
+    )
+    return f"```bash\n{facts.command}\n```\n\n{shards}Rerunning the same command resumes"
 
 
 def render_card(existing: str | None, facts: CardFacts) -> str:
@@ -189,7 +212,7 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
 ## OCR of {facts.source}: config `{facts.config or "default"}`
 
 {job_line()}Text extracted from the `{facts.split}` split of {facts.source} with \
-[{facts.model}](https://huggingface.co/{facts.model}), served by vLLM (`{facts.image}`, {facts.mode} mode).
+{served_by(facts)}.
 
 | | |
 |---|---|
@@ -217,11 +240,7 @@ trusted = ds.filter(lambda row: row["{facts.error_column}"] is None)
 {join_note(facts, config_arg)}
 ## Reproduce
 
-```bash
-{facts.command}
-```
-
-{reproduce_note(facts)}Rerunning the same command resumes: rows already done are skipped; `--retry-errors` retries the
-failed ones. Made with `{facts.script}`.
+{reproduce_section(facts)}: rows already done are skipped; `--retry-errors` retries the failed ones. Made with
+{facts.script_source or f"`{facts.script}`"}.
 """
     return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{merged_body(prose, body, facts.config or 'default')}"

@@ -11,7 +11,6 @@ import math
 import os
 import re
 import shlex
-import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -42,6 +41,7 @@ COUNT_FLOORS = {
 }
 CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 RESERVED_CONFIGS = frozenset({"data", "default", "readme.md"})
+COMMAND_WIDTH = 100
 JOB_COMMAND_TEMPLATE = "hf jobs uv run --flavor {flavor} --timeout {timeout} --image {image} -s HF_TOKEN {url} {args}"
 
 
@@ -76,6 +76,35 @@ def job_command(
     return " ".join(rest if word == "{args}" else shlex.quote(word.format(args=rest, **fields)) for word in words)
 
 
+def command_words(command: str) -> list[str]:
+    """The command's words as written, a quoted one (with its spaces) kept whole."""
+    words, current, quote = [], "", None
+    for char in command:
+        if quote is None and char == " ":
+            words, current = [*words, current] if current else words, ""
+            continue
+        current += char
+        if char in "'\"":
+            quote = None if quote == char else quote or char
+    return [*words, current] if current else words
+
+
+def wrapped_command(command: str, indent: str = "") -> str:
+    """The command on lines that a shell joins back (each but the last ends in a backslash), broken between words
+    only, so a copy of what a terminal or argparse shows still runs."""
+    lines = [indent]
+    for word in command_words(command):
+        if lines[-1].strip() and len(lines[-1]) + 1 + len(word) > COMMAND_WIDTH:
+            lines.append(f"{indent}  ")
+        lines[-1] += f" {word}" if lines[-1].strip() else word
+    return " \\\n".join(lines)
+
+
+def ran_command(script: str, arguments: Sequence[str]) -> str:
+    """The script and the arguments it ran with, as job_command writes them: secret flags left out, secrets masked."""
+    return " ".join([script, *(shlex.quote(redact(arg)) for arg in without_secrets(arguments))])
+
+
 def without_secrets(arguments: Sequence[str]) -> list[str]:
     """The arguments less the secret flags and their values, under any abbreviation argparse accepts (`--hf`)."""
     kept: list[str] = []
@@ -108,31 +137,52 @@ def usage(script: str, facts: ModelFacts, mode: str) -> str:
     return f"""{script}: OCR a Hugging Face dataset of page images with {facts.model} on vLLM ({mode} mode).
 
 {where}
-  {job_command(script, facts, ["INPUT_DATASET", "OUTPUT_DATASET"])}
+{wrapped_command(job_command(script, facts, ["INPUT_DATASET", "OUTPUT_DATASET"]), "  ")}
 
 {alternative.format(url=script_url(script))}
 
-INPUT_DATASET is a Hub dataset id, a local dataset folder, a PDF file or a folder of PDFs (one row per page);
+INPUT_DATASET is a folder of images, a local dataset folder, a Hub dataset id, a PDF file or a folder of PDFs
+(one row per page);
 OUTPUT_DATASET is a Hub dataset id or a local folder (starting with ., / or ~). Rerunning the same command
 resumes. `--help` lists every option.
 """
 
 
+class RecipeHelp(argparse.RawDescriptionHelpFormatter):
+    """Every option's default in --help (unless its text already names it; never a secret's value); the epilog's
+    job command as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        secret = any(flag in SECRET_FLAGS for flag in action.option_strings)
+        if action.default in (None, False, "", argparse.SUPPRESS) or "default" in text or secret:
+            return action.help
+        if not action.option_strings:
+            return action.help
+        return f"{text} (default: %(default)s)".lstrip()
+
+
 class RecipeParser(argparse.ArgumentParser):
-    """argparse, except that its error messages (which quote the arguments) never show a secret."""
+    """argparse, except that an error is the one line that matters (the usage would bury it) and never shows a
+    secret; `failure` keeps it for the summary line."""
+
+    failure: str | None = None
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(2, redact(f"{self.prog}: error: {message}\n"))
+        self.failure = redact(message)
+        self.exit(2, f"{self.prog}: error: {self.failure} (see {self.prog} --help)\n")
 
 
 def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.ArgumentParser:
     parser = RecipeParser(
         prog=script,
         description=f"OCR a dataset of page images with {facts.model} on vLLM ({mode} mode).",
-        epilog=f"Job command: {job_command(script, facts)}",
+        epilog=f"Job command:\n{wrapped_command(job_command(script, facts), '  ')}",
+        formatter_class=RecipeHelp,
     )
-    parser.add_argument("input", help="input dataset: Hub id or local folder")
+    parser.add_argument(
+        "input", help="a folder of images, a local dataset folder, a Hub dataset id, a PDF or a folder of PDFs"
+    )
     parser.add_argument("output", help="output dataset: Hub id, or a local folder (starts with . / ~ or exists)")
     add_data_arguments(parser)
     add_output_arguments(parser)
@@ -236,9 +286,15 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
 def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode: str) -> None:
     group = parser.add_argument_group("model")
     group.add_argument("--model", default=facts.model, help=f"model id or folder (default: {facts.model})")
-    group.add_argument("--max-model-len", type=int, default=facts.max_model_len, help="context length to serve")
-    group.add_argument("--max-tokens", type=int, default=facts.sampling.get("max_tokens"), help="output cap")
-    group.add_argument("--temperature", type=float, default=facts.sampling.get("temperature", 0.0))
+    group.add_argument(
+        "--max-model-len", type=int, default=facts.max_model_len, help="context length to serve (prompt and output)"
+    )
+    group.add_argument(
+        "--max-tokens", type=int, default=facts.sampling.get("max_tokens"), help="output tokens per page at most"
+    )
+    group.add_argument(
+        "--temperature", type=float, default=facts.sampling.get("temperature", 0.0), help="sampling temperature"
+    )
     group.add_argument(
         "--ignore-eos",
         action="store_true",

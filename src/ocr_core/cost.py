@@ -73,6 +73,12 @@ def run_price(price_per_hour: float | None, recipe_flavor: str) -> tuple[str, Pr
     return flavor, Price(JOB_PRICES_USD_PER_HOUR[flavor], f"HF Jobs price of {flavor} ({where}), {JOB_PRICES_DATE}")
 
 
+def price_known(price_per_hour: float | None, recipe_flavor: str) -> bool:
+    """Whether the machine's price is known (given, or the job's own flavor), not assumed from the recipe's flavor:
+    the card states only what is known, so a CPU run on a laptop carries no L4 price."""
+    return price_per_hour is not None or job_flavor(recipe_flavor)[1]
+
+
 def cost_facts(
     price: Price | None, wall_s: float, inference_s: float, pages: int, input_rows: int | None
 ) -> dict[str, Any]:

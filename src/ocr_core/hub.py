@@ -109,16 +109,25 @@ def refusal(exc: Exception) -> int | None:
     return status
 
 
-def with_retries(action: Callable[[], T], what: str, attempts: int = UPLOAD_ATTEMPTS) -> T:
+def with_retries(
+    action: Callable[[], T],
+    what: str,
+    attempts: int = UPLOAD_ATTEMPTS,
+    permanent: Callable[[Exception], str | None] | None = None,
+) -> T:
     """Retries Hub calls with backoff: a network blip must not cost the results of a long job.
 
-    A refusal (401/403/404) is raised at once as HubRefused: waiting minutes to hear it again helps nobody.
+    A refusal (401/403/404) is raised at once as HubRefused: waiting minutes to hear it again helps nobody. So is
+    any failure `permanent` explains (it returns the fix), in its words.
     """
     attempt = 1
     while True:
         try:
             return action()
         except Exception as exc:
+            reason = permanent(exc) if permanent is not None else None
+            if reason is not None:
+                raise HubRefused(reason) from exc
             status = refusal(exc)
             if status is not None:
                 raise HubRefused(

@@ -20,6 +20,7 @@ from .card import split_front_matter
 from .errors import CommandError
 from .facts import ModelFacts
 from .hub import HfHub, HubClient, HubRefused, with_retries
+from .inputs import check_local_input, input_problem, output_problem
 from .lease import (
     WHOLE,
     Lease,
@@ -102,7 +103,11 @@ def open_destination(settings: Settings, hub: HubClient | None) -> Destination:
             "(namespace/name)"
         )
     client = hub or HfHub(hub_token(settings))
-    with_retries(lambda: client.create_repo(settings.output, settings.private), "creating the output repo")
+    with_retries(
+        lambda: client.create_repo(settings.output, settings.private),
+        "creating the output repo",
+        permanent=lambda exc: output_problem(exc, settings.output),
+    )
     work_dir = Path(os.environ[WORK_DIR_ENV]) if os.environ.get(WORK_DIR_ENV) else None
     return Destination(
         settings.output,
@@ -125,7 +130,11 @@ def input_revision(settings: Settings, previous: dict | None, hub: HubClient | N
     if previous and previous.get("input") == settings.input and previous.get("input_revision"):
         return previous["input_revision"]
     client = hub or HfHub(hub_token(settings))
-    return with_retries(lambda: client.input_revision(settings.input), "reading the input's revision")
+    return with_retries(
+        lambda: client.input_revision(settings.input),
+        "reading the input's revision",
+        permanent=lambda exc: input_problem(exc, settings.input),
+    )
 
 
 def claim_lease(destination: Destination, listing: list[str], run_id: str, settings: Settings) -> Lease | None:
@@ -214,6 +223,7 @@ def prepare_job(
     settings: Settings, facts: ModelFacts, script: str, mode: str, argv: list[str], hub: HubClient | None
 ) -> Job:
     started = time.monotonic()
+    check_local_input(settings.input)
     result_columns(settings, facts)
     destination = open_destination(settings, hub)
     run_id = destination.slice_tag + new_run_id()

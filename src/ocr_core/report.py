@@ -145,10 +145,23 @@ class Summary:
     script: str
     model: str
     mode: str
-    output: str
+    output: str | None
     run: RunFacts | None = None
     failure: str | None = None
     exit_code: int | None = None
+    load_with: str | None = None
+
+    def sentence(self) -> str:
+        """What the JSON line says, for a person: the rows, their errors, and where the dataset is (and how to open
+        it), or why it is not there yet."""
+        run = self.run
+        assert run is not None, "only a run that reached its pages has a sentence"
+        rows = f"{run.rows} row(s): {run.done_this_run} OCR'd this run, {run.resumed} done before"
+        said = f"{rows}, {run.errors} with an error (exit {self.exit_code})"
+        if self.load_with is not None:
+            return f"{said}; the dataset is at {run.output}; open it with {self.load_with}."
+        why = "interrupted" if run.interrupted else run.failure or f"{run.missing} row(s) have no outcome yet"
+        return f"{said}; not published: {why}. Rerun the same command to resume."
 
     def line(self) -> str:
         fields = {"script": self.script, "model": self.model, "mode": self.mode, "output": self.output}

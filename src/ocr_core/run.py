@@ -3,12 +3,14 @@ happened. The shapes' entry points (`main` in run_offline.py and run_server.py) 
 
 Exit codes: 0 every selected row has an outcome and the dataset is published (or, for a shard, its rows are done);
 1 the job failed (the message says why; finished rows are kept for the rerun); 2 the command needs changing;
-129 / 130 / 143 stopped by SIGHUP / Ctrl-C / SIGTERM (rerun to resume). Every way out after the command line is
-parsed prints the one JSON summary line on stdout, with `exit_code` and, when the run failed, `failure`.
+129 / 130 / 143 stopped by SIGHUP / Ctrl-C / SIGTERM (rerun to resume). Every way out, a refused command line
+included, prints the one JSON summary line on stdout, with `exit_code` and, when the run failed, `failure`; a run
+that reached its pages says the same in one sentence on stderr first.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import signal
 import sys
@@ -27,15 +29,18 @@ from .assemble import assemble, inference_history, missing_rows
 from .breaker import TRUNCATED
 from .canary import Canary, CanaryContext
 from .card import CardFacts
-from .cli import build_parser, job_command, job_timeout, parse_arguments, usage
-from .cost import cost_facts, describe_cost, run_price
+from .cli import build_parser, job_command, job_timeout, parse_arguments, ran_command, usage
+from .cost import cost_facts, describe_cost, price_known, run_price
 from .errors import CommandError, JobFailed
 from .facts import ModelFacts
 from .hub import HubClient, HubRefused
 from .job import Job, prepare_job, release
 from .lease import LeaseTaken
 from .mirror import ProgressMirror
+from .output import is_local_output
 from .progress import ResultLog, read_results
+from .provenance import ScriptSource, ran_image, reproducible, script_source
+from .quiet import silence_notices
 from .redact import register_run_secrets
 from .report import RunFacts, Summary, Tally, say
 from .settings import Settings
@@ -138,11 +143,18 @@ def run_recipe(
     pass a double).
     """
     facts = ModelFacts.from_namespace(namespace)
+    silence_notices()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
         print(usage(script, facts, mode))
         return 0
-    settings = parse_arguments(build_parser(script, facts, mode), argv)
+    parser = build_parser(script, facts, mode)
+    try:
+        settings = parse_arguments(parser, argv)
+    except SystemExit as exc:
+        if exc.code != 2:
+            raise
+        return refused_command(parser, Summary(script, facts.model, mode, argv[1] if len(argv) > 1 else None))
     summary = Summary(script, settings.model, mode, settings.output)
     streams: list[TextIO] = [sys.stdout]
     stop = StopSignals()
@@ -151,14 +163,25 @@ def run_recipe(
         register_run_secrets(settings)
         if settings.verbose:
             say(versions())
-        code = run(settings, facts, script, mode, drive_pages, argv, hub, stop, summary, streams)
+        origin = script_source(namespace, script)
+        code = run(settings, facts, script, mode, drive_pages, argv, hub, stop, summary, streams, origin)
     except BaseException as exc:
         code = failure_code(exc, stop, summary, settings.verbose)
     finally:
         stop.restore()
     summary.exit_code = code
+    if summary.run is not None:
+        say(summary.sentence())
     summary.print_to(streams[-1])
     return code
+
+
+def refused_command(parser: argparse.ArgumentParser, summary: Summary) -> int:
+    """A command line argparse refused (it printed the one line that says why): the summary line, exit 2."""
+    summary.failure = getattr(parser, "failure", None) or "the command line is wrong; see --help"
+    summary.exit_code = 2
+    summary.print_to(sys.stdout)
+    return 2
 
 
 def run(
@@ -172,6 +195,7 @@ def run(
     stop: StopSignals,
     summary: Summary,
     streams: list[TextIO],
+    origin: ScriptSource,
 ) -> int:
     job = prepare_job(settings, facts, script, mode, argv, hub)
     try:
@@ -180,10 +204,19 @@ def run(
         finally:
             closed = uninterrupted(lambda: close_mirror(job, job.mirror))
         drive.failure = drive.failure or closed
-        code, summary.run = finish(job, drive, stop.signum)
+        code, summary.run = finish(job, drive, stop.signum, origin)
+        summary.load_with = load_call(job.settings) if code == 0 else None
         return code
     finally:
         release(job.destination, job.lease, job.locks, job.mirror)
+
+
+def load_call(settings: Settings) -> str:
+    """The line of Python that opens what this run published (a local folder by its absolute path)."""
+    local = is_local_output(settings.output)
+    where = str(Path(settings.output).expanduser().resolve()) if local else settings.output
+    config = f", {settings.config!r}" if settings.config else ""
+    return f"datasets.load_dataset({where!r}{config}, split={settings.split!r})"
 
 
 def failure_code(exc: BaseException, stop: StopSignals, summary: Summary, verbose: bool) -> int:
@@ -279,7 +312,9 @@ def make_canary(job: Job, log: ResultLog, version: str | None) -> Canary | None:
     return Canary(log, context, min(job.settings.canary_pages, job.todo))
 
 
-def inference_info(job: Job, drive: Drive) -> dict[str, Any]:
+def inference_info(job: Job, drive: Drive, origin: ScriptSource) -> dict[str, Any]:
+    """What ran over these rows: the model as given, the vLLM the server reported, the image only when the job ran
+    in it, and the script's released URL only when its bytes are the release's (else the hash of what ran)."""
     window = drive.window
     return {
         "model_id": job.settings.model,
@@ -287,12 +322,14 @@ def inference_info(job: Job, drive: Drive) -> dict[str, Any]:
         "column_name": job.settings.output_column,
         "error_column": job.settings.error_column,
         "sampling": requested_sampling(job.facts, job.settings),
-        "image": job.facts.image,
+        "image": ran_image(job.facts.image, drive.version),
         "vllm_version": drive.version,
         "mode": job.mode,
         "window": {"final": window.limit, "peak_in_flight": window.peak_in_flight, "cap": window.cap},
         "serving": drive.serving,
         "script": job.script,
+        "script_url": origin.url,
+        "script_sha256": origin.sha256,
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
@@ -325,13 +362,14 @@ def read_outcome(job: Job) -> Outcome:
     )
 
 
-def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, RunFacts]:
+def finish(job: Job, drive: Drive, stopped: int | None, origin: ScriptSource) -> tuple[int, RunFacts]:
     """Publishes this job's slice when each of its rows has an outcome; returns the exit code and the summary's
     facts of the run."""
     outcome = read_outcome(job)
     wall_s = time.monotonic() - job.started
     flavor, cost = run_cost(job, drive.tally, wall_s)
-    published, code = conclude(job, drive, stopped, outcome, describe_cost(cost, flavor))
+    known = price_known(job.settings.price_per_hour, job.facts.flavor)
+    published, code = conclude(job, drive, stopped, outcome, describe_cost(cost, flavor) if known else None, origin)
     tally, window = drive.tally, drive.window
     return code, RunFacts(
         output=published or job.destination.describe(),
@@ -359,14 +397,16 @@ def finish(job: Job, drive: Drive, stopped: int | None) -> tuple[int, RunFacts]:
     )
 
 
-def conclude(job: Job, drive: Drive, stopped: int | None, outcome: Outcome, cost: str | None) -> tuple[str | None, int]:
+def conclude(
+    job: Job, drive: Drive, stopped: int | None, outcome: Outcome, cost: str | None, origin: ScriptSource
+) -> tuple[str | None, int]:
     """Publishes this job's finished rows, or says what is left; the published address (or None) and the exit code."""
     if stopped is not None:
         return None, 128 + stopped
     if drive.failure is not None:
         return None, 1
     if not outcome.missing:
-        return publish_or_say(job, drive, outcome.errors, outcome.truncated, cost)
+        return publish_or_say(job, drive, outcome.errors, outcome.truncated, cost, origin)
     say(f"{outcome.missing} row(s) have no outcome yet; rerun the same command to finish them")
     return None, 1
 
@@ -379,14 +419,16 @@ def run_cost(job: Job, tally: Tally, wall_s: float) -> tuple[str, dict[str, Any]
     return flavor, cost_facts(price, wall_s, tally.seconds() if tally.done else 0.0, tally.done, sample_of)
 
 
-def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> tuple[str | None, int]:
+def publish_or_say(
+    job: Job, drive: Drive, errors: int, truncated: int, cost: str | None, origin: ScriptSource
+) -> tuple[str | None, int]:
     replaced = job.destination.replaced_by_another_run(job.manifest)
     if replaced:
         drive.failure = replaced
         say(f"error: {replaced}")
         return None, 1
     try:
-        published = publish(job, drive, errors, truncated, cost)
+        published = publish(job, drive, errors, truncated, cost, origin)
     except HubRefused:
         raise
     except Exception as exc:
@@ -400,10 +442,13 @@ def publish_or_say(job: Job, drive: Drive, errors: int, truncated: int, cost: st
     return published, 0
 
 
-def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None) -> str:
-    """Writes this job's slice from its own rows' results only and publishes it with its facts (slices.py)."""
-    tally, owned = drive.tally, job.source.owned()
-    command = job_command(job.script, job.facts, job.argv, job_timeout(len(owned), tally.pages_per_s() or None))
+def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None, origin: ScriptSource) -> str:
+    """Writes this job's slice from its own rows' results only and publishes it with its facts (slices.py); the
+    card's reproduce command only when one exists (a Hub input, output and model)."""
+    tally, owned, settings = drive.tally, job.source.owned(), job.settings
+    timeout = job_timeout(len(owned), tally.pages_per_s() or None)
+    command = job_command(job.script, job.facts, job.argv, timeout)
+    reproduce = reproducible(settings.input, settings.output, settings.model)
     template = CardFacts(
         source=job.settings.input,
         split=job.settings.split,
@@ -411,9 +456,10 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         data_prefix=job.destination.data_prefix,
         model=job.settings.model,
         script=job.script,
-        image=job.facts.image,
+        image=ran_image(job.facts.image, drive.version),
         mode=job.mode,
-        command=command,
+        command=command if reproduce else None,
+        ran=None if reproduce else ran_command(job.script, job.argv),
         output_column=job.settings.output_column,
         error_column=job.settings.error_column,
         rows=len(owned),
@@ -429,12 +475,19 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         cost=cost,
         kept_columns=job.columns.keep,
         serving=drive.serving,
+        vllm_version=drive.version,
+        script_source=origin.describe(),
     )
     results = slice_results(job.destination.progress_dir, owned)
     shard = job.source.shard or (0, 1)
     with tempfile.TemporaryDirectory() as folder:
         files = assemble(
-            job.source, results, job.columns, inference_info(job, drive), Path(folder), job.destination.data_prefix
+            job.source,
+            results,
+            job.columns,
+            inference_info(job, drive, origin),
+            Path(folder),
+            job.destination.data_prefix,
         )
         del results  # the slice's text is in the files now; the upload needs none of it in memory
         part = f", shard {shard[0]}/{shard[1]}" if job.source.shard else ""

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from .errors import CommandError
 from .images import OutsidePath
+from .inputs import input_problem
 from .pdf import BadPdf, PdfiumMissing, PdfPage, RenderSize, looks_like_pdf, page_count
 from .report import say
 
@@ -222,14 +223,9 @@ def open_dataset(name: str, split: str, config: str | None, revision: str | None
                 raise InputError(f"{name} has no split {split!r}; it has {sorted(loaded)} (pass --split)")
             return loaded[split]
         return loaded
-    try:
-        if path.exists():
-            return datasets.load_dataset(str(path), name=config, split=split)
-        return datasets.load_dataset(name, name=config, split=split, revision=revision)
-    except ValueError as exc:
-        if "split" in str(exc).lower():
-            raise InputError(f"{name}: {exc} (pass --split)") from exc
-        raise
+    if path.exists():
+        return datasets.load_dataset(str(path), name=config, split=split)
+    return datasets.load_dataset(name, name=config, split=split, revision=revision)
 
 
 def load_source(
@@ -265,6 +261,13 @@ def load_source(
             dataset, features, pdfs, page_ids = dataset_rows(opened, name, split, image_column, id_column, size, folder)
     except PdfiumMissing as exc:
         raise InputError(str(exc)) from exc
+    except CommandError:
+        raise
+    except Exception as exc:
+        problem = input_problem(exc, name)
+        if problem is None:
+            raise
+        raise InputError(problem) from exc
     selected = select_rows(len(dataset) if total is None else total, max_samples, shuffle, seed)
     ids = [page_ids[index] for index in selected] if pdfs else row_ids(dataset, split, selected, id_column)
     return Source(split, dataset, features, image_column, selected, ids, shard, folder, pdfs, offset, total)

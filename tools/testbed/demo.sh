@@ -1,18 +1,50 @@
 #!/usr/bin/env bash
-# The README's first command: OCR the bundled sample pages with lighton-ocr3-saturate.py through a real vLLM
-# engine on the CPU. The recipe spawns `vllm serve` itself (the same path as on HF Jobs); the tiny random model
-# stands in for LightOnOCR-3, so the text is noise but every step is real. The random model never ends a page by
-# itself, so --ignore-eos says that running to --max-tokens is intended (else every page would count as truncated
-# and the circuit breaker would stop the run). Extra arguments go to the recipe; DEMO_INPUT picks another input, for
-# example DEMO_INPUT=samples/pdf/sample-pages.pdf for the bundled PDF (one row per page).
+# The README's first command: OCR pages with a recipe through a real vLLM engine on the CPU, the tiny random model
+# standing in for the recipe's own (the text is noise, every step is real; a server recipe spawns `vllm serve`
+# itself, the same path as on HF Jobs).
+#
+#   bash tools/testbed/demo.sh [INPUT [OUTPUT]] [recipe flags...]
+#   make demo [SCRIPT=ovis-ocr2-server.py] [INPUT=./my-pages] [OUTPUT=./my-pages-ocr] [ARGS="--max-samples 5"]
+#
+# INPUT (default samples/dataset; or DEMO_INPUT) is anything a recipe reads: a folder of images, a PDF, a folder of
+# PDFs, a dataset folder. OUTPUT (or DEMO_OUTPUT) defaults to ./out/<script>-<input name>, so the README's examples
+# never write into each other's folder; rerunning one resumes it. SCRIPT (or DEMO_SCRIPT) is any recipe.
+# What the tiny model needs is set here, never by the user: it never ends a page by itself, so --ignore-eos says
+# running to --max-tokens is intended (else every page would count as truncated and the breaker would stop the run);
+# the CPU engine runs eager, and the model's processor takes none of a recipe's pixel-band kwargs. Later flags win.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tools/testbed/install.sh
 venv="${OCR_TESTBED_DIR:-$PWD/.testbed}/venv"
+script="${DEMO_SCRIPT:-lighton-ocr3-saturate.py}"
+input="${DEMO_INPUT:-}"
+output="${DEMO_OUTPUT:-}"
+if [[ $# -gt 0 && $1 != -* ]]; then input="$1"; shift; fi
+if [[ $# -gt 0 && $1 != -* ]]; then output="$1"; shift; fi
+input="${input:-samples/dataset}"
+name="$(basename "${input%/}")"
+output="${output:-./out/${script%.py}-${name%.*}}"
+if [[ ! -f "$script" ]]; then
+    echo "demo: no recipe $script here; pick one of: $(ls ./*.py | xargs -n1 basename | grep -v compare | tr '\n' ' ')" >&2
+    exit 2
+fi
 model="$("$venv/bin/python" -m tests.testbed.tiny_model)"
-out="${DEMO_OUTPUT:-./out/demo}"
-port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+engine="--enforce-eager --mm-processor-kwargs {}"
+case "$script" in
+    hpd-parsing-*)
+        # Its speculative P-MTP head (looked up in the model's folder) and FlashInfer attention exist on a GPU only.
+        demo_model="$PWD/out/.demo-model-hpd"
+        mkdir -p "$demo_model/P-MTP"
+        ln -sfn "$model"/* "$demo_model/"
+        model="$demo_model"
+        engine+=" --speculative-config None --attention-backend CPU_ATTN --attention-config {}"
+        ;;
+esac
+flags=(--model "$model" --max-model-len 1024 --max-tokens 48 --temperature 0 --ignore-eos "--extra-serve-args=$engine")
+if ! grep -q 'mode="offline"))$' "$script"; then
+    port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    flags+=(--server "http://127.0.0.1:$port")
+fi
 export PATH="$venv/bin:$PATH" VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
-exec "$venv/bin/python" lighton-ocr3-saturate.py "${DEMO_INPUT:-samples/dataset}" "$out" \
-    --server "http://127.0.0.1:$port" --model "$model" --max-model-len 1024 --max-tokens 48 --temperature 0 --ignore-eos \
-    --extra-serve-args="--enforce-eager" "$@"
+echo "demo: $script $input -> $output" >&2
+exec "$venv/bin/python" "$script" "$input" "$output" "${flags[@]}" "$@"

@@ -1,0 +1,85 @@
+"""What really ran, for the card and `inference_info`: the script (the released one or a modified copy), the image
+(only when the job ran in it), the model as given, and whether any command reproduces the run elsewhere.
+
+A card that names the recipe's image, URL and job command whatever happened tells a reader of a local CPU run, or of
+a run of an edited script, something untrue. A released script carries the hash of its own text (the hash itself
+blanked), written by tools/build_scripts.py; a copy whose bytes no longer match is recorded as modified, with the
+hash of what ran, never with the released URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .cli import script_url
+from .inputs import LOCAL_PREFIXES
+
+RELEASE_HASH_NAME = "RELEASED_SHA256"
+RELEASE_HASH_LINE = re.compile(rf'^{RELEASE_HASH_NAME} = "[0-9a-f]*"$', re.M)
+VERSION_TAG = re.compile(r"v?(\d+\.\d+\.\d+)")
+
+
+def release_digest(text: str) -> str:
+    """The sha256 of a script's text with its recorded hash blanked: what the build records, and a run checks."""
+    blanked = RELEASE_HASH_LINE.sub(f'{RELEASE_HASH_NAME} = ""', text, count=1)
+    return hashlib.sha256(blanked.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ScriptSource:
+    """The script that ran: its released URL only when these are the released bytes, else the hash of what ran."""
+
+    script: str
+    url: str | None
+    sha256: str | None
+
+    def describe(self) -> str:
+        if self.url is not None:
+            return f"the released [`{self.script}`]({self.url})"
+        if self.sha256 is not None:
+            return f"a modified copy of `{self.script}` (sha256 `{self.sha256}`), not the released script"
+        return f"`{self.script}`, not checked against the released script (what ran carries no release hash)"
+
+
+def script_source(namespace: Mapping[str, Any], script: str) -> ScriptSource:
+    """Reads the running script's bytes; a recipe run from the package (tests, src/) has no release hash."""
+    recorded, path = namespace.get(RELEASE_HASH_NAME), namespace.get("__file__")
+    try:
+        data = Path(path).read_bytes() if recorded and path else None
+    except OSError:
+        data = None
+    if data is None:
+        return ScriptSource(script, None, None)
+    if release_digest(data.decode(errors="replace")) == recorded:
+        return ScriptSource(script, script_url(script), hashlib.sha256(data).hexdigest())
+    return ScriptSource(script, None, hashlib.sha256(data).hexdigest())
+
+
+def on_hf_jobs() -> bool:
+    return bool(os.environ.get("JOB_ID"))
+
+
+def ran_image(image: str, vllm_version: str | None) -> str | None:
+    """The recipe's image, when this job plainly ran in it: on HF Jobs, with the vLLM its tag names (if any)."""
+    if not on_hf_jobs():
+        return None
+    tag = VERSION_TAG.fullmatch(image.rpartition(":")[2])
+    if tag and vllm_version is not None and vllm_version.split("+")[0] != tag.group(1):
+        return None
+    return image
+
+
+def hub_id(name: str) -> bool:
+    """A Hub id (namespace/name), not a path on this machine."""
+    return not name.startswith(LOCAL_PREFIXES) and not Path(name).expanduser().exists() and name.count("/") == 1
+
+
+def reproducible(input_name: str, output: str, model: str) -> bool:
+    """A job command can redo the run elsewhere only when what it read, wrote and served all live on the Hub."""
+    return hub_id(input_name) and hub_id(output) and hub_id(model)

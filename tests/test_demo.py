@@ -1,0 +1,65 @@
+"""`make demo` as a new user runs it (issue 24): any recipe, their own pages, outputs that never collide.
+
+The demo applies what the tiny model and the CPU engine need (tools/testbed/demo.sh), so every recipe runs there with
+nothing but INPUT and OUTPUT from the user; these tests run the demo itself, on the real CPU engine.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import datasets
+import pytest
+
+from ocr_models import RECIPES
+from tests.testbed.env import REPO_ROOT, TESTBED_DIR
+
+PAGES = REPO_ROOT / "samples" / "pages"
+# Far above the demo's --max-model-len 1024: the recipe refuses the command line at once, before any engine starts,
+# and its summary line says which INPUT and OUTPUT the demo gave it.
+REFUSED_AT_ONCE = ["--max-tokens", "4096"]
+
+
+def demo(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> tuple[subprocess.CompletedProcess, dict]:
+    environment = {"OCR_TESTBED_DIR": str(TESTBED_DIR), "PATH": "/usr/bin:/bin", **(env or {})}
+    result = subprocess.run(
+        ["bash", "tools/testbed/demo.sh", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
+        env=environment,
+    )  # fmt: skip
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    return result, json.loads(lines[-1]) if lines else {}
+
+
+def test_the_readmes_demo_examples_write_to_folders_of_their_own():
+    _, first = demo(*REFUSED_AT_ONCE)
+    _, pdf = demo(*REFUSED_AT_ONCE, env={"DEMO_INPUT": "samples/pdf/sample-pages.pdf"})
+    _, ovis = demo(*REFUSED_AT_ONCE, env={"DEMO_SCRIPT": "ovis-ocr2-server.py"})
+    outputs = [first["output"], pdf["output"], ovis["output"]]
+    assert all(output.startswith("./out/") for output in outputs)
+    assert len(set(outputs)) == 3, outputs
+    assert ovis["script"] == "ovis-ocr2-server.py"
+
+
+def test_input_and_output_may_follow_the_demo_command_and_flags_go_to_the_recipe(tmp_path):
+    result, summary = demo(str(PAGES), str(tmp_path / "mine"), *REFUSED_AT_ONCE)
+    assert result.returncode == 2
+    assert summary["output"] == str(tmp_path / "mine")
+    assert "--max-tokens 4096" in summary["failure"]
+
+
+@pytest.mark.parametrize("script", [recipe.script for recipe in RECIPES])
+def test_every_recipe_ocrs_a_folder_of_your_own_images_through_the_demo(tmp_path, script):
+    mine = tmp_path / "my scans"
+    mine.mkdir()
+    for page in sorted(PAGES.iterdir())[:2]:
+        shutil.copy(page, mine)
+    out = tmp_path / "my-scans-ocr"
+    result, summary = demo(str(mine), str(out), env={"DEMO_SCRIPT": script}, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (summary["script"], summary["rows"], summary["errors"]) == (script, 2, 0)
+    rows = datasets.load_dataset(str(out), split="train", cache_dir=str(tmp_path / "cache"))
+    assert len(rows) == 2 and all(rows["markdown"])

@@ -1,0 +1,344 @@
+"""A new user's first hour (issue 24): bad input answered at once, a card that tells the truth, a plain ending.
+
+No test reaches the Hub: Hub failures are the exceptions huggingface_hub and datasets raise, built here and thrown
+by the folder double; runs use the fake vLLM server where the engine does not matter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import datasets
+import httpx2
+import pytest
+from datasets.exceptions import DatasetNotFoundError
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    HFValidationError,
+    OfflineModeIsEnabled,
+    RepositoryNotFoundError,
+)
+from PIL import Image
+
+from ocr_core import hub as hub_module
+from ocr_core import run_server
+from ocr_core.cli import build_parser, job_command
+from ocr_core.cost import price_known
+from ocr_core.facts import ModelFacts
+from ocr_core.inputs import input_problem
+from ocr_core.provenance import ran_image, reproducible
+from ocr_models import RECIPES
+from tests.test_resume_publish import SAMPLES, run_main, served
+from tests.testbed.env import REPO_ROOT, VENV_PYTHON
+from tests.testbed.env import testbed_env as bed_env
+from tests.testbed.fake_server import fake_server
+from tests.testbed.hub_double import FolderHub
+
+
+@pytest.fixture
+def server():
+    with fake_server() as running:
+        yield running
+
+
+@pytest.fixture
+def sleeps(monkeypatch) -> list[float]:
+    """Every backoff a Hub retry would wait, recorded instead of waited."""
+    waited: list[float] = []
+    monkeypatch.setattr(hub_module.time, "sleep", waited.append)
+    return waited
+
+
+def hub_answer(cls: type[HfHubHTTPError], status: int, message: str) -> HfHubHTTPError:
+    request = httpx2.Request("GET", "https://huggingface.co/api/datasets/someone/scans")
+    return cls(message, response=httpx2.Response(status, request=request))
+
+
+class FailingInputHub(FolderHub):
+    """A Hub double whose answer about the input dataset is `error`, as the real client raises it."""
+
+    def __init__(self, root: Path, error: Exception) -> None:
+        super().__init__(root)
+        self.error = error
+        self.asked: list[str] = []
+
+    def input_revision(self, repo_id: str) -> str | None:
+        self.asked.append(repo_id)
+        raise self.error
+
+
+def test_a_missing_local_input_is_exit_2_at_once_and_never_asks_the_hub(server, tmp_path, capsys, sleeps):
+    hub = FailingInputHub(tmp_path / "hub", HFValidationError("Repo id must be in the form 'repo_name'"))
+    started = time.monotonic()
+    code, summary, err = run_main(
+        "lighton-ocr3-saturate.py", ["./no/such/folder", str(tmp_path / "out"), *served(server)], capsys, hub=hub
+    )
+    assert (code, summary["exit_code"]) == (2, 2)
+    assert time.monotonic() - started < 10
+    assert hub.asked == [] and sleeps == []
+    assert "'./no/such/folder' does not exist" in summary["failure"]
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (HFValidationError("Repo id must use alphanumeric chars"), "nor a valid Hub dataset id"),
+        (hub_answer(RepositoryNotFoundError, 401, "401 Client Error: Repository Not Found"), "no such dataset"),
+        (hub_answer(GatedRepoError, 403, "403 Client Error: gated"), "is gated"),
+    ],
+    ids=["invalid-id", "not-found-or-private", "gated"],
+)
+def test_a_hub_input_that_cannot_be_read_is_exit_2_without_retries(server, tmp_path, capsys, sleeps, error, says):
+    hub = FailingInputHub(tmp_path / "hub", error)
+    code, summary, _ = run_main(
+        "lighton-ocr3-saturate.py", ["someone/scans", str(tmp_path / "out"), *served(server)], capsys, hub=hub
+    )
+    assert (code, summary["exit_code"]) == (2, 2)
+    assert sleeps == []
+    assert says in summary["failure"] and "'someone/scans'" in summary["failure"]
+    assert "output repo" not in summary["failure"]
+
+
+def test_a_config_the_local_input_does_not_have_is_exit_2(server, tmp_path, capsys):
+    code, summary, _ = run_main(
+        "lighton-ocr3-saturate.py",
+        [str(SAMPLES), str(tmp_path / "out"), "--input-config", "nope", *served(server)],
+        capsys,
+    )
+    assert (code, summary["exit_code"]) == (2, 2)
+    assert "--input-config" in summary["failure"] and "internal error" not in summary["failure"]
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (DatasetNotFoundError("Dataset 'someone/scans' doesn't exist on the Hub or cannot be accessed."), "HF_TOKEN"),
+        (ValueError("Unknown split \"tset\". Should be one of ['train']."), "--split"),
+        (ValueError("Bad split: tset. Available splits: ['train']"), "--split"),
+        (ValueError("BuilderConfig 'nope' not found. Available: ['default']"), "--input-config"),
+        (OfflineModeIsEnabled("offline"), "HF_HUB_OFFLINE"),
+    ],
+    ids=["dataset-not-found", "unknown-split", "bad-split", "unknown-config", "offline"],
+)
+def test_input_failures_that_need_a_new_command_are_named(error, says):
+    assert says in input_problem(error, "someone/scans")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ConnectionError("connection reset"),
+        TimeoutError("read timed out"),
+        hub_answer(HfHubHTTPError, 503, "503 Server Error"),
+        hub_answer(HfHubHTTPError, 429, "429 Too Many Requests"),
+        ValueError("some other value problem"),
+    ],
+    ids=["reset", "timeout", "503", "429", "unrelated-value-error"],
+)
+def test_failures_that_can_heal_are_left_to_the_retries(error):
+    assert input_problem(error, "someone/scans") is None
+
+
+class InvalidIdHub(FolderHub):
+    """A Hub double that refuses a repo id as huggingface_hub's validation does, before any request."""
+
+    def create_repo(self, repo_id: str, private: bool) -> None:
+        raise HFValidationError(f"Repo id must use alphanumeric chars, '-', '_' or '.': '{repo_id}'")
+
+
+def test_an_invalid_output_id_is_exit_2_without_retries(server, tmp_path, capsys, sleeps):
+    hub = InvalidIdHub(tmp_path / "hub")
+    code, summary, _ = run_main(
+        "lighton-ocr3-saturate.py", [str(SAMPLES), "someone/scans ocr", *served(server)], capsys, hub=hub
+    )
+    assert (code, summary["exit_code"]) == (2, 2)
+    assert sleeps == []
+    assert "OUTPUT 'someone/scans ocr'" in summary["failure"]
+
+
+def recipe_parser(script: str = "lighton-ocr3-saturate.py") -> argparse.ArgumentParser:
+    recipe = next(recipe for recipe in RECIPES if recipe.script == script)
+    facts = ModelFacts.from_namespace(vars(importlib.import_module(f"ocr_models.{recipe.model}")))
+    return build_parser(script, facts, recipe.shape)
+
+
+@pytest.mark.parametrize("script", [recipe.script for recipe in RECIPES])
+def test_help_shows_every_default(script):
+    parser = recipe_parser(script)
+    text = parser.format_help()
+    for action in parser._actions:
+        if action.default in (None, False, argparse.SUPPRESS, "") or not action.option_strings:
+            continue
+        flag = action.option_strings[-1]
+        block = text.split(f"  {flag}", 1)[1].split("\n  -", 1)[0]
+        assert "default" in block, f"{flag} shows no default"
+
+
+@pytest.mark.parametrize("script", [recipe.script for recipe in RECIPES])
+def test_help_prints_the_job_command_on_lines_that_copy_whole(script):
+    parser = recipe_parser(script)
+    recipe = next(recipe for recipe in RECIPES if recipe.script == script)
+    facts = ModelFacts.from_namespace(vars(importlib.import_module(f"ocr_models.{recipe.model}")))
+    shown = parser.format_help().split("Job command:", 1)[1].strip()
+    assert shown.replace(" \\\n    ", " ") == job_command(script, facts)
+    assert all(line.endswith(" \\") for line in shown.splitlines()[:-1])
+
+
+def test_an_argument_error_is_one_line_and_a_summary(capsys):
+    code, summary, err = run_main("lighton-ocr3-saturate.py", ["in", "./out", "--max-tokens", "many"], capsys)
+    assert (code, summary["exit_code"]) == (2, 2)
+    assert "--max-tokens" in summary["failure"] and "many" in summary["failure"]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "--help" in lines[0] and "--max-tokens" in lines[0]
+
+
+def test_no_arguments_still_print_the_usage_and_exit_0(capsys):
+    recipe = next(recipe for recipe in RECIPES if recipe.script == "lighton-ocr3-saturate.py")
+    model = importlib.import_module(f"ocr_models.{recipe.model}")
+    assert run_server.main(vars(model), recipe.script, recipe.shape, []) == 0
+    assert "hf jobs uv run" in capsys.readouterr().out
+
+
+def test_the_end_of_a_run_says_what_happened_in_a_sentence(server, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, summary, err = run_main("lighton-ocr3-saturate.py", [str(SAMPLES), str(out), *served(server)], capsys)
+    assert code == 0
+    sentence = err.strip().splitlines()[-1]
+    assert f"{summary['rows']} row(s)" in sentence and f"{summary['errors']} with an error" in sentence
+    assert str(out) in sentence
+    loader = sentence[sentence.index("datasets.load_dataset(") :].rstrip(".")
+    assert len(eval(loader, {"datasets": datasets})) == summary["rows"]
+
+
+@pytest.fixture
+def off_jobs(monkeypatch):
+    """A run on this machine, not on HF Jobs: no job id, no flavor in the environment."""
+    for name in ("JOB_ID", "ACCELERATOR", "JOB_FLAVOR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def last_run_info(folder: Path) -> dict:
+    rows = datasets.load_dataset(str(folder), split="train", cache_dir=f"{folder}.cache")
+    return json.loads(rows[0]["inference_info"])[-1]
+
+
+def test_the_card_of_a_local_cpu_run_says_only_what_happened(tmp_path, capsys, off_jobs):
+    model = tmp_path / "tiny-model"
+    model.mkdir()
+    out = tmp_path / "out"
+    with fake_server(model=str(model)) as local:
+        code, _, _ = run_main("lighton-ocr3-saturate.py", [str(SAMPLES), str(out), *served(local)], capsys)
+    assert code == 0
+    card = (out / "README.md").read_text()
+    assert "huggingface.co//" not in card and f"huggingface.co/{model}" not in card and f"`{model}`" in card
+    assert "vLLM fake" in card  # the version the server reported, not the recipe's image tag
+    assert "vllm/vllm-openai" not in card
+    reproduce = card.split("## Reproduce", 1)[1]
+    assert "hf jobs" not in reproduce and "No job command reproduces this run" in reproduce
+    assert f"lighton-ocr3-saturate.py {SAMPLES} {out}" in reproduce  # what ran, as what ran
+    assert "| cost |" not in card and "l4x1" not in card
+    info = last_run_info(out)
+    assert (info["model_id"], info["vllm_version"], info["image"]) == (str(model), "fake", None)
+
+
+def test_what_ran_on_hf_jobs_is_recorded_with_its_image_only_when_the_versions_agree(monkeypatch):
+    monkeypatch.setenv("JOB_ID", "job-1")
+    assert ran_image("vllm/vllm-openai:v0.30.0", "0.30.0") == "vllm/vllm-openai:v0.30.0"
+    assert ran_image("vllm/vllm-openai:v0.30.0", "0.32.0+cpu") is None
+    monkeypatch.delenv("JOB_ID")
+    assert ran_image("vllm/vllm-openai:v0.30.0", "0.30.0") is None
+
+
+def test_a_reproduce_command_only_exists_for_hub_input_output_and_model():
+    assert reproducible("someone/scans", "someone/scans-ocr", "lightonai/LightOnOCR-3-0.8B")
+    assert not reproducible("./scans", "someone/scans-ocr", "lightonai/LightOnOCR-3-0.8B")
+    assert not reproducible("someone/scans", "./out", "lightonai/LightOnOCR-3-0.8B")
+    assert not reproducible("someone/scans", "someone/scans-ocr", "/tmp/tiny-model")
+
+
+def test_the_price_is_only_given_for_a_known_flavor(monkeypatch, off_jobs):
+    assert not price_known(None, "l4x1")
+    assert price_known(1.25, "l4x1")
+    monkeypatch.setenv("ACCELERATOR", "l4x1")
+    assert price_known(None, "l4x1")
+
+
+def run_copy(script: Path, out: Path, server) -> str:
+    env = {key: value for key, value in bed_env().items() if key not in ("JOB_ID", "ACCELERATOR", "JOB_FLAVOR")}
+    result = subprocess.run(
+        [str(VENV_PYTHON), str(script), str(SAMPLES), str(out), "--max-samples", "2", *served(server)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return (out / "README.md").read_text()
+
+
+def test_a_script_edited_by_the_user_is_recorded_as_modified_not_as_the_release(server, tmp_path):
+    released = (REPO_ROOT / "lighton-ocr3-saturate.py").read_bytes()
+    url = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/lighton-ocr3-saturate.py"
+    (tmp_path / "as-released").mkdir()
+    same = tmp_path / "as-released" / "lighton-ocr3-saturate.py"
+    same.write_bytes(released)
+    assert url in run_copy(same, tmp_path / "out-released", server)
+    edited = tmp_path / "lighton-ocr3-saturate.py"
+    edited.write_bytes(released.replace(b"SERVER_WINDOW = 32", b"SERVER_WINDOW = 8"))
+    card = run_copy(edited, tmp_path / "out-edited", server)
+    assert url not in card
+    assert "modified" in card and hashlib.sha256(edited.read_bytes()).hexdigest() in card
+    assert last_run_info(tmp_path / "out-edited")["script_sha256"] == hashlib.sha256(edited.read_bytes()).hexdigest()
+
+
+def test_a_huge_page_that_is_then_fitted_raises_no_pillow_warning(server, tmp_path):
+    """Pillow warns above 89 MP ("possible decompression bomb") although the page is only read to be fitted."""
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    Image.new("1", (9600, 9600), 1).save(pages / "huge-scan.png")
+    result = subprocess.run(
+        [str(VENV_PYTHON), str(REPO_ROOT / "lighton-ocr3-saturate.py"), str(pages), str(tmp_path / "out"),
+         *served(server)],
+        capture_output=True, text=True, timeout=300, env=bed_env(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1])["errors"] == 0
+    assert "DecompressionBomb" not in result.stderr and "Warning" not in result.stderr
+
+
+def test_vllms_notice_about_tritons_cpu_backend_is_not_shown():
+    """The CPU build logs it on import, in-process for an offline recipe; it says nothing a user can act on."""
+    code = "from ocr_core.quiet import silence_notices; silence_notices(); import vllm.triton_utils"
+    result = subprocess.run(
+        [str(VENV_PYTHON), "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=bed_env(),
+        cwd=REPO_ROOT / "src",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Triton" not in result.stdout + result.stderr
+    bare = subprocess.run(
+        [str(VENV_PYTHON), "-c", "import vllm.triton_utils"], capture_output=True, text=True, timeout=300, env=bed_env()
+    )
+    assert "Triton is installed, but doesn't include CPU backend" in bare.stdout + bare.stderr  # what it silences
+
+
+def test_help_never_shows_a_secret_taken_from_the_environment(monkeypatch):
+    monkeypatch.setenv("VLLM_API_KEY", "sk-from-the-environment")
+    assert "sk-from-the-environment" not in recipe_parser().format_help()
+
+
+def test_a_folder_with_nothing_to_read_is_exit_2(server, tmp_path, capsys):
+    (tmp_path / "scans").mkdir()  # say, the pages were never copied in
+    code, summary, _ = run_main(
+        "lighton-ocr3-saturate.py", [str(tmp_path / "scans"), str(tmp_path / "out"), *served(server)], capsys
+    )
+    assert (code, summary["exit_code"]) == (2, 2)
+    assert "internal error" not in summary["failure"] and "images" in summary["failure"]
