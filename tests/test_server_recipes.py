@@ -309,3 +309,30 @@ def test_two_shards_publish_their_own_slices_equal_to_an_unsharded_run(vllm_serv
     assert sharded["page_id"] == page_ids and all(sharded["markdown"])
     compared = [name for name in expected.column_names if name != "inference_info"]
     assert sharded.select_columns(compared).to_list() == expected.select_columns(compared).to_list()
+
+
+def test_several_servers_given_are_one_fleet_that_keeps_order_and_resumes(vllm_server, tmp_path):
+    """Two --server URLs (the shared engine under two names) are fed as one fleet: both get pages, the output keeps
+    input order, a rerun resumes; a URL that never answers is a command error naming it."""
+    alias = vllm_server.url.replace("127.0.0.1", "localhost")
+    out = tmp_path / "out"
+    args = [str(SAMPLES), str(out), "--server", f"{vllm_server.url},{alias}", "--model", vllm_server.model, *FAST]
+    first = run_recipe("lighton-ocr3-saturate.py", *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    summary = summary_of(first.stdout)
+    assert (summary["rows"], summary["errors"], summary["missing"]) == (12, 0, 0)
+    assert [replica["url"] for replica in summary["replicas"]] == [vllm_server.url, alias]
+    assert all(replica["pages"] > 0 for replica in summary["replicas"]), summary["replicas"]
+    assert summary["serving"].startswith("2 server(s) given with --server")
+    output = load_output(out)
+    assert output["page_id"] == datasets.load_dataset(str(SAMPLES), split="train")["page_id"]
+    again = run_recipe("lighton-ocr3-saturate.py", *args)
+    assert again.returncode == 0 and summary_of(again.stdout)["resumed"] == 12
+
+    silent = f"http://127.0.0.1:{free_port()}"
+    refused = run_recipe(
+        "lighton-ocr3-saturate.py", str(SAMPLES), str(tmp_path / "other"), "--server", f"{vllm_server.url},{silent}",
+        "--model", vllm_server.model, "--startup-timeout", "3", *FAST,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert silent in refused.stderr and "/health" in refused.stderr

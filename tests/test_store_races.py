@@ -136,10 +136,11 @@ def test_results_that_never_reached_the_hub_are_uploaded_by_the_rerun(server, tm
 
 def test_finalize_is_refused_and_points_to_per_shard_publishing(tmp_path, capsys):
     dead = ["--server", "http://127.0.0.1:9", "--model", "fake/model", "--max-model-len", "1024", "--max-tokens", "16"]
-    with pytest.raises(SystemExit) as exited:
-        run_main(SCRIPT, [str(tmp_path / "in"), REPO, *dead, "--finalize"], capsys, hub=FolderHub(tmp_path / "hub"))
-    assert exited.value.code == 2
-    assert "each --shard I/N publishes its own rows" in capsys.readouterr().err
+    code, summary, err = run_main(
+        SCRIPT, [str(tmp_path / "in"), REPO, *dead, "--finalize"], capsys, hub=FolderHub(tmp_path / "hub")
+    )
+    assert (code, summary["exit_code"]) == (2, 2)
+    assert "each --shard I/N publishes its own rows" in err
     assert not (tmp_path / "hub").exists()
 
 
