@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import datasets
+import httpx
 import pytest
 from PIL import Image
 
@@ -24,6 +25,7 @@ from ocr_models import hpd_parsing
 from tests.testbed.env import REPO_ROOT, VENV_PYTHON
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.hub_double import FolderHub
+from tests.testbed.server import running_server
 
 SAMPLES = REPO_ROOT / "samples" / "dataset"
 # The tiny model never emits </s>, so every page runs to max_tokens: --ignore-eos says that is intended (else every
@@ -336,3 +338,47 @@ def test_several_servers_given_are_one_fleet_that_keeps_order_and_resumes(vllm_s
     )  # fmt: skip
     assert refused.returncode == 2, refused.stderr[-3000:]
     assert silent in refused.stderr and "/health" in refused.stderr
+
+
+def test_a_replica_that_dies_hands_its_pages_to_the_other_and_leaves(vllm_server, tiny_model, tmp_path):
+    """Two servers given with --server, one killed while it works: its pages go to the other, it leaves the fleet
+    once it has not come back within --startup-timeout, and every row gets its text."""
+    with running_server(tiny_model, tmp_path / "second.log") as second:
+        args = [
+            str(repeated_dataset(tmp_path / "in", copies=8)), str(tmp_path / "out"),
+            "--server", f"{vllm_server.url},{second.url}", "--model", vllm_server.model, "--max-model-len", "1024",
+            "--max-tokens", "200", "--temperature", "0", "--ignore-eos", "--max-inflight", "4",
+            "--startup-timeout", "10", "--no-canary",
+        ]  # fmt: skip
+        process = subprocess.Popen(
+            recipe_command("lighton-ocr3-saturate.py", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=bed_env(),
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and process.poll() is None and answered(second.url) < 2:
+                time.sleep(0.3)
+            assert process.poll() is None, process.stderr.read()
+            os.killpg(second.process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate(timeout=600)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 0, stderr[-3000:]
+    assert f"{second.url} leaves the fleet" in stderr
+    summary = summary_of(stdout)
+    assert (summary["rows"], summary["missing"], summary["errors"]) == (96, 0, 0)
+    states = {replica["url"]: replica["state"] for replica in summary["replicas"]}
+    assert states == {vllm_server.url: "serving", second.url: "gone"}
+    assert all(text is not None for text in load_output(tmp_path / "out")["markdown"])
+
+
+def answered(url: str) -> float:
+    """Requests a server has finished, from its own counter."""
+    try:
+        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return 0.0
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith("vllm:request_success_total")
+    )

@@ -24,6 +24,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 from ocr_core.assemble import INFO_COLUMN  # noqa: E402  (src/ is on the path only from here on)
 from ocr_core.cli import OFFLINE_BATCH, SERVER_WINDOW, job_command  # noqa: E402
 from ocr_core.facts import ModelFacts  # noqa: E402
+from ocr_core.scale import Gpu, Machine, memory_utilization, plan_scale  # noqa: E402
 from ocr_models import RECIPES, Recipe  # noqa: E402
 from tools.build_scripts import CORE, core_order, split_module  # noqa: E402
 
@@ -67,7 +68,22 @@ def model_facts(recipe: Recipe) -> dict:
         "pdf_render": dict(facts.pdf_render),
         "outputs": ["markdown", "ocr_error", *facts.extra_columns, INFO_COLUMN],
         "twin": recipe.twin,
+        "replica_plan": replica_plan(facts) if recipe.shape != "offline" else None,
     }
+
+
+PLAN_MACHINES = {
+    "1x H200, 16 cores": Machine((Gpu("0", "NVIDIA H200", 143771),), 16),
+    "2x H200, 32 cores": Machine((Gpu("0", "NVIDIA H200", 143771), Gpu("1", "NVIDIA H200", 143771)), 32),
+    "1x A100 80GB, 12 cores": Machine((Gpu("0", "NVIDIA A100-SXM4-80GB", 81920),), 12),
+    "1x L4, 8 cores": Machine((Gpu("0", "NVIDIA L4", 23034),), 8),
+}
+
+
+def replica_plan(facts: ModelFacts) -> dict[str, str]:
+    """What the machine plan starts for this model on a few machines, with its reason (scale.py decides)."""
+    share = memory_utilization(facts.serve_args)
+    return {name: plan_scale(machine, facts.params_b, share).describe() for name, machine in PLAN_MACHINES.items()}
 
 
 def with_model_facts(data: dict) -> dict:

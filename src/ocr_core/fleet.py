@@ -44,7 +44,6 @@ class Replica:
     outstanding: int = 0
     answered: int = 0
     why_gone: str | None = None
-    recovery: asyncio.Task | None = None
     handback: asyncio.Event = field(default_factory=asyncio.Event)
     handback_reason: str = ""
 
@@ -168,9 +167,9 @@ class Fleet:
         if not error.engine_dead or replica.state != SERVING:
             return
         replica.state = RECOVERING
-        replica.recovery = asyncio.ensure_future(self.recover(replica, error, generation))
-        self.background.add(replica.recovery)
-        replica.recovery.add_done_callback(self.background.discard)
+        recovery = asyncio.ensure_future(self.recover(replica, error, generation))
+        self.background.add(recovery)
+        recovery.add_done_callback(self.background.discard)
 
     async def recover(self, replica: Replica, error: Retryable, generation: int) -> None:
         try:

@@ -22,7 +22,7 @@ from .progress import ResultLog
 from .pump import Pump
 from .report import ProgressBar, say
 from .run import KEPT, Drive, Feeding, StopSignals, make_canary, run_recipe
-from .scale import ScalePlan, detect_machine, plan_scale
+from .scale import ScalePlan, detect_machine, memory_utilization, plan_scale
 from .server import is_local, kv_capacity, parse_metrics
 from .settings import Settings
 from .stall import beside
@@ -74,14 +74,6 @@ def scale_plan(settings: Settings, facts: ModelFacts) -> ScalePlan:
         settings.api_server_count,
         settings.data_parallel_size,
     )
-
-
-def memory_utilization(serve_args: Sequence[str]) -> float | None:
-    """The model card's --gpu-memory-utilization, which the replicas on one GPU share."""
-    args = list(serve_args)
-    if "--gpu-memory-utilization" in args:
-        return float(args[args.index("--gpu-memory-utilization") + 1])
-    return None
 
 
 async def run_job(job: Job, stop: StopSignals) -> Drive:
