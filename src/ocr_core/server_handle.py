@@ -90,8 +90,9 @@ class Target:
 
 
 class ServerHandle:
-    """`slot` says where a spawned server runs and with which of the plan's flags; `model_args` are the model's
-    serve flags once its `prepare_serve` hook ran (the fleet runs it once for all replicas)."""
+    """`slot` says where a spawned server runs and with which of the plan's flags; `model_args` gives the model's
+    serve flags once its `prepare_serve` hook ran (the fleet shares one cached call among its replicas, since the
+    hook may fetch files)."""
 
     def __init__(
         self,
