@@ -5386,7 +5386,7 @@ class ServerHandle:
             say(f"server log: {server.log_path}")
             server.start()
             server.wait_ready(self.settings.startup_timeout)
-        say(f"server at {self.url} is ready")
+        say(f"server is ready ({self.url})")
 
     async def poll_health(self, seconds: float, running: Callable[[], bool] = lambda: True) -> bool:
         """Looks at /health until it answers 200 or `seconds` pass; stops early once `running` says no."""
@@ -5452,7 +5452,7 @@ class ServerHandle:
         with self.start_lock:
             self.spawned.start()
             self.spawned.wait_ready(self.settings.startup_timeout)
-        say(f"server at {self.url} is ready again")
+        say(f"server is ready again ({self.url})")
 
     def close(self) -> None:
         """Stops what this run started, also while a restart runs in a worker thread; nothing starts afterwards."""
@@ -6954,7 +6954,7 @@ async def server_version(url: str, headers: Mapping[str, str]) -> str | None:
 
 
 # the sha256 of this file with this value blank: a copy whose bytes differ is recorded as modified
-RELEASED_SHA256 = "9386272af8e2aa7596354311ad92dfa38a25457a3b0db282d164593b32015906"
+RELEASED_SHA256 = "0c92f4361d839041059f1279ebbe6ef93adc7d28684db9a0279398bb09a427a5"
 
 if __name__ == "__main__":
     raise SystemExit(main(globals(), script="hpd-parsing-saturate.py", mode="saturate"))

@@ -5322,7 +5322,7 @@ class ServerHandle:
             say(f"server log: {server.log_path}")
             server.start()
             server.wait_ready(self.settings.startup_timeout)
-        say(f"server at {self.url} is ready")
+        say(f"server is ready ({self.url})")
 
     async def poll_health(self, seconds: float, running: Callable[[], bool] = lambda: True) -> bool:
         """Looks at /health until it answers 200 or `seconds` pass; stops early once `running` says no."""
@@ -5388,7 +5388,7 @@ class ServerHandle:
         with self.start_lock:
             self.spawned.start()
             self.spawned.wait_ready(self.settings.startup_timeout)
-        say(f"server at {self.url} is ready again")
+        say(f"server is ready again ({self.url})")
 
     def close(self) -> None:
         """Stops what this run started, also while a restart runs in a worker thread; nothing starts afterwards."""
@@ -6890,7 +6890,7 @@ async def server_version(url: str, headers: Mapping[str, str]) -> str | None:
 
 
 # the sha256 of this file with this value blank: a copy whose bytes differ is recorded as modified
-RELEASED_SHA256 = "8f497a053dfbf4a6df047285a88680f47198c965ed8359ebc5b400716dd97acf"
+RELEASED_SHA256 = "e5d45812cc8b6b7cfac78369c9792a0e3163f783d2a31e5bf77e10713eb71508"
 
 if __name__ == "__main__":
     raise SystemExit(main(globals(), script="lighton-ocr3-saturate.py", mode="saturate"))

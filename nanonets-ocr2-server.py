@@ -5319,7 +5319,7 @@ class ServerHandle:
             say(f"server log: {server.log_path}")
             server.start()
             server.wait_ready(self.settings.startup_timeout)
-        say(f"server at {self.url} is ready")
+        say(f"server is ready ({self.url})")
 
     async def poll_health(self, seconds: float, running: Callable[[], bool] = lambda: True) -> bool:
         """Looks at /health until it answers 200 or `seconds` pass; stops early once `running` says no."""
@@ -5385,7 +5385,7 @@ class ServerHandle:
         with self.start_lock:
             self.spawned.start()
             self.spawned.wait_ready(self.settings.startup_timeout)
-        say(f"server at {self.url} is ready again")
+        say(f"server is ready again ({self.url})")
 
     def close(self) -> None:
         """Stops what this run started, also while a restart runs in a worker thread; nothing starts afterwards."""
@@ -6887,7 +6887,7 @@ async def server_version(url: str, headers: Mapping[str, str]) -> str | None:
 
 
 # the sha256 of this file with this value blank: a copy whose bytes differ is recorded as modified
-RELEASED_SHA256 = "d5c5857ed58fa6942da3db7758f901b106af54db10c984f6dfa5ca8f12c04bfb"
+RELEASED_SHA256 = "eff5e54b1f455796e12d81169de2937246ee4439177411ffacdd7354e1febed0"
 
 if __name__ == "__main__":
     raise SystemExit(main(globals(), script="nanonets-ocr2-server.py", mode="server"))

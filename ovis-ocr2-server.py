@@ -5354,7 +5354,7 @@ class ServerHandle:
             say(f"server log: {server.log_path}")
             server.start()
             server.wait_ready(self.settings.startup_timeout)
-        say(f"server at {self.url} is ready")
+        say(f"server is ready ({self.url})")
 
     async def poll_health(self, seconds: float, running: Callable[[], bool] = lambda: True) -> bool:
         """Looks at /health until it answers 200 or `seconds` pass; stops early once `running` says no."""
@@ -5420,7 +5420,7 @@ class ServerHandle:
         with self.start_lock:
             self.spawned.start()
             self.spawned.wait_ready(self.settings.startup_timeout)
-        say(f"server at {self.url} is ready again")
+        say(f"server is ready again ({self.url})")
 
     def close(self) -> None:
         """Stops what this run started, also while a restart runs in a worker thread; nothing starts afterwards."""
@@ -6922,7 +6922,7 @@ async def server_version(url: str, headers: Mapping[str, str]) -> str | None:
 
 
 # the sha256 of this file with this value blank: a copy whose bytes differ is recorded as modified
-RELEASED_SHA256 = "4e679dfd5843aee6f4a42687509454370c3dc3c6362313fc5a91274f81caa68d"
+RELEASED_SHA256 = "169ed6cc733a4ff761ab9b1ed7516672ef60823d88734f614f6ac4116dc813e0"
 
 if __name__ == "__main__":
     raise SystemExit(main(globals(), script="ovis-ocr2-server.py", mode="server"))

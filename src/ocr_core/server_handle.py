@@ -186,7 +186,7 @@ class ServerHandle:
             say(f"server log: {server.log_path}")
             server.start()
             server.wait_ready(self.settings.startup_timeout)
-        say(f"server at {self.url} is ready")
+        say(f"server is ready ({self.url})")
 
     async def poll_health(self, seconds: float, running: Callable[[], bool] = lambda: True) -> bool:
         """Looks at /health until it answers 200 or `seconds` pass; stops early once `running` says no."""
@@ -252,7 +252,7 @@ class ServerHandle:
         with self.start_lock:
             self.spawned.start()
             self.spawned.wait_ready(self.settings.startup_timeout)
-        say(f"server at {self.url} is ready again")
+        say(f"server is ready again ({self.url})")
 
     def close(self) -> None:
         """Stops what this run started, also while a restart runs in a worker thread; nothing starts afterwards."""
