@@ -247,7 +247,7 @@ def test_pdf_pages_through_the_real_engine_with_canary_and_cost(vllm_server, tmp
         "scans/encrypted.pdf"
     ]
     assert all(output["markdown"][:real]) and output["ocr_error"][:real] == [None] * real
-    assert "| cost | $" in (out / "README.md").read_text()
+    assert "| cost |" not in (out / "README.md").read_text(), "a local run's flavor is not known: no price on the card"
 
 
 def test_a_hub_dataset_pdf_path_outside_the_dataset_is_never_opened(tmp_path, monkeypatch):
