@@ -24,7 +24,7 @@ from ocr_core.progress import ResultLog, read_results
 from ocr_core.report import ProgressBar
 from ocr_core.settings import Settings
 from ocr_core.source import RowInput
-from ocr_models import lighton_ocr3, nanonets_ocr2
+from tests.testbed.recipes import model_facts
 
 Reply = Callable[[int], "SimpleNamespace | Exception"]
 
@@ -67,7 +67,7 @@ class FakeLLM:
 
 
 def recipe(*argv: str) -> tuple[ModelFacts, Settings]:
-    facts = ModelFacts.from_namespace(vars(nanonets_ocr2))
+    facts = model_facts("nanonets_ocr2")
     return facts, parse_arguments(build_parser("recipe.py", facts, "offline"), ["in", "./out", *argv])
 
 
@@ -163,7 +163,7 @@ LOOPING_PAGE = "# Survey\n\n" + "<td>0</td>" * 300
 
 def run_with_a_loop(folder: Path, second: SimpleNamespace) -> tuple[dict[str, dict], FakeLLM, ModelFacts, float]:
     """Three pages in one batch on LightOnOCR's card; page 1 loops, and its resample answers `second`."""
-    facts = ModelFacts.from_namespace(vars(lighton_ocr3))
+    facts = model_facts("lighton_ocr3")
     args = parse_arguments(build_parser("recipe.py", facts, "offline"), ["in", "./out"])
     replies = {1: completion(LOOPING_PAGE, "length"), 3: second}
     llm = FakeLLM(lambda n: replies.get(n, completion()))

@@ -5,7 +5,6 @@ offline shape, which runs the real CPU engine); the Hub is the folder double.
 
 from __future__ import annotations
 
-import importlib
 import json
 import signal
 import subprocess
@@ -20,11 +19,11 @@ import yaml
 from ocr_core import assemble as assemble_module
 from ocr_core import hub as hub_module
 from ocr_core.images import prepare_image
-from ocr_models import RECIPES, nanonets_ocr2
-from tests.testbed.env import REPO_ROOT, VENV_PYTHON
+from tests.testbed.env import REPO_ROOT, script_command, script_python
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.fake_server import answer_text, fake_server
 from tests.testbed.hub_double import FolderHub
+from tests.testbed.recipes import model_facts, run_entry
 
 SAMPLES = REPO_ROOT / "samples" / "dataset"
 REPO = "someone/ocr-out"
@@ -44,10 +43,8 @@ def server():
 
 def run_main(script: str, argv: list[str], capsys, hub: FolderHub | None = None) -> tuple[int, dict, str]:
     """Runs a recipe in this process; returns its exit code, its summary line and what it logged."""
-    recipe = next(recipe for recipe in RECIPES if recipe.script == script)
-    model = importlib.import_module(f"ocr_models.{recipe.model}")
     capsys.readouterr()
-    code = importlib.import_module(f"ocr_core.{recipe.entry}").main(vars(model), script, recipe.shape, argv, hub=hub)
+    code = run_entry(script, argv, hub)
     out, err = capsys.readouterr()
     lines = [line for line in out.splitlines() if line.startswith("{")]
     return code, json.loads(lines[-1]) if lines else {}, err
@@ -74,8 +71,8 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def hub_process(hub_folder: Path, script: str, argv: list[str], work: Path) -> subprocess.Popen:
-    env = {**bed_env(), "OCR_WORK_DIR": str(work), "PYTHONPATH": f"{REPO_ROOT / 'src'}:{REPO_ROOT}"}
-    command = [str(VENV_PYTHON), "-m", "tests.testbed.hub_run", str(hub_folder), script, *argv]
+    env = {**bed_env(), "OCR_WORK_DIR": str(work)}
+    command = [str(script_python(script)), "-m", "tests.testbed.hub_run", str(hub_folder), script, *argv]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT)
 
 
@@ -339,7 +336,7 @@ def test_every_row_holds_the_text_of_its_own_page(server, tmp_path, capsys):
     assert output["page_id"] == inputs["page_id"]
     for row, text in zip(inputs, output["markdown"]):
         part = prepare_image(row["image"]["bytes"]).content_part()
-        content = nanonets_ocr2.build_content(part)
+        content = model_facts("nanonets_ocr2").build_content(part)
         request = {"messages": [{"role": "user", "content": content}], "temperature": 0.0, "max_tokens": 16}
         assert text == answer_text(request), row["page_id"]
 
@@ -360,7 +357,7 @@ def test_the_same_command_twice_on_one_machine_stops_the_second(tmp_path, capsys
     with fake_server(delay_s=0.3) as server:
         argv = [str(source), str(out), *served(server, "--max-inflight", "1")]
         first = subprocess.Popen(
-            [str(VENV_PYTHON), str(REPO_ROOT / "ovis-ocr2-server.py"), *argv],
+            script_command("ovis-ocr2-server.py", *argv),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=bed_env(),
         )  # fmt: skip
         try:

@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -130,8 +130,9 @@ DrivePages = Callable[[Job, StopSignals, list[TextIO]], Drive]
 
 
 def run_recipe(
-    namespace: Mapping[str, Any],
-    script: str,
+    facts: ModelFacts,
+    script_path: Path,
+    released_sha256: str | None,
     mode: str,
     drive_pages: DrivePages,
     argv: Sequence[str] | None = None,
@@ -142,7 +143,7 @@ def run_recipe(
     `drive_pages` is the shape (offline batches or a server's window); `hub` replaces the real Hub client (tests
     pass a double).
     """
-    facts = ModelFacts.from_namespace(namespace)
+    script = script_path.name
     silence_notices()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
@@ -163,7 +164,7 @@ def run_recipe(
         register_run_secrets(settings)
         if settings.verbose:
             say(versions())
-        origin = script_source(namespace, script)
+        origin = script_source(script_path, released_sha256)
         code = run(settings, facts, script, mode, drive_pages, argv, hub, stop, summary, streams, origin)
     except BaseException as exc:
         code = failure_code(exc, stop, summary, settings.verbose)
