@@ -46,7 +46,7 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
 
 def drive_offline(job: Job, progress: ProgressBar, stop: StopSignals) -> None:
     """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
-    llm = open_llm(job.facts, job.settings, job_command(job.script, job.facts, job.argv))
+    llm = open_llm(job.facts, job.settings, job_command(job.launch.script, job.facts, job.launch.argv))
     stop.install()
     log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.settings.batch_size))
     runner = OfflineRunner(llm, job.facts, job.settings, log, progress, make_canary(job, log, vllm_version()))

@@ -69,7 +69,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     settings = job.settings
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
     plan = scale_plan(settings, job.facts)
-    fleet = build_fleet(settings, job.facts, job.script, job.argv, plan)
+    fleet = build_fleet(settings, job.facts, job.launch, plan)
     owned = len(job.source.owned())
     progress = ProgressBar(owned, owned - job.todo)
     drive = Drive()
@@ -80,7 +80,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
             target = await fleet.open()
             drive.model_name = target.model
             engines = len(fleet.replicas) * (plan.data_parallel if not fleet.given else 1)
-            window, guard = make_window(settings, job.mode, engines, await fleet_capacity(fleet, settings))
+            window, guard = make_window(settings, job.launch.mode, engines, await fleet_capacity(fleet, settings))
             metrics_before = await read_metrics(fleet)
             drive.version = await server_version(target.url, target.headers)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
