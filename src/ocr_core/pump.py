@@ -110,6 +110,10 @@ class Pump:
         self.fed_all = False
 
     async def run(self, rows: Iterator[RowInput]) -> None:
+        """Pumps every row; a fleet that already serves whole is steady from the first page sent (a later one at
+        the first answer after its last replica joins)."""
+        if self.fleet.full():
+            self.progress.tally.mark_steady()
         connections = (self.guard.ceiling if self.guard else self.window.cap) + 8
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         timeout = httpx.Timeout(self.settings.request_timeout, connect=30.0, pool=None)
