@@ -19,7 +19,7 @@ from ocr_core.lease import Lease, LeaseTaken, LocalLocks, conflicts, lease_key, 
 from ocr_core.manifest import differences, fingerprint, settings_mismatch_message
 from ocr_core.mirror import ProgressMirror
 from ocr_core.output import Destination, foreign_files, owned_configs, unsafe_local_output
-from ocr_core.progress import ResultLog, RowResult, finished_ids, part_files, read_results
+from ocr_core.progress import ResultLog, RowResult, finished_ids, part_files, read_results, read_strikes
 from tests.testbed.hub_double import FolderHub
 
 
@@ -325,3 +325,18 @@ def test_a_part_with_bad_bytes_here_keeps_its_hub_copy_through_compaction(tmp_pa
     mirror.upload()
     assert not damaged.exists() and damaged.with_name(damaged.name + ".unreadable").exists()
     assert hub_rows(hub) == set(ids), "compaction deleted the Hub's copy of a part set aside here"
+
+
+def test_a_failed_attempts_record_is_not_a_result_and_an_outcome_replaces_it(tmp_path):
+    log = ResultLog(tmp_path, "run")
+    log.add(RowResult(0, "train-0", text="done"))
+    log.add(RowResult(1, "train-1", error="server answered 500", strikes=2))
+    log.add(RowResult(2, "train-2", error="earlier error"))
+    log.flush()
+    assert sorted(read_results(tmp_path)["row_id"].to_pylist()) == ["train-0", "train-2"]
+    assert read_strikes(tmp_path) == {"train-1": 2}
+    log.add(RowResult(2, "train-2", error="retried", strikes=1))
+    log.add(RowResult(1, "train-1", error="failed every attempt: 3 attempts got no answer"))
+    log.flush()
+    assert read_strikes(tmp_path) == {"train-2": 1}, "a set-aside row starts from none; a retry in progress counts"
+    assert sorted(read_results(tmp_path)["row_id"].to_pylist()) == ["train-0", "train-1"]

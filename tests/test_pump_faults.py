@@ -7,6 +7,7 @@ are exact and cost nothing; the pump is driven as run.py drives it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import io
 import json
@@ -19,6 +20,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
@@ -375,9 +377,21 @@ def test_a_page_failing_past_its_budget_stops_the_job_after_a_counted_number_of_
     assert outcome.results == {}
 
 
+class RestartsAtThirdFailure(FakeEndpoint):
+    """An engine found dead once, at the page's third failure (more deaths with it in flight would set it aside)."""
+
+    async def recover(self, error: Retryable, generation: int) -> int:
+        self.recovered.append(error)
+        if len(self.recovered) == 3:
+            self.generation += 1
+        return self.generation
+
+
 def test_a_restarted_engine_gives_the_page_a_fresh_budget(tmp_path, request_clock):
+    """Failures at 110, 120, 130 (20 s: within the budget of 25), a restart, then 140-160: a fresh budget."""
     server = slow_failures(request_clock, failures=6)
-    outcome = run_pump(tmp_path, server, count=2, retry_budget=25.0, restarts=True)
+    fleet = fleet_of(RestartsAtThirdFailure())
+    outcome = run_pump(tmp_path, server, count=2, retry_budget=25.0, fleet=fleet)
     assert outcome.failure is None
     assert outcome.results["train-0"]["attempts"] == 7
     assert outcome.results["train-0"]["text"] == "late page"
@@ -642,3 +656,224 @@ def test_a_stalled_server_this_run_did_not_start_leaves_unless_it_is_the_last():
             await fleet.stalled(fleet.replicas[1], "made no progress for 300 s", 0)
 
     asyncio.run(scenario())
+
+
+# ---- a poison page: one page that never gets an answer is set aside after a bounded number of strikes ----
+
+POISON = "train-1"
+
+
+def poison_png() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (72, 40), "white").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+POISON_PAGE = poison_png()
+POISON_MARK = base64.b64encode(POISON_PAGE)[:40]
+
+
+def is_poison(request: httpx.Request) -> bool:
+    return POISON_MARK in request.content
+
+
+def poisoned_rows(count: int) -> list[RowInput]:
+    """`count` pages of which train-1 is the poison page (an image no other page has)."""
+    return [
+        RowInput(index, f"train-{index}", {"bytes": POISON_PAGE if index == 1 else PAGE, "path": None})
+        for index in range(count)
+    ]
+
+
+def pump_rows(
+    folder: Path, server: Handler, rows_in: list[RowInput], fleet: Fleet, window: int = 4, retry_budget: float = 30.0
+) -> Outcome:
+    """Like run_pump, over the given rows (the fleet's recoveries decide what a death costs)."""
+    facts, args = recipe()
+    settings = dataclasses.replace(args, request_timeout=5.0, retry_budget=retry_budget)
+    log = ResultLog(folder, f"20260101T000000Z-{time.monotonic_ns() % 10**6:06d}", flush_rows=1000)
+    progress = ProgressBar(len(rows_in), 0)
+    pump = Pump(fleet, facts, settings, Window(window, window), log, progress, transport=httpx.MockTransport(server))
+    failure = None
+    try:
+        asyncio.run(pump.run(iter(rows_in)))
+    except JobFailed as exc:
+        failure = exc
+    results = {row["row_id"]: row for row in read_results(folder).to_pylist()}
+    return Outcome(results, progress, failure, [])
+
+
+def strike_records(folder: Path) -> dict[str, int]:
+    """The failed-attempt records in the progress parts, newest per page (read raw, not through the store)."""
+    tables = [pq.read_table(part) for part in sorted(folder.glob("*.parquet"))]
+    rows = sorted((row for table in tables for row in table.to_pylist()), key=lambda row: row["recorded_at"])
+    newest = {row["row_id"]: row for row in rows}
+    return {row_id: row["strikes"] for row_id, row in newest.items() if row["strikes"] is not None}
+
+
+def timing_out(request: httpx.Request) -> httpx.Response:
+    raise httpx.ReadTimeout("slow", request=request)
+
+
+@pytest.mark.parametrize(
+    ("failure", "words"),
+    [
+        (lambda request: refusal(500, "CUDA error: an illegal memory access"), "server answered 500: CUDA error"),
+        (timing_out, "request timed out"),
+    ],
+    ids=["5xx", "timeout"],
+)
+def test_a_page_that_always_fails_becomes_one_error_row_and_the_rest_finishes(tmp_path, failure, words):
+    def server(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/chat/completions":
+            return httpx.Response(404)
+        return failure(request) if is_poison(request) else answer()
+
+    outcome = pump_rows(tmp_path, server, poisoned_rows(6), fleet_of(FakeEndpoint()), retry_budget=0.2)
+    assert outcome.failure is None, outcome.failure
+    row = outcome.results[POISON]
+    assert row["text"] is None
+    assert row["error"].startswith("failed every attempt: 3 attempts got no answer")
+    assert "--retry-errors" in row["error"]
+    assert words in row["error"] and "kept failing for" in row["error"]
+    assert [outcome.results[f"train-{i}"]["error"] for i in (0, 2, 3, 4, 5)] == [None] * 5
+
+
+def test_every_page_failing_still_stops_the_run_after_the_budget_without_condemning_pages(tmp_path):
+    outcome = pump_rows(
+        tmp_path, lambda request: refusal(500, "boom"), poisoned_rows(40), fleet_of(FakeEndpoint()), retry_budget=0.2
+    )
+    assert outcome.failure is not None and "--retry-budget" in str(outcome.failure)
+    assert outcome.results == {}
+
+
+class KillableEngine(FakeEndpoint):
+    """A spawned engine that the poison page kills: every request in flight then fails, later ones are refused
+    until the recovery restarts it; past `max_restarts` its recovery ends it, as --max-restarts does."""
+
+    def __init__(self, max_restarts: int = 3, hang: bool = False) -> None:
+        super().__init__(URL, restarts=True)
+        self.max_restarts = max_restarts
+        self.hang = hang
+        self.died = asyncio.Event()
+        self.deaths = 0
+        self.all_poison = False
+        self.fleet: Fleet | None = None
+
+    def kill(self) -> None:
+        if not self.died.is_set():
+            self.deaths += 1
+            self.died.set()
+            if self.hang:
+                reported = self.fleet.stalled(self.fleet.replicas[0], "made no progress for 300 s", self.generation)
+                asyncio.get_running_loop().call_later(0.02, asyncio.ensure_future, reported)
+
+    def revive(self) -> None:
+        if self.restarts >= self.max_restarts:
+            raise JobFailed(f"the vLLM server is down, and was already restarted {self.restarts} time(s)")
+        self.restarts += 1
+        self.generation += 1
+        self.died = asyncio.Event()
+
+    async def recover(self, error: Retryable, generation: int) -> int:
+        if self.died.is_set() and generation == self.generation:
+            self.revive()
+        return self.generation
+
+    async def stalled(self, reason: str, generation: int) -> None:
+        if generation == self.generation:
+            self.revive()
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/chat/completions":
+            return httpx.Response(404)
+        if self.died.is_set() and not self.hang:
+            raise httpx.ConnectError("refused", request=request)
+        died = self.died
+        if is_poison(request) or self.all_poison:
+            self.kill()
+        try:
+            await asyncio.wait_for(died.wait(), 0.05)
+        except asyncio.TimeoutError:
+            return answer()
+        if self.hang:
+            await asyncio.Event().wait()
+        raise httpx.RemoteProtocolError("server disconnected without sending a response", request=request)
+
+
+def killer_fleet(engine: KillableEngine) -> Fleet:
+    fleet = fleet_of(engine)
+    engine.fleet = fleet
+    return fleet
+
+
+@pytest.mark.parametrize("hang", [False, True], ids=["dies", "hangs"])
+def test_a_page_that_kills_the_engine_is_set_aside_within_the_restart_budget(tmp_path, hang):
+    engine = KillableEngine(max_restarts=3, hang=hang)
+    outcome = pump_rows(tmp_path, engine, poisoned_rows(12), killer_fleet(engine), window=4)
+    assert outcome.failure is None, outcome.failure
+    row = outcome.results[POISON]
+    assert row["error"].startswith("failed every attempt: 3 attempts got no answer")
+    assert ("hung" if hang else "died") in row["error"]
+    assert engine.deaths == 3 and engine.restarts == 3
+    others = [outcome.results[f"train-{index}"] for index in range(12) if index != 1]
+    assert [other["error"] for other in others] == [None] * 11, "a page that only shared a death was condemned"
+
+
+def test_strikes_outlive_a_run_that_the_poison_page_ended_and_the_rerun_sets_it_aside(tmp_path):
+    first = KillableEngine(max_restarts=1)
+    stopped = pump_rows(tmp_path, first, poisoned_rows(12), killer_fleet(first), window=4)
+    assert stopped.failure is not None and POISON not in stopped.results
+    assert strike_records(tmp_path)[POISON] == 2
+
+    second = KillableEngine(max_restarts=1)
+    outcome = pump_rows(tmp_path, second, poisoned_rows(12), killer_fleet(second), window=4)
+    assert outcome.failure is None, outcome.failure
+    assert second.deaths == 1
+    error = outcome.results[POISON]["error"]
+    assert error.startswith("failed every attempt: 3 attempts got no answer, 2 of them in earlier runs")
+    assert len(outcome.results) == 12
+    assert strike_records(tmp_path) == {}
+
+
+def test_a_fresh_count_after_the_page_was_set_aside(tmp_path):
+    """What --retry-errors redoes: the set-aside row is an outcome, so its strikes start again from none."""
+
+    def server(request: httpx.Request) -> httpx.Response:
+        return refusal(500, "boom") if is_poison(request) else answer()
+
+    fleet = fleet_of(FakeEndpoint())
+    first = pump_rows(tmp_path, by_host({URL: server}), poisoned_rows(3), fleet, retry_budget=0.1)
+    assert first.results[POISON]["error"].startswith("failed every attempt: 3 attempts")
+    again = pump_rows(tmp_path, by_host({URL: server}), poisoned_rows(3)[1:2], fleet, retry_budget=0.1)
+    assert again.results[POISON]["error"].startswith("failed every attempt: 3 attempts got no answer (")
+    healed = pump_rows(tmp_path, by_host({URL: lambda request: answer()}), poisoned_rows(3)[1:2], fleet)
+    assert healed.results[POISON]["error"] is None and healed.results[POISON]["text"] == "page text"
+
+
+def test_a_dataset_of_engine_killers_stops_when_the_restart_budget_is_spent(tmp_path):
+    engine = KillableEngine(max_restarts=3)
+    engine.all_poison = True
+    outcome = pump_rows(tmp_path, engine, poisoned_rows(40), killer_fleet(engine), window=4)
+    assert outcome.failure is not None and "no vLLM server is left" in str(outcome.failure)
+    assert engine.deaths == 4
+    assert len(outcome.results) <= 2
+
+
+def test_a_fleet_serving_from_the_start_is_steady_from_the_first_page_sent(tmp_path):
+    """The steady rate is what a long job runs at once every replica serves. With every replica serving before
+    the first page, that window opens when the first page is sent, not at its answer: the engine works on the
+    pages in flight before it answers any, and leaving that time out (as a mark at the first answer did) put one
+    H200 replica's 768 pages at 22.4 pages/s when it ran at 8.0."""
+    sent: list[float] = []
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        sent.append(time.monotonic())
+        await asyncio.sleep(0.2)
+        return answer()
+
+    outcome = run_pump(tmp_path, slow, count=3)
+    tally = outcome.progress.tally
+    assert len(outcome.results) == 3 and outcome.failure is None
+    assert tally.steady_since is not None and tally.steady_since <= sent[0]
+    assert tally.done_before_steady == 0

@@ -18,6 +18,7 @@ import yaml
 
 from ocr_core import assemble as assemble_module
 from ocr_core import hub as hub_module
+from ocr_core import pump as pump_module
 from ocr_core.images import prepare_image
 from tests.testbed.env import REPO_ROOT, script_command, script_python
 from tests.testbed.env import testbed_env as bed_env
@@ -397,3 +398,32 @@ def test_truncated_pages_are_counted_in_the_summary_and_the_card(tmp_path, capsy
     assert code == 0 and summary["truncated"] == 12 and summary["truncated_this_run"] == 12
     assert "| of them cut off at max_tokens (text kept) | 12 |" in (out / "README.md").read_text()
     assert all(text for text in load(out)["markdown"])
+
+
+# ---- a poison page is set aside and the rest publishes; --retry-errors tries it again (issue 23, item 6) ----
+
+
+def test_a_page_that_always_fails_is_one_error_row_the_rest_publishes_and_retry_errors_redoes_it(
+    tmp_path, capsys, monkeypatch
+):
+    """A budget of 2 s (other pages are answered within it, so the failures are the page's own), quick backoff."""
+    monkeypatch.setattr(pump_module, "BACKOFF_BASE_S", 0.05)
+    out = tmp_path / "out"
+    with fake_server() as server:
+        server.state.poison = True
+        argv = [str(SAMPLES), str(out), *served(server, "--retry-budget", "2")]
+        code, summary, err = run_main("ovis-ocr2-server.py", argv, capsys)
+        assert code == 0, err
+        assert summary["errors"] == 1
+        published = load(out)
+        assert len(published) == 12
+        errors = [error for error in published["ocr_error"] if error]
+        assert len(errors) == 1
+        assert errors[0].startswith("failed every attempt: 3 attempts got no answer")
+        assert "500: EngineCore encountered an issue" in errors[0] and "--retry-errors" in errors[0]
+
+        server.state.poison = False
+        code, summary, err = run_main("ovis-ocr2-server.py", [*argv, "--retry-errors"], capsys)
+        assert code == 0, err
+        assert summary["done_this_run"] == 1 and summary["errors"] == 0
+        assert not any(load(out)["ocr_error"])

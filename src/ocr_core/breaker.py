@@ -12,6 +12,7 @@ from collections import Counter, deque
 from typing import NamedTuple
 
 from .errors import INTERNAL_ERROR, JobFailed
+from .poison import SET_ASIDE
 
 FIRST_OUTCOMES = 8
 RATE_WINDOW = 100
@@ -58,6 +59,12 @@ ADVICE = {
     INTERNAL_ERROR: Advice(
         "the recipe cannot handle what it reads or what the server answers",
         "rerun with --verbose and report the reason together with the recipe's name",
+    ),
+    SET_ASIDE: Advice(
+        "these pages get no answer however often they are sent: the server fails, times out or its engine dies on "
+        "each of them",
+        "read the server log around these pages (--verbose names each failed attempt); a page that takes longer "
+        "than --request-timeout needs a larger one",
     ),
     UNSTORABLE: Advice(
         "the model's output does not fit the recipe's extra column",

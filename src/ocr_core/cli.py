@@ -17,6 +17,7 @@ from typing import NoReturn
 from .breaker import MAX_ERROR_RATE
 from .canary import CANARY_PAGES
 from .facts import ModelFacts
+from .poison import MAX_STRIKES
 from .redact import redact
 from .settings import Settings
 from .source import InputError, parse_shard
@@ -343,8 +344,9 @@ def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
         "--retry-budget",
         type=float,
         default=RETRY_BUDGET_S,
-        help=f"seconds one page may keep failing transiently (429, 5xx, timeouts) before the job stops "
-        f"(default: {RETRY_BUDGET_S:.0f})",
+        help=f"seconds one page may keep failing transiently (429, 5xx, timeouts) before the job stops, when nothing "
+        f"else was answered meanwhile; else the page has a strike, and {MAX_STRIKES} over restarts and reruns make "
+        f"it an error row that --retry-errors redoes (default: {RETRY_BUDGET_S:.0f})",
     )
     group.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for the server")
     group.add_argument("--max-restarts", type=int, default=3, help="restarts of a spawned server that dies or hangs")

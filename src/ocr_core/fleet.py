@@ -3,7 +3,9 @@
 Replicas on a shared GPU run at different speeds, so the next page goes to the replica with the fewest requests
 outstanding, not round robin. A replica that dies or hangs is taken out while it recovers (its own restart budget,
 --max-restarts), and its pages in flight fail and go to the others; one that is past its budget, or a server this
-run did not start that stops answering, leaves the fleet. The run fails only when no replica is left. Spawned
+run did not start that stops answering, leaves the fleet. The run fails only when no replica is left. Each page
+that was in flight when an engine died, hung or left is counted (`deaths`): the pump's evidence of a page that
+kills its engine (poison.py). Spawned
 replicas after the first start one after another while the first already works, so the GPU is busy from the first
 healthy server on.
 """
@@ -12,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import socket
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from .chat import Answer, Retryable, post_chat
+from .chat import Answer, Retryable, RowFailed, post_chat
 from .errors import JobFailed
 from .facts import ModelFacts
 from .launch import Launch
@@ -47,6 +51,9 @@ class Replica:
     why_gone: str | None = None
     handback: asyncio.Event = field(default_factory=asyncio.Event)
     handback_reason: str = ""
+    in_flight: set[str] = field(default_factory=set)
+    unanswered: dict[str, int] = field(default_factory=dict)
+    clock: itertools.count = field(default_factory=itertools.count)
 
     @property
     def url(self) -> str:
@@ -57,6 +64,17 @@ class Replica:
         self.handback_reason = reason
         self.handback.set()
         self.handback = asyncio.Event()
+
+    def answered_after(self, sent: int) -> None:
+        """An answer to a request sent at `sent`: the engine outlived every failure before it, so none of those
+        pages was in flight at a death."""
+        self.unanswered = {page: failed for page, failed in self.unanswered.items() if failed > sent}
+
+    def witnesses(self) -> set[str]:
+        """The pages in flight here, and those that failed here since the engine last proved alive."""
+        pages = self.in_flight | set(self.unanswered)
+        self.unanswered = {}
+        return pages
 
     def report(self) -> dict:
         """This replica's line of the summary: where it ran, how many pages it answered, its restarts."""
@@ -79,11 +97,18 @@ class Fleet:
         self.model = ""
         self.changed = asyncio.Condition()
         self.background: set[asyncio.Task] = set()
+        self.deaths: Counter[str] = Counter()
+        self.death_causes: dict[str, str] = {}
 
     @property
     def restarts(self) -> int:
         """Restarts completed over the whole fleet: a page failing since before one gets a fresh retry budget."""
         return sum(replica.handle.generation for replica in self.replicas)
+
+    @property
+    def answered(self) -> int:
+        """Pages answered over the whole fleet: a page failing while this grows fails on its own account."""
+        return sum(replica.answered for replica in self.replicas)
 
     def target(self, replica: Replica) -> Target:
         return Target(replica.url, self.model, replica.handle.headers)
@@ -124,16 +149,22 @@ class Fleet:
             await self.set_state(replica, SERVING)
             say(f"replica {replica.index + 1}/{len(self.replicas)} at {replica.url} joined the fleet")
 
-    async def pick(self, failed_on: Replica | None = None) -> Replica:
-        """The serving replica with the fewest requests outstanding, other than the one the page just failed on
-        while another serves; waits while every replica recovers or starts."""
+    async def wait_serving(self) -> list[Replica]:
+        """The serving replicas, once there is one; waits while every replica recovers or starts (a death's
+        `deaths` are counted before its replica serves again)."""
         async with self.changed:
             await self.changed.wait_for(lambda: self.serving() or self.all_gone())
             serving = self.serving()
             if not serving:
                 raise JobFailed(self.gone_message())
-            others = [replica for replica in serving if replica is not failed_on]
-            return min(others or serving, key=lambda replica: (replica.outstanding, replica.index))
+            return serving
+
+    async def pick(self, failed_on: Replica | None = None) -> Replica:
+        """The serving replica with the fewest requests outstanding, other than the one the page just failed on
+        while another serves; waits while every replica recovers or starts."""
+        serving = await self.wait_serving()
+        others = [replica for replica in serving if replica is not failed_on]
+        return min(others or serving, key=lambda replica: (replica.outstanding, replica.index))
 
     def full(self) -> bool:
         """Every replica has started (or left): from here on the fleet runs at the rate a long job sees."""
@@ -146,22 +177,42 @@ class Fleet:
         reasons = "; ".join(f"{replica.url} {replica.why_gone}" for replica in self.replicas)
         return f"no vLLM server is left to send pages to: {reasons}"
 
-    async def post(self, replica: Replica, client: httpx.AsyncClient, body: bytes) -> Answer:
-        """One request to one replica; a replica that leaves the fleet meanwhile hands its page back (Retryable)."""
+    async def post(self, replica: Replica, client: httpx.AsyncClient, body: bytes, page: str = "") -> Answer:
+        """One request to one replica; a replica that leaves the fleet meanwhile hands its page back (Retryable).
+        A page that gets no answer stays among the replica's witnesses until the engine answers a later request."""
         replica.outstanding += 1
+        replica.in_flight.add(page)
+        sent = next(replica.clock)
         request = asyncio.ensure_future(post_chat(client, replica.url, body, replica.handle.headers))
         handed_back = asyncio.ensure_future(replica.handback.wait())
         try:
             await asyncio.wait({request, handed_back}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             replica.outstanding -= 1
+            replica.in_flight.discard(page)
             for task in (request, handed_back):
                 task.cancel()
-        if request.done() and not request.cancelled():
+        try:
+            if not request.done() or request.cancelled():
+                raise Retryable(
+                    f"{replica.url} handed the page back ({replica.handback_reason}); another server takes it"
+                )
             answer = request.result()
-            replica.answered += 1
-            return answer
-        raise Retryable(f"{replica.url} handed the page back ({replica.handback_reason}); another server takes it")
+        except Retryable:
+            replica.unanswered[page] = next(replica.clock)
+            raise
+        except RowFailed:
+            replica.answered_after(sent)
+            raise
+        replica.answered_after(sent)
+        replica.answered += 1
+        return answer
+
+    def count_deaths(self, replica: Replica, what: str) -> None:
+        """The replica's engine died, hung or left: each page that was in flight there counts one death."""
+        for page in replica.witnesses():
+            self.deaths[page] += 1
+            self.death_causes[page] = f"the engine at {replica.url} {what} while it was in flight"
 
     def trouble(self, replica: Replica, error: Retryable, generation: int) -> None:
         """A failure that may mean a dead engine takes the replica out until its recovery (single-flight) ends."""
@@ -173,11 +224,16 @@ class Fleet:
         recovery.add_done_callback(self.background.discard)
 
     async def recover(self, replica: Replica, error: Retryable, generation: int) -> None:
+        """A failure that may mean a dead engine; a restart it led to (not one a report of an older generation
+        found done) counts a death for the pages in flight."""
+        before = replica.handle.generation
         try:
             await replica.handle.recover(error, generation)
         except JobFailed as exc:
             await self.retire(replica, str(exc))
             return
+        if replica.handle.generation != before:
+            self.count_deaths(replica, f"died ({error})")
         await self.set_state(replica, SERVING)
 
     async def stalled(self, replica: Replica, reason: str, generation: int) -> None:
@@ -186,17 +242,22 @@ class Fleet:
             return
         await self.set_state(replica, RECOVERING)
         replica.hand_back(f"its engine {reason}")
+        before = replica.handle.generation
         try:
             await replica.handle.stalled(reason, generation)
         except JobFailed as exc:
             if len([other for other in self.replicas if other.state != GONE]) == 1:
+                self.count_deaths(replica, f"hung (it {reason})")
                 raise
             await self.retire(replica, str(exc))
             return
+        if replica.handle.generation != before:
+            self.count_deaths(replica, f"hung (it {reason})")
         await self.set_state(replica, SERVING)
 
     async def retire(self, replica: Replica, why: str) -> None:
         replica.why_gone = why
+        self.count_deaths(replica, f"left the fleet ({why})")
         replica.hand_back(f"it left the fleet: {why}")
         await self.set_state(replica, GONE)
         left = len([other for other in self.replicas if other.state != GONE])

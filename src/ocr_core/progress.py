@@ -5,6 +5,11 @@ name, fsynced, renamed, and the folder fsynced. A row can appear in several file
 raced another job's): every row carries the time it was recorded and the newest record wins, whatever the file
 names, so files may be merged, mirrored and fetched in any order. A part that cannot be read (a crash between the
 rename and the data reaching the disk) is set aside with a warning; its rows count as not done and are redone.
+
+A row whose `strikes` is set is not an outcome but a failed-attempts record (poison.py): the page got no answer
+that many times and is still to do. It lives in the same parts, so it is mirrored, merged and fetched like a
+result, and the newest record still wins: the page's outcome replaces it, and it hides an older outcome while a
+`--retry-errors` run is trying that page again.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ RESULT_SCHEMA = pa.schema(
         ("seconds", pa.float64()),
         ("extra", pa.string()),
         ("recorded_at", pa.float64()),
+        ("strikes", pa.int64()),
     ]
 )
 PART_GLOB = "*.parquet"
@@ -58,6 +64,7 @@ class RowResult:
     seconds: float = 0.0
     extra: str | None = None
     recorded_at: float = field(default_factory=time.time)
+    strikes: int | None = None
 
 
 def new_run_id() -> str:
@@ -110,6 +117,9 @@ class ResultLog:
         folder.mkdir(parents=True, exist_ok=True)
 
     def add(self, result: RowResult) -> None:
+        """Stamps the result with the time it is recorded (not when its page started, which would make the page's
+        own failed-attempt records look newer than its outcome)."""
+        result.recorded_at = max(result.recorded_at, time.time())
         self.buffer.append(result)
         if len(self.buffer) >= self.flush_rows or time.monotonic() - self.last_flush >= self.flush_seconds:
             self.flush()
@@ -187,15 +197,30 @@ def newest_rows(table: pa.Table) -> pa.Table:
     return table.filter(keep)
 
 
-def read_results(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
-    """Every row's newest result (only `columns`, if given), in no particular order."""
-    wanted = list(dict.fromkeys([*columns, "row_id", "recorded_at"])) if columns else None
+def newest_records(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """Every row's newest record, outcome or failed-attempts record (only `columns`, if given)."""
+    wanted = list(dict.fromkeys([*columns, "row_id", "recorded_at", "strikes"])) if columns else None
     with folder_lock(folder, exclusive=False):
         tables = [table for table in (read_part(part, wanted) for part in part_files(folder)) if table is not None]
     schema = pa.schema([RESULT_SCHEMA.field(name) for name in wanted]) if wanted else RESULT_SCHEMA
     if not tables:
         return schema.empty_table()
     return newest_rows(pa.concat_tables(tables).select(schema.names))
+
+
+def read_results(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """Every row's newest result (only `columns`, if given), in no particular order; a row whose newest record
+    is a failed-attempts record has no result yet."""
+    records = newest_records(folder, columns)
+    return records.filter(pc.is_null(records["strikes"]))
+
+
+def read_strikes(folder: Path) -> dict[str, int]:
+    """The pages still to do that got no answer before, with how many times: a rerun goes on counting from there.
+    A page whose newest record is an outcome (a row set aside, redone by --retry-errors) starts again from none."""
+    records = newest_records(folder, ["strikes"])
+    records = records.filter(pc.is_valid(records["strikes"]))
+    return dict(zip(records["row_id"].to_pylist(), records["strikes"].to_pylist()))
 
 
 def finished_ids(results: pa.Table, retry_errors: bool) -> set[str]:

@@ -3,8 +3,10 @@
 One asyncio task per page in flight; image preparation runs in a thread pool so the event loop only moves bytes.
 Whatever happens to a page, exactly one result row is logged for it, except pages still in flight when the run is
 stopped: those are redone by the next run (at most one window). A transient failure is never a row's outcome: the
-page is retried with backoff until its retry budget is spent, and then the job stops so that a rerun retries it.
-An exception nobody expected while preparing, sending or parsing a page becomes that page's error.
+page is retried with backoff until its retry budget is spent; then, when nothing else was answered meanwhile, the
+job stops so that a rerun retries it (the servers are down), and otherwise the page has a strike. A page with
+MAX_STRIKES strikes, this run's and earlier runs', is set aside as an error row (poison.py). An exception nobody
+expected while preparing, sending or parsing a page becomes that page's error.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from .fleet import Fleet, Replica
 from .hostmem import MemoryGuard
 from .images import BadImage, PreparedImage, placeholder_part, with_note
 from .pdf import PREP_THREADS, prepare_page
-from .progress import ResultLog, RowResult
+from .poison import Lane, Strikes, fault_of_the_page
+from .progress import ResultLog, RowResult, read_strikes
 from .report import ProgressBar, say
 from .server import parse_metrics
 from .settings import Settings
@@ -50,6 +53,26 @@ class PageRequest:
     encoded: bytes
 
 
+@dataclass(frozen=True)
+class Streak:
+    """Since when a page keeps failing, and the fleet's restarts and answers then: a restart gives the page a
+    fresh budget; answers meanwhile say the servers work and the page does not."""
+
+    since: float
+    restarts: int
+    answered: int
+
+
+@dataclass
+class Sent:
+    """One request's end: the replica and generation it went to, and its answer or the retryable failure."""
+
+    replica: Replica
+    generation: int
+    answer: Answer | None = None
+    retry: Retryable | None = None
+
+
 class Pump:
     def __init__(
         self,
@@ -63,7 +86,8 @@ class Pump:
         transport: httpx.AsyncBaseTransport | None = None,
         canary: Canary | None = None,
     ) -> None:
-        """`transport` replaces the network (tests pass an httpx.MockTransport)."""
+        """`transport` replaces the network (tests pass an httpx.MockTransport). The strikes earlier runs left in
+        the log's folder count on here."""
         self.fleet = fleet
         self.facts = facts
         self.settings = settings
@@ -79,8 +103,17 @@ class Pump:
         self.waiting: float | None = None
         self.running: float | None = None
         self.failure: Exception | None = None
+        self.strikes = Strikes(read_strikes(log.folder))
+        self.lane = Lane()
+        self.open = 0
+        self.failing: set[str] = set()
+        self.fed_all = False
 
     async def run(self, rows: Iterator[RowInput]) -> None:
+        """Pumps every row; a fleet that already serves whole is steady from the first page sent (a later one at
+        the first answer after its last replica joins)."""
+        if self.fleet.full():
+            self.progress.tally.mark_steady()
         connections = (self.guard.ceiling if self.guard else self.window.cap) + 8
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         timeout = httpx.Timeout(self.settings.request_timeout, connect=30.0, pool=None)
@@ -112,6 +145,7 @@ class Pump:
             task = asyncio.create_task(self.process(row, client, prep))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
+        self.fed_all = True
         while tasks and self.failure is None:
             await asyncio.wait(set(tasks), return_when=asyncio.FIRST_COMPLETED)
         if self.failure is not None:
@@ -124,6 +158,7 @@ class Pump:
         before this task's completion would, and `feed` must not admit another page then.
         """
         acknowledged = False
+        self.open += 1
         try:
             result, acknowledged = await self.complete(row, client, prep)
             self.log.add(result)
@@ -138,6 +173,8 @@ class Pump:
         except Exception as exc:
             self.failure = self.failure or exc
         finally:
+            self.open -= 1
+            self.failing.discard(row.row_id)
             await self.window.release(self.waiting, self.running, acknowledged)
             self.progress.show(self.window.in_flight, self.window.limit)
 
@@ -178,37 +215,42 @@ class Pump:
         """Sends until the page has an outcome; fills `result`; True once a server answered it.
 
         Each attempt goes to the least busy serving replica, so a page whose server died is retried on another.
+        A run that ends meanwhile (the last server gone, a stop) still records the deaths the page was in flight at.
         """
+        try:
+            return await self.attempts(request, client, result)
+        except (JobFailed, asyncio.CancelledError):
+            self.count_deaths(result)
+            raise
+
+    async def attempts(self, request: PageRequest, client: httpx.AsyncClient, result: RowResult) -> bool:
         resampled = False
         encoded = request.encoded
-        first_failure: float | None = None
-        restarts = self.fleet.restarts
+        streak: Streak | None = None
         failed_on = None
         while True:
+            if await self.set_aside(result):
+                return False
             result.attempts += 1
-            replica = await self.fleet.pick(failed_on)
-            failed_on = None
-            generation = replica.handle.generation
             try:
-                answer = await self.fleet.post(replica, client, encoded)
+                sent = await self.send(result.row_id, client, encoded, failed_on)
             except RowFailed as exc:
                 result.error = str(exc)
                 return True
-            except Retryable as exc:
-                now = time.monotonic()
-                if first_failure is None or self.fleet.restarts != restarts:
-                    first_failure, restarts = now, self.fleet.restarts
-                await self.pause(exc, replica, generation, result, now - first_failure)
-                failed_on = replica
-                continue
             except JobFailed:
                 raise
             except Exception as exc:
                 result.error = internal_error("sending the page", exc)
                 return False
-            first_failure = None
+            failed_on = None
+            if sent.retry is not None:
+                streak = await self.pause(sent, result, streak)
+                failed_on = sent.replica
+                continue
+            streak = None
+            self.failing.discard(result.row_id)
             try:
-                if self.take_answer(answer, result, resampled):
+                if self.take_answer(sent.answer, result, resampled):
                     return True
             except Exception as exc:
                 result.error = internal_error("parsing the answer", exc)
@@ -216,22 +258,87 @@ class Pump:
             resampled = True
             encoded = request.image.json_with_image({**request.body, "temperature": self.facts.retry_temperature})
 
-    async def pause(
-        self, error: Retryable, replica: Replica, generation: int, result: RowResult, failing_for: float
-    ) -> None:
-        """Lets the replica recover (out of the fleet meanwhile), then waits before the next attempt; past the retry
-        budget the job stops. A restart anywhere in the fleet gives the page a fresh budget (see `ask`): restarts
-        are bounded by --max-restarts."""
-        budget = self.settings.retry_budget
+    async def set_aside(self, result: RowResult) -> bool:
+        """Whether the page is out of strikes, counted once a replica serves (a death is counted before its
+        replica serves again); then its error says why and it is not sent again."""
+        try:
+            await self.fleet.wait_serving()
+        finally:
+            self.count_deaths(result)
+        if not self.strikes.condemned(result.row_id):
+            return False
+        result.error = self.strikes.reason(result.row_id)
+        say(f"{result.row_id}: {result.error}")
+        return True
+
+    async def send(self, row_id: str, client: httpx.AsyncClient, encoded: bytes, failed_on: Replica | None) -> Sent:
+        """One request; a page with a strike waits its turn in the struck pages' lane (poison.py)."""
+        suspect = self.strikes.count(row_id) > 0
+        if suspect:
+            await self.lane.enter(self.strikes.last_chance(row_id))
+        answered = False
+        try:
+            replica = await self.fleet.pick(failed_on)
+            sent = Sent(replica, replica.handle.generation)
+            try:
+                sent.answer = await self.fleet.post(replica, client, encoded, row_id)
+            except Retryable as exc:
+                sent.retry = exc
+            except RowFailed:
+                answered = True
+                raise
+            answered = sent.answer is not None
+            return sent
+        finally:
+            if suspect:
+                await self.lane.leave(answered)
+
+    async def pause(self, sent: Sent, result: RowResult, streak: Streak | None) -> Streak:
+        """Lets the replica recover (out of the fleet meanwhile), then waits before the next attempt; returns the
+        page's failing streak. Past the retry budget the page has a strike when other pages were answered meanwhile
+        (or none is left to ask), else the job stops. A restart anywhere in the fleet gives the page a fresh budget:
+        restarts are bounded by --max-restarts."""
+        error, now, budget = sent.retry, time.monotonic(), self.settings.retry_budget
+        self.failing.add(result.row_id)
+        if streak is None or self.fleet.restarts != streak.restarts:
+            streak = Streak(now, self.fleet.restarts, self.fleet.answered)
+        failing_for = now - streak.since
         if failing_for >= budget:
-            raise JobFailed(
-                f"page {result.row_id} kept failing for {failing_for:.0f} s over {result.attempts} attempts "
-                f"(--retry-budget {budget:.0f} s); last failure: {error}. The server is overloaded, restarting or "
-                "unreachable: check it (its log, /health), then rerun the same command: finished rows are kept and "
-                "these pages are retried. Raise --retry-budget to wait longer."
-            )
-        self.fleet.trouble(replica, error, generation)
+            others_left = not self.fed_all or len(self.failing) < self.open
+            if not fault_of_the_page(self.fleet.answered > streak.answered, others_left):
+                raise JobFailed(
+                    f"page {result.row_id} kept failing for {failing_for:.0f} s over {result.attempts} attempts "
+                    f"(--retry-budget {budget:.0f} s); last failure: {error}. The server is overloaded, restarting "
+                    "or unreachable: check it (its log, /health), then rerun the same command: finished rows are "
+                    "kept and these pages are retried. Raise --retry-budget to wait longer."
+                )
+            self.strike(result, f"kept failing for {failing_for:.0f} s over {result.attempts} requests: {error}")
+            streak, failing_for = Streak(now, self.fleet.restarts, self.fleet.answered), 0.0
+        self.fleet.trouble(sent.replica, error, sent.generation)
         await asyncio.sleep(min(retry_delay(result.attempts, error.retry_after), budget - failing_for))
+        return streak
+
+    def count_deaths(self, result: RowResult) -> None:
+        """The engine deaths and hangs the fleet saw with this page in flight that it has not counted yet."""
+        row_id = result.row_id
+        deaths = self.fleet.deaths[row_id]
+        if deaths and self.strikes.add_deaths(row_id, deaths, self.fleet.death_causes[row_id]):
+            self.lane.narrow()
+            self.record_strike(result)
+
+    def strike(self, result: RowResult, cause: str) -> None:
+        self.strikes.add(result.row_id, cause)
+        self.record_strike(result)
+
+    def record_strike(self, result: RowResult) -> None:
+        """Writes the page's strikes to the store at once, so a rerun on any machine counts on from them (the
+        page's outcome, when it comes, replaces the record)."""
+        row_id = result.row_id
+        count = self.strikes.count(row_id)
+        cause = self.strikes.causes[row_id]
+        self.log.add(RowResult(result.row_index, row_id, error=cause, attempts=result.attempts, strikes=count))
+        if self.settings.verbose:
+            say(f"{row_id}: no answer ({count} of {self.strikes.bound} strikes): {cause}")
 
     def take_answer(self, answer: Answer, result: RowResult, resampled: bool) -> bool:
         """Parses an answer into `result`; False asks for one resampled attempt of a repetition loop."""

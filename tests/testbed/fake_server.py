@@ -3,7 +3,8 @@
 It answers /health, /v1/models, /version, /metrics and /v1/chat/completions in a thread of the test process. Each
 answer is a pure function of the request (page bytes, prompt, temperature, max_tokens), so two runs with the same
 settings write the same text and a run with other settings writes other text: tests can see settings mix. A fixed
-`text` instead answers every page alike, as a model on the wrong vLLM build does ("!!!!!!!!").
+`text` instead answers every page alike, as a model on the wrong vLLM build does ("!!!!!!!!"). `poison` makes the
+first page it is sent fail with a 500 every time it comes again (a poison page), until it is turned off.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ class FakeState:
     delay_s: float = 0.0
     finish_reason: str = "stop"
     text: str | None = None
+    poison: bool = False
+    poisoned: str | None = None
     answered: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -61,6 +64,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if self.poisoned(body):
+            self.reply(500, b'{"error": {"message": "EngineCore encountered an issue"}}')
+            return
         time.sleep(self.state.delay_s)
         with self.state.lock:
             self.state.answered += 1
@@ -77,6 +83,14 @@ class Handler(BaseHTTPRequestHandler):
             "usage": {"prompt_tokens": 100, "completion_tokens": 8, "total_tokens": 108},
         }
         self.reply(200, json.dumps(answer).encode())
+
+    def poisoned(self, body: dict) -> bool:
+        if not self.state.poison:
+            return False
+        page = json.dumps(body.get("messages"), sort_keys=True)
+        with self.state.lock:
+            self.state.poisoned = self.state.poisoned or page
+        return page == self.state.poisoned
 
     def log_message(self, *args: object) -> None:
         pass
