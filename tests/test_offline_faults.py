@@ -119,19 +119,19 @@ def test_a_failing_parse_hook_fails_its_row_only(tmp_path):
     assert [results[f"train-{i}"]["text"] for i in (0, 2, 3)] == ["page text"] * 3
 
 
-def test_a_failing_build_content_hook_fails_its_row_only(tmp_path):
+def test_a_failing_build_content_hook_fails_its_row_only(tmp_path, monkeypatch):
     facts, _ = recipe()
     calls = []
 
-    def build_content(image_part: dict) -> list[dict]:
+    def build_content(self: ModelFacts, image_part: dict) -> list[dict]:
         calls.append(1)
         if len(calls) == 3:
             raise RuntimeError("prompt template broke")
         return [image_part]
 
-    results, _, failure = run_offline(
-        tmp_path, lambda n: completion(), facts=dataclasses.replace(facts, build_content=build_content)
-    )
+    monkeypatch.setattr(ModelFacts, "build_content", build_content)  # a message that cannot be built for one page
+
+    results, _, failure = run_offline(tmp_path, lambda n: completion(), facts=facts)
     assert failure is None
     errors = [results[f"train-{i}"]["error"] for i in range(4)]
     assert errors.count(None) == 3

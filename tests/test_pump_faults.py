@@ -459,17 +459,19 @@ def test_answers_the_driver_cannot_read_fail_their_row_only(tmp_path):
     assert outcome.results["train-3"]["text"] == "page text"
 
 
-def test_a_failing_build_content_hook_fails_its_row_only(tmp_path):
+def test_a_failing_build_content_hook_fails_its_row_only(tmp_path, monkeypatch):
     facts, args = recipe()
     calls = []
 
-    def build_content(image_part: dict) -> list[dict]:
+    def build_content(self: ModelFacts, image_part: dict) -> list[dict]:
         calls.append(1)
         if len(calls) == 2:
             raise RuntimeError("prompt template broke")
         return [image_part]
 
-    outcome = run_pump(tmp_path, FakeServer([]), 3, dataclasses.replace(facts, build_content=build_content), args)
+    monkeypatch.setattr(ModelFacts, "build_content", build_content)  # a message that cannot be built for one page
+
+    outcome = run_pump(tmp_path, FakeServer([]), 3, facts, args)
     assert outcome.failure is None
     assert (
         outcome.results["train-1"]["error"]
