@@ -6,6 +6,7 @@ offline shape, which runs the real CPU engine); the Hub is the folder double.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -364,11 +365,19 @@ def test_the_same_command_twice_on_one_machine_stops_the_second(tmp_path, capsys
         try:
             wait_for_progress(first, out / PROGRESS)
             code, summary, err = run_main("ovis-ocr2-server.py", argv, capsys)
+            holder = re.search(r"pid (\d+)", err)
+            holder_parent = parent_pid(int(holder[1])) if holder else None
         finally:
             first.terminate()
             first.communicate(timeout=60)
-    assert code == 1 and "another run is writing" in err and f"pid {first.pid}" in err
+    assert code == 1 and "another run is writing" in err
+    assert holder_parent == first.pid, err  # the python that `uv run` started holds the lock: uv's child
     assert summary["exit_code"] == 1
+
+
+def parent_pid(pid: int) -> int:
+    """A live process's parent, from /proc (the field after the parenthesised command name)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def test_the_same_command_on_two_machines_stops_the_second(tmp_path, capsys, monkeypatch):
