@@ -8,15 +8,17 @@
 demo:
 	DEMO_INPUT="$(INPUT)" DEMO_OUTPUT="$(OUTPUT)" DEMO_SCRIPT="$(SCRIPT)" bash tools/testbed/demo.sh $(ARGS)
 
-# Builds the CPU vLLM test bed and the pinned tier's venvs if needed (seconds when they are ready), then runs the
+# Builds the CPU vLLM test bed (with uv, which runs the scripts) and the pinned tier's venvs if needed (seconds when they are ready), then runs the
 # whole test suite, the pinned tier included.
 test:
 	bash tools/testbed/install.sh
+	bash tools/testbed/install_uv.sh
 	bash tools/testbed/install_pinned.sh
 	.testbed/venv/bin/python -m pytest -q
 
 # Only the pinned tier: every recipe on the vLLM its image pins (tests/pinned, marker `pinned`).
 test-pinned:
 	bash tools/testbed/install.sh
+	bash tools/testbed/install_uv.sh
 	bash tools/testbed/install_pinned.sh
 	.testbed/venv/bin/python -m pytest -q -m pinned

@@ -1,24 +1,12 @@
 """Names the dead-code check (tests/test_dead_code.py) must not report, each with why nothing in src/ or tools/
-reads it by name. Vulture reads this file as code that uses them; nothing imports it.
+(or the shipped scripts at the top level) reads it by name. Vulture reads this file as code that uses them; nothing imports it.
 """
 # ruff: noqa
 
-# Model facts: the modules in src/ocr_models define them, and ModelFacts.from_namespace and tools/build_scripts.py
-# read them by string key (ns["MODEL"], ns.get("SERVE_ENV"), facts["VLLM_PIN"]).
-MODEL
-IMAGE
-FLAVOR
-JOB_COMMAND
-VLLM_PIN
-MAX_MODEL_LEN
-SERVE_ARGS
-SERVE_ENV
-SAMPLING
-REQUEST_EXTRAS
-RETRY_TEMPERATURE
-EXTRA_COLUMNS
-PDF_RENDER
-PARAMS_B
+# The header pins tools/release.py compares: read and compared field by field (Pins.__dataclass_fields__).
+_.core
+_.wheel_url
+_.vllm
 
 # The source of the HF Jobs price table; tests/test_cost.py keeps models.json's "_prices.source" equal to it.
 JOB_PRICES_SOURCE

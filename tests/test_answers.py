@@ -20,7 +20,8 @@ from ocr_core.facts import ModelFacts
 from ocr_core.progress import ResultLog, RowResult, read_results
 from ocr_core.settings import Settings
 from ocr_core.source import load_source
-from ocr_models import hpd_parsing, lighton_ocr3, nanonets_ocr2
+from ocr_models import hpd_parsing
+from tests.testbed.recipes import model_facts
 
 SAMPLE_DATASET = Path(__file__).resolve().parent.parent / "samples" / "dataset"
 PAGE = "# Survey\n\nRiver levels rose in March."
@@ -28,7 +29,7 @@ LOOP_UNIT = "<td>0</td>"
 
 
 def recipe(module: ModuleType, *argv: str) -> tuple[ModelFacts, Settings]:
-    facts = ModelFacts.from_namespace(vars(module))
+    facts = model_facts(module)
     return facts, parse_arguments(build_parser("recipe.py", facts, "server"), ["in", "./out", *argv])
 
 
@@ -37,26 +38,26 @@ def looping_page() -> str:
 
 
 def test_finished_page_is_a_clean_success():
-    facts, args = recipe(nanonets_ocr2)
+    facts, args = recipe("nanonets_ocr2")
     verdict = judge(f"  {PAGE}\n", "stop", facts, args, resampled=False, attempts=1)
     assert (verdict.resample, verdict.text, verdict.error) == (False, PAGE, None)
 
 
 def test_repeating_text_that_finished_is_not_a_loop():
-    facts, args = recipe(nanonets_ocr2)
+    facts, args = recipe("nanonets_ocr2")
     verdict = judge(looping_page(), "stop", facts, args, resampled=False, attempts=1)
     assert verdict.error is None
     assert verdict.text == looping_page()
 
 
 def test_loop_is_resampled_once_where_the_card_allows_sampling():
-    facts, args = recipe(lighton_ocr3)
+    facts, args = recipe("lighton_ocr3")
     assert facts.retry_temperature is not None
     assert judge(looping_page(), "length", facts, args, resampled=False, attempts=1).resample
 
 
 def test_loop_after_the_resample_is_flagged_and_trimmed():
-    facts, args = recipe(lighton_ocr3)
+    facts, args = recipe("lighton_ocr3")
     verdict = judge(looping_page(), "length", facts, args, resampled=True, attempts=2)
     assert not verdict.resample
     assert verdict.error.startswith("repetition loop") and "after 2 attempt(s)" in verdict.error
@@ -64,7 +65,7 @@ def test_loop_after_the_resample_is_flagged_and_trimmed():
 
 
 def test_loop_of_a_model_without_a_trimmer_keeps_one_copy():
-    facts, args = recipe(nanonets_ocr2)
+    facts, args = recipe("nanonets_ocr2")
     assert facts.retry_temperature is None
     verdict = judge(looping_page(), "length", facts, args, resampled=False, attempts=1)
     assert not verdict.resample
@@ -75,14 +76,14 @@ def test_loop_of_a_model_without_a_trimmer_keeps_one_copy():
 
 
 def test_ignore_eos_runs_are_neither_loops_nor_truncated():
-    facts, args = recipe(lighton_ocr3, "--ignore-eos")
+    facts, args = recipe("lighton_ocr3", "--ignore-eos")
     verdict = judge(looping_page(), "length", facts, args, resampled=False, attempts=1)
     assert (verdict.resample, verdict.error) == (False, None)
     assert verdict.text == looping_page()
 
 
 def test_truncated_page_keeps_its_text_and_says_so():
-    facts, args = recipe(nanonets_ocr2, "--max-tokens", "700")
+    facts, args = recipe("nanonets_ocr2", "--max-tokens", "700")
     verdict = judge(PAGE, "length", facts, args, resampled=False, attempts=1)
     assert verdict.text == PAGE
     assert verdict.error.startswith("truncated: the answer hit max_tokens (700)")
@@ -90,7 +91,7 @@ def test_truncated_page_keeps_its_text_and_says_so():
 
 
 def test_page_that_filled_the_context_names_max_model_len():
-    facts, args = recipe(nanonets_ocr2, "--max-model-len", "20000")
+    facts, args = recipe("nanonets_ocr2", "--max-model-len", "20000")
     args = dataclasses.replace(args, max_tokens=None)
     verdict = judge(PAGE, "length", facts, args, resampled=False, attempts=1)
     assert verdict.text == PAGE
@@ -99,13 +100,13 @@ def test_page_that_filled_the_context_names_max_model_len():
 
 
 def test_loop_that_finished_by_its_stop_token_is_not_resampled():
-    facts, args = recipe(lighton_ocr3)
+    facts, args = recipe("lighton_ocr3")
     verdict = judge(looping_page(), "stop", facts, args, resampled=False, attempts=1)
     assert (verdict.resample, verdict.error, verdict.text) == (False, None, looping_page())
 
 
 def test_hpd_parse_survives_absurd_numbers():
-    facts, args = recipe(hpd_parsing)
+    facts, args = recipe("hpd_parsing")
     answer = f"<BLOCK>text [1, 2, {'9' * 400}, 4.5]<CHILD>Hello"
     parsed = facts.parse(answer, args)
     assert parsed.text == "Hello"
@@ -118,7 +119,7 @@ def hpd_answer(bbox: list[int]) -> str:
 
 
 def test_value_that_does_not_fit_its_column_makes_the_row_an_error():
-    facts, args = recipe(hpd_parsing)
+    facts, args = recipe("hpd_parsing")
     verdict = judge(hpd_answer([0, 0, 2**40, 50]), "stop", facts, args, resampled=False, attempts=1)
     assert verdict.text == "Annual report\n\nBody"
     assert "cannot be stored in column hpd_blocks" in verdict.error
@@ -126,14 +127,14 @@ def test_value_that_does_not_fit_its_column_makes_the_row_an_error():
 
 
 def test_values_that_fit_are_kept():
-    facts, args = recipe(hpd_parsing)
+    facts, args = recipe("hpd_parsing")
     verdict = judge(hpd_answer([0, 0, 1000, 50]), "stop", facts, args, resampled=False, attempts=1)
     assert verdict.error is None
     assert json.loads(verdict.extra)["hpd_blocks"][0]["bbox"] == [0, 0, 1000, 50]
 
 
 def test_rows_with_an_unstorable_value_still_publish(tmp_path):
-    facts, args = recipe(hpd_parsing)
+    facts, args = recipe("hpd_parsing")
     source = load_source(str(SAMPLE_DATASET), max_samples=2)
     log = ResultLog(tmp_path / "progress", "20260101T000000Z-aaaaaa")
     bboxes = ([0, 0, 2**40, 50], [0, 0, 1000, 50])
@@ -149,4 +150,4 @@ def test_rows_with_an_unstorable_value_still_publish(tmp_path):
     assert output["ocr_error"][1] is None
     assert output["hpd_blocks"][0] is None
     assert output["hpd_blocks"][1][0]["bbox"] == [0, 0, 1000, 50]
-    assert output.features.arrow_schema.field("hpd_blocks").type == pa.list_(hpd_parsing.HPD_BLOCK_TYPE)
+    assert output.features.arrow_schema.field("hpd_blocks").type == pa.list_(hpd_parsing.BLOCK_TYPE)

@@ -7,6 +7,7 @@ nothing but INPUT and OUTPUT from the user; these tests run the demo itself, on 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -20,12 +21,16 @@ PAGES = REPO_ROOT / "samples" / "pages"
 # Far above the demo's --max-model-len 1024: the recipe refuses the command line at once, before any engine starts,
 # and its summary line says which INPUT and OUTPUT the demo gave it.
 REFUSED_AT_ONCE = ["--max-tokens", "4096"]
+# What any user's shell has besides PATH: a home (uv's cache) and the machine's TLS set-up (uv resolves the
+# script's header through the package index).
+USER_SHELL = ("HOME", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
 def demo(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> tuple[subprocess.CompletedProcess, dict]:
-    environment = {"OCR_TESTBED_DIR": str(TESTBED_DIR), "PATH": "/usr/bin:/bin", **(env or {})}
+    kept = {name: os.environ[name] for name in USER_SHELL if name in os.environ}
+    environment = {**kept, "OCR_TESTBED_DIR": str(TESTBED_DIR), "PATH": "/usr/bin:/bin", **(env or {})}
     result = subprocess.run(
         ["bash", "tools/testbed/demo.sh", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
         env=environment,

@@ -6,20 +6,18 @@ Nothing here starts a server; a drifted fact or a command that no longer parses 
 from __future__ import annotations
 
 import ast
-import importlib
 import json
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from ocr_core.cli import build_parser, parse_arguments
-from ocr_core.facts import ModelFacts
 from ocr_models import RECIPES
+from tools.recipes import facts_of
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "SERVING.md", "serving-unlimited-ocr.md")
@@ -35,10 +33,6 @@ def models_json() -> dict:
 
 def entries() -> dict[str, dict]:
     return {name: entry for name, entry in models_json().items() if not name.startswith("_")}
-
-
-def model_module(script: str) -> ModuleType:
-    return importlib.import_module(f"ocr_models.{RECIPE_BY_SCRIPT[script].model}")
 
 
 def mode_of(script: str) -> str:
@@ -66,7 +60,7 @@ def test_meta_says_when_and_how():
 @pytest.mark.parametrize("script", sorted(RECIPE_BY_SCRIPT))
 def test_mode_matches_the_name_and_the_script(script):
     assert entries()[script]["mode"] == mode_of(script) == RECIPE_BY_SCRIPT[script].shape
-    assert f'mode="{mode_of(script)}"' in (ROOT / script).read_text()
+    assert f"raise SystemExit(run_{mode_of(script)}(FACTS, __file__, RELEASED_SHA256))" in (ROOT / script).read_text()
 
 
 @pytest.mark.parametrize("script", sorted(RECIPE_BY_SCRIPT))
@@ -189,8 +183,7 @@ def test_each_doc_shows_at_least_one_command(doc):
 @pytest.mark.parametrize(("where", "script", "arguments"), INVOCATIONS, ids=[where for where, _, _ in INVOCATIONS])
 def test_shown_command_parses(where, script, arguments, capsys):
     assert script, f"{where}\n{arguments[0]}"
-    module = model_module(script)
-    parser = build_parser(script, ModelFacts.from_namespace(vars(module)), mode_of(script))
+    parser = build_parser(script, facts_of(script), mode_of(script))
     try:
         parse_arguments(parser, arguments)
     except SystemExit:

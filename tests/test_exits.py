@@ -21,7 +21,7 @@ from ocr_core import run as run_module
 from ocr_core import run_server
 from ocr_core.hub import HubRefused, with_retries
 from tests.test_resume_publish import REPO, SAMPLES, repeated, run_main, served
-from tests.testbed.env import REPO_ROOT, VENV_PYTHON
+from tests.testbed.env import script_command
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub
@@ -120,7 +120,7 @@ def test_a_second_sigterm_during_clean_up_still_prints_the_summary(tmp_path):
     with fake_server(delay_s=0.2) as server:
         argv = [str(source), str(out), *served(server, "--max-inflight", "2")]
         process = subprocess.Popen(
-            [str(VENV_PYTHON), str(REPO_ROOT / "ovis-ocr2-server.py"), *argv],
+            script_command("ovis-ocr2-server.py", *argv),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=bed_env(),
         )  # fmt: skip
         deadline = time.monotonic() + 120

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
 import json
 import subprocess
 import time
@@ -28,18 +27,17 @@ from huggingface_hub.errors import (
 from PIL import Image
 
 from ocr_core import hub as hub_module
-from ocr_core import run_server
 from ocr_core.cli import build_parser, job_command
 from ocr_core.cost import price_known
-from ocr_core.facts import ModelFacts
 from ocr_core.inputs import input_problem
 from ocr_core.provenance import ran_image, reproducible
-from ocr_models import RECIPES
+from ocr_models import RECIPES, recipe
 from tests.test_resume_publish import SAMPLES, run_main, served
-from tests.testbed.env import REPO_ROOT, VENV_PYTHON
+from tests.testbed.env import REPO_ROOT, VENV_PYTHON, script_command
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub
+from tests.testbed.recipes import facts_of, run_entry
 
 
 @pytest.fixture
@@ -165,9 +163,7 @@ def test_an_invalid_output_id_is_exit_2_without_retries(server, tmp_path, capsys
 
 
 def recipe_parser(script: str = "lighton-ocr3-saturate.py") -> argparse.ArgumentParser:
-    recipe = next(recipe for recipe in RECIPES if recipe.script == script)
-    facts = ModelFacts.from_namespace(vars(importlib.import_module(f"ocr_models.{recipe.model}")))
-    return build_parser(script, facts, recipe.shape)
+    return build_parser(script, facts_of(script), recipe(script).shape)
 
 
 @pytest.mark.parametrize("script", [recipe.script for recipe in RECIPES])
@@ -185,8 +181,7 @@ def test_help_shows_every_default(script):
 @pytest.mark.parametrize("script", [recipe.script for recipe in RECIPES])
 def test_help_prints_the_job_command_on_lines_that_copy_whole(script):
     parser = recipe_parser(script)
-    recipe = next(recipe for recipe in RECIPES if recipe.script == script)
-    facts = ModelFacts.from_namespace(vars(importlib.import_module(f"ocr_models.{recipe.model}")))
+    facts = facts_of(script)
     shown = parser.format_help().split("Job command:", 1)[1].strip()
     assert shown.replace(" \\\n    ", " ") == job_command(script, facts)
     assert all(line.endswith(" \\") for line in shown.splitlines()[:-1])
@@ -201,9 +196,7 @@ def test_an_argument_error_is_one_line_and_a_summary(capsys):
 
 
 def test_no_arguments_still_print_the_usage_and_exit_0(capsys):
-    recipe = next(recipe for recipe in RECIPES if recipe.script == "lighton-ocr3-saturate.py")
-    model = importlib.import_module(f"ocr_models.{recipe.model}")
-    assert run_server.main(vars(model), recipe.script, recipe.shape, []) == 0
+    assert run_entry("lighton-ocr3-saturate.py", []) == 0
     assert "hf jobs uv run" in capsys.readouterr().out
 
 
@@ -274,7 +267,7 @@ def test_the_price_is_only_given_for_a_known_flavor(monkeypatch, off_jobs):
 def run_copy(script: Path, out: Path, server) -> str:
     env = {key: value for key, value in bed_env().items() if key not in ("JOB_ID", "ACCELERATOR", "JOB_FLAVOR")}
     result = subprocess.run(
-        [str(VENV_PYTHON), str(script), str(SAMPLES), str(out), "--max-samples", "2", *served(server)],
+        script_command(script, str(SAMPLES), str(out), "--max-samples", "2", *served(server)),
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -289,7 +282,7 @@ def test_a_script_edited_by_the_user_is_recorded_as_modified_not_as_the_release(
     same.write_bytes(released)
     assert url in run_copy(same, tmp_path / "out-released", server)
     edited = tmp_path / "lighton-ocr3-saturate.py"
-    edited.write_bytes(released.replace(b"SERVER_WINDOW = 32", b"SERVER_WINDOW = 8"))
+    edited.write_bytes(released.replace(b'"top_p": 1.0', b'"top_p": 0.9'))
     card = run_copy(edited, tmp_path / "out-edited", server)
     assert url not in card
     assert "modified" in card and hashlib.sha256(edited.read_bytes()).hexdigest() in card
@@ -302,8 +295,7 @@ def test_a_huge_page_that_is_then_fitted_raises_no_pillow_warning(server, tmp_pa
     pages.mkdir()
     Image.new("1", (9600, 9600), 1).save(pages / "huge-scan.png")
     result = subprocess.run(
-        [str(VENV_PYTHON), str(REPO_ROOT / "lighton-ocr3-saturate.py"), str(pages), str(tmp_path / "out"),
-         *served(server)],
+        script_command("lighton-ocr3-saturate.py", str(pages), str(tmp_path / "out"), *served(server)),
         capture_output=True, text=True, timeout=300, env=bed_env(),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

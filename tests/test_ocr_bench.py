@@ -21,13 +21,16 @@ from ocr_bench.dataset import discover_configs, discover_ocr_columns, load_confi
 from PIL import Image
 
 from ocr_core import hub as hub_module
-from ocr_models import nanonets_ocr2, ovis_ocr2
 from tests.test_resume_publish import REPO, SAMPLES, run_main
 from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub
+from tests.testbed.recipes import model_facts
 
 SENTINEL = re.compile(r"^\[[A-Z0-9 ._/-]{0,30}(?:ERROR|FAILED)\]$")
-RECIPES = {"ovis": ("ovis-ocr2-server.py", ovis_ocr2.MODEL), "nano": ("nanonets-ocr2-server.py", nanonets_ocr2.MODEL)}
+RECIPES = {
+    "ovis": ("ovis-ocr2-server.py", model_facts("ovis_ocr2").model),
+    "nano": ("nanonets-ocr2-server.py", model_facts("nanonets_ocr2").model),
+}
 
 
 @pytest.fixture(autouse=True)
@@ -96,7 +99,7 @@ def test_ocr_bench_reads_both_configs_and_every_failure_is_a_sentinel(tmp_path, 
 
 def test_null_failed_text_leaves_failed_rows_empty(tmp_path, capsys):
     source = pages_with_failures(tmp_path / "in")
-    with fake_server(model=ovis_ocr2.MODEL) as server:
+    with fake_server(model=model_facts("ovis_ocr2").model) as server:
         argv = [
             str(source), str(tmp_path / "out"), "--server", server.url, "--max-model-len", "2048", "--max-tokens", "16",
             "--null-failed-text",

@@ -24,7 +24,7 @@ from ocr_core.progress import ResultLog, read_results
 from ocr_core.report import ProgressBar
 from ocr_core.settings import Settings
 from ocr_core.source import RowInput
-from ocr_models import lighton_ocr3, nanonets_ocr2
+from tests.testbed.recipes import model_facts
 
 Reply = Callable[[int], "SimpleNamespace | Exception"]
 
@@ -67,7 +67,7 @@ class FakeLLM:
 
 
 def recipe(*argv: str) -> tuple[ModelFacts, Settings]:
-    facts = ModelFacts.from_namespace(vars(nanonets_ocr2))
+    facts = model_facts("nanonets_ocr2")
     return facts, parse_arguments(build_parser("recipe.py", facts, "offline"), ["in", "./out", *argv])
 
 
@@ -119,19 +119,19 @@ def test_a_failing_parse_hook_fails_its_row_only(tmp_path):
     assert [results[f"train-{i}"]["text"] for i in (0, 2, 3)] == ["page text"] * 3
 
 
-def test_a_failing_build_content_hook_fails_its_row_only(tmp_path):
+def test_a_failing_build_content_hook_fails_its_row_only(tmp_path, monkeypatch):
     facts, _ = recipe()
     calls = []
 
-    def build_content(image_part: dict) -> list[dict]:
+    def build_content(self: ModelFacts, image_part: dict) -> list[dict]:
         calls.append(1)
         if len(calls) == 3:
             raise RuntimeError("prompt template broke")
         return [image_part]
 
-    results, _, failure = run_offline(
-        tmp_path, lambda n: completion(), facts=dataclasses.replace(facts, build_content=build_content)
-    )
+    monkeypatch.setattr(ModelFacts, "build_content", build_content)  # a message that cannot be built for one page
+
+    results, _, failure = run_offline(tmp_path, lambda n: completion(), facts=facts)
     assert failure is None
     errors = [results[f"train-{i}"]["error"] for i in range(4)]
     assert errors.count(None) == 3
@@ -163,7 +163,7 @@ LOOPING_PAGE = "# Survey\n\n" + "<td>0</td>" * 300
 
 def run_with_a_loop(folder: Path, second: SimpleNamespace) -> tuple[dict[str, dict], FakeLLM, ModelFacts, float]:
     """Three pages in one batch on LightOnOCR's card; page 1 loops, and its resample answers `second`."""
-    facts = ModelFacts.from_namespace(vars(lighton_ocr3))
+    facts = model_facts("lighton_ocr3")
     args = parse_arguments(build_parser("recipe.py", facts, "offline"), ["in", "./out"])
     replies = {1: completion(LOOPING_PAGE, "length"), 3: second}
     llm = FakeLLM(lambda n: replies.get(n, completion()))

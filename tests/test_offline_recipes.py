@@ -14,6 +14,7 @@ from tests.test_server_recipes import (
     stop_after_first_part,
     summary_of,
 )
+from tests.testbed.env import ran_the_installed_wheel
 
 CPU_ENGINE = "--extra-serve-args=--enforce-eager --mm-processor-kwargs {}"
 TWINS = [
@@ -34,6 +35,7 @@ def test_offline_output_equals_the_server_twin(vllm_server, tmp_path, offline, s
     offline_run = run_recipe(offline, str(SAMPLES), str(tmp_path / "offline"), *model, "--batch-size", "1", CPU_ENGINE)
     assert offline_run.returncode == 0, offline_run.stderr[-3000:]
     assert summary_of(offline_run.stdout)["mode"] == "offline"
+    assert ran_the_installed_wheel(offline, summary_of(offline_run.stdout))
     server_run = run_recipe(
         server, str(SAMPLES), str(tmp_path / "server"), "--server", vllm_server.url, *model, "--max-inflight", "1"
     )

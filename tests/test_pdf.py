@@ -22,12 +22,12 @@ from ocr_core.pdf import BadPdf, PdfPage, RenderSize, looks_like_pdf, prepare_pa
 from ocr_core.progress import ResultLog, read_results
 from ocr_core.report import ProgressBar
 from ocr_core.source import InputError, load_source, pdf_files
-from ocr_models import hpd_parsing, lighton_ocr3, nanonets_ocr2, ovis_ocr2
 from tests.test_offline_faults import FakeLLM, completion, recipe
 from tests.test_resume_publish import run_main, served
 from tests.test_server_recipes import FAST, load_output, run_recipe, summary_of
 from tests.testbed.fake_server import fake_server
 from tests.testbed.pdfs import SAMPLE_PAGES, SAMPLE_PDF, blank_pdf, broken_page_pdf, encrypted_pdf, pdf_folder
+from tests.testbed.recipes import model_facts
 
 SMALL = RenderSize(longest_edge=256)
 FOLDER_IDS = [*(f"reports/sample-pages.pdf#p{page}" for page in range(SAMPLE_PAGES))]
@@ -66,11 +66,13 @@ def test_the_command_line_size_replaces_the_cards():
 
 
 def test_each_model_states_the_size_its_card_asks_for():
-    assert render_size(lighton_ocr3.PDF_RENDER) == RenderSize(longest_edge=lighton_ocr3.MAX_SIDE)
-    ovis = render_size(ovis_ocr2.PDF_RENDER)
-    assert (ovis.min_pixels, ovis.max_pixels) == (448 * 448, ovis_ocr2.MAX_PIXELS)
-    assert render_size(nanonets_ocr2.PDF_RENDER).max_pixels == 12_845_056
-    assert render_size(hpd_parsing.PDF_RENDER) == RenderSize(dpi=200)
+    assert render_size(model_facts("lighton_ocr3").pdf_render) == RenderSize(
+        longest_edge=model_facts("lighton_ocr3").max_side
+    )
+    ovis = render_size(model_facts("ovis_ocr2").pdf_render)
+    assert (ovis.min_pixels, ovis.max_pixels) == (448 * 448, model_facts("ovis_ocr2").max_pixels)
+    assert render_size(model_facts("nanonets_ocr2").pdf_render).max_pixels == 12_845_056
+    assert render_size(model_facts("hpd_parsing").pdf_render) == RenderSize(dpi=200)
 
 
 # ---- reading PDFs into page rows ----

@@ -122,10 +122,9 @@ def test_compaction_keeps_the_newest_record_of_a_row_merged_with_an_older_one(tm
 
 def manifest_args(**changes):
     from ocr_core.cli import build_parser, parse_arguments
-    from ocr_core.facts import ModelFacts
-    from ocr_models import ovis_ocr2
+    from tests.testbed.recipes import model_facts
 
-    facts = ModelFacts.from_namespace(vars(ovis_ocr2))
+    facts = model_facts("ovis_ocr2")
     flags = [[f"--{key}"] if value is None else [f"--{key}", value] for key, value in changes.items()]
     argv = ["in", "./out", *[item for flag in flags for item in flag]]
     return parse_arguments(build_parser("ovis-ocr2-server.py", facts, "server"), argv), facts

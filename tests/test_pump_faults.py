@@ -37,7 +37,7 @@ from ocr_core.scale import Slot
 from ocr_core.settings import Settings
 from ocr_core.source import RowInput
 from ocr_core.window import Window
-from ocr_models import hpd_parsing, lighton_ocr3, nanonets_ocr2
+from tests.testbed.recipes import model_facts
 
 URL = "http://vllm.test"
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -84,8 +84,8 @@ class FakeServer:
         return reply
 
 
-def recipe(module=nanonets_ocr2, *argv: str) -> tuple[ModelFacts, Settings]:
-    facts = ModelFacts.from_namespace(vars(module))
+def recipe(module="nanonets_ocr2", *argv: str) -> tuple[ModelFacts, Settings]:
+    facts = model_facts(module)
     return facts, parse_arguments(build_parser("recipe.py", facts, "server"), ["in", "./out", *argv])
 
 
@@ -415,7 +415,7 @@ def chat_bodies(replies: list[httpx.Response]) -> tuple[FakeServer, list[dict]]:
 
 
 def test_a_loop_is_resampled_once_at_the_retry_temperature_then_flagged_and_trimmed(tmp_path):
-    facts, args = recipe(lighton_ocr3)
+    facts, args = recipe("lighton_ocr3")
     server, bodies = chat_bodies([answer(LOOPING_PAGE, "length")] * 2)
     outcome = run_pump(tmp_path, server, count=1, facts=facts, args=args)
     assert [body["temperature"] for body in bodies] == [args.temperature, facts.retry_temperature]
@@ -429,7 +429,7 @@ def test_a_loop_is_resampled_once_at_the_retry_temperature_then_flagged_and_trim
 
 
 def test_a_resample_that_finishes_is_a_clean_row(tmp_path):
-    facts, args = recipe(lighton_ocr3)
+    facts, args = recipe("lighton_ocr3")
     server, bodies = chat_bodies([answer(LOOPING_PAGE, "length"), answer("# Survey", "stop")])
     outcome = run_pump(tmp_path, server, count=1, facts=facts, args=args)
     row = outcome.results["train-0"]
@@ -459,17 +459,19 @@ def test_answers_the_driver_cannot_read_fail_their_row_only(tmp_path):
     assert outcome.results["train-3"]["text"] == "page text"
 
 
-def test_a_failing_build_content_hook_fails_its_row_only(tmp_path):
+def test_a_failing_build_content_hook_fails_its_row_only(tmp_path, monkeypatch):
     facts, args = recipe()
     calls = []
 
-    def build_content(image_part: dict) -> list[dict]:
+    def build_content(self: ModelFacts, image_part: dict) -> list[dict]:
         calls.append(1)
         if len(calls) == 2:
             raise RuntimeError("prompt template broke")
         return [image_part]
 
-    outcome = run_pump(tmp_path, FakeServer([]), 3, dataclasses.replace(facts, build_content=build_content), args)
+    monkeypatch.setattr(ModelFacts, "build_content", build_content)  # a message that cannot be built for one page
+
+    outcome = run_pump(tmp_path, FakeServer([]), 3, facts, args)
     assert outcome.failure is None
     assert (
         outcome.results["train-1"]["error"]
@@ -494,7 +496,7 @@ def test_a_failing_parse_hook_fails_its_row_only(tmp_path):
 
 
 def test_hpd_answer_with_an_absurd_bbox_is_one_error_row(tmp_path):
-    facts, args = recipe(hpd_parsing)
+    facts, args = recipe("hpd_parsing")
     huge = f"<BLOCK>text [0, 0, {'9' * 400}, 10]<CHILD>Words"
     outcome = run_pump(tmp_path, FakeServer([answer(huge)]), 2, facts, args)
     assert outcome.failure is None

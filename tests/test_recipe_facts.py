@@ -1,12 +1,13 @@
-"""The generated scripts and the model hooks, checked without a server."""
+"""The shipped scripts, their facts and the model hooks, checked without a server; the scripts run through `uv run`
+against the session's core wheel (tests/conftest.py)."""
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
+import json
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,84 +15,86 @@ import pytest
 from ocr_core.cli import job_command, job_timeout, without_secrets
 from ocr_core.facts import ModelFacts
 from ocr_core.server import parse_metrics
-from ocr_models import RECIPES, hpd_parsing, lighton_ocr3, nanonets_ocr2, ovis_ocr2, recipe
-from tools import build_scripts
+from ocr_models import RECIPES, hpd_parsing, ovis_ocr2
+from tests.testbed.env import ran_the_installed_wheel, script_command
+from tests.testbed.env import testbed_env as bed_env
+from tools import release
+from tools.recipes import facts_of, load_script
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = {entry.script: importlib.import_module(f"ocr_models.{entry.model}") for entry in RECIPES}
-SERVER_ONLY = ("class Pump:", "def post_chat(", "class Window:", "class MemoryGuard:", "def watch_for_stalls(")
-OFFLINE_ONLY = ("class OfflineRunner:", "def open_llm(")
+SCRIPTS = [entry.script for entry in RECIPES]
+TWINS = [(entry.script, entry.twin) for entry in RECIPES if entry.twin and entry.shape == "offline"]
+HPD = facts_of("hpd-parsing-saturate.py")
+LIGHTON = facts_of("lighton-ocr3.py")
 
 
 def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(ROOT / script), *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+        script_command(script, *args), capture_output=True, text=True, timeout=300, cwd=ROOT, env=bed_env()
     )
 
 
-def test_generated_scripts_match_the_core():
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "build_scripts.py"), "--check"], capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+@pytest.mark.parametrize(("offline", "server"), TWINS)
+def test_twins_state_the_same_facts(offline, server):
+    """Each script states its model's facts where a user edits them; twins must never disagree about the model."""
+    assert facts_of(offline) == facts_of(server)
 
 
-@pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_a_script_carries_only_the_code_its_shape_runs(script):
-    text = (ROOT / script).read_text()
-    offline = recipe(script).shape == "offline"
-    assert [marker for marker in SERVER_ONLY if marker in text] == ([] if offline else list(SERVER_ONLY))
-    assert [marker for marker in OFFLINE_ONLY if marker in text] == (list(OFFLINE_ONLY) if offline else [])
-
-
-@pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_the_contents_map_points_at_each_section_and_at_main(script):
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_script_is_short_with_its_prompt_and_sampling_on_the_first_screen(script):
     lines = (ROOT / script).read_text().splitlines()
-    rows = [re.match(r"#   line +(\d+)  (ocr_core/\w+\.py): ", line) for line in lines]
-    sections = [(int(row[1]), row[2]) for row in rows if row]
-    assert len(sections) >= 20
-    assert all(lines[number - 1] == f"# ---- {module} ----" for number, module in sections)
-    main_at = int(re.search(r"`main` at line (\d+)", " ".join((ROOT / script).read_text().split()))[1])
-    assert lines[main_at - 1].startswith("def main(")
-    assert lines[int(re.search(r"`build_parser`\): line (\d+)", "\n".join(lines))[1]) - 1].startswith(
-        "def build_parser("
+    assert len(lines) < 200
+    first_screen = "\n".join(lines[:60])
+    assert "FACTS = ModelFacts(" in first_screen
+    assert "prompt=" in first_screen and "sampling=" in first_screen
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_an_offline_script_pins_the_vllm_its_facts_name(script):
+    pins = re.findall(r'^#\s+"vllm==([^"]+)",$', (ROOT / script).read_text(), re.M)
+    offline = next(entry for entry in RECIPES if entry.script == script).shape == "offline"
+    assert pins == ([facts_of(script).vllm_pin] if offline else [])
+
+
+def test_a_misspelt_fact_is_refused_when_the_script_starts():
+    fields = {field.name: getattr(LIGHTON, field.name) for field in dataclasses.fields(ModelFacts)}
+    with pytest.raises(TypeError, match="max_sides"):
+        ModelFacts(**{**fields, "max_sides": 1024})
+    with pytest.raises(TypeError):
+        ModelFacts("lightonai/LightOnOCR-3-0.8B", "image", 1024, {}, [])  # keyword-only: no fact by position
+
+
+def test_the_hooks_hpd_names_are_its_module_s():
+    assert (HPD.parse, HPD.prepare_serve, HPD.summary_metrics) == (
+        hpd_parsing.parse,
+        hpd_parsing.prepare_serve,
+        hpd_parsing.summary_metrics,
     )
+    assert load_script("ovis-ocr2.py").FACTS.add_arguments is ovis_ocr2.add_arguments
 
 
-def test_a_misspelt_fact_in_a_model_module_is_refused(tmp_path):
-    path = tmp_path / "lighton_ocr3.py"
-    path.write_text(
-        (ROOT / "src" / "ocr_models" / "lighton_ocr3.py").read_text().replace("MAX_SIDE = ", "MAX_SIDES = ")
-    )
-    with pytest.raises(SystemExit, match="'MAX_SIDES', which is neither a model fact nor a hook"):
-        build_scripts.check_model_names(recipe("lighton-ocr3.py"), build_scripts.split_module(path))
-
-
-def test_the_hooks_a_model_overrides_are_named():
-    module = build_scripts.split_module(ROOT / "src" / "ocr_models" / "hpd_parsing.py")
-    overridden = build_scripts.check_model_names(recipe("hpd-parsing-saturate.py"), module)
-    assert sorted(overridden) == ["build_content", "parse", "prepare_serve", "summary_metrics"]
-
-
-@pytest.mark.parametrize("script", sorted(SCRIPTS))
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_no_arguments_prints_usage_and_the_job_command(script):
     result = run_script(script)
     assert result.returncode == 0, result.stderr
-    facts = ModelFacts.from_namespace(vars(SCRIPTS[script]))
+    facts = facts_of(script)
     assert facts.image in result.stdout
     assert script in result.stdout
     assert ("--server" in result.stdout) == (script.endswith(("-server.py", "-saturate.py")))
 
 
-@pytest.mark.parametrize("script", sorted(SCRIPTS))
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_max_tokens_must_leave_room_for_the_prompt(script):
     result = run_script(script, "in", "./out", "--max-model-len", "1024", "--max-tokens", "1024")
     assert result.returncode == 2
     assert "--max-tokens 1024 must be below --max-model-len 1024" in result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert summary["core"]["version"] == release.core_version()
+    assert ran_the_installed_wheel(script, summary), summary["core"]
 
 
 def test_job_command_never_carries_the_token():
-    facts = ModelFacts.from_namespace(vars(lighton_ocr3))
+    facts = facts_of("lighton-ocr3-saturate.py")
     command = job_command("lighton-ocr3-saturate.py", facts, ["a/b", "c/d", "--hf-token", "hf_secret", "--shuffle"])
     assert "hf_secret" not in command
     assert command.startswith("hf jobs uv run --flavor l4x1 --timeout 4h --image vllm/vllm-openai:v0.30.0 -s HF_TOKEN ")
@@ -100,9 +103,8 @@ def test_job_command_never_carries_the_token():
 
 
 def test_hpd_job_command_installs_uv_on_the_vendor_image():
-    facts = ModelFacts.from_namespace(vars(hpd_parsing))
-    command = job_command("hpd-parsing-saturate.py", facts, ["a/b", "c/d"])
-    assert command.startswith(f"hf jobs run --flavor l4x1 --timeout 4h -s HF_TOKEN {hpd_parsing.IMAGE} bash -lc")
+    command = job_command("hpd-parsing-saturate.py", HPD, ["a/b", "c/d"])
+    assert command.startswith(f"hf jobs run --flavor l4x1 --timeout 4h -s HF_TOKEN {HPD.image} bash -lc")
     assert "pip install -q uv && uv run" in command
 
 
@@ -110,8 +112,7 @@ def test_hpd_job_command_installs_uv_on_the_vendor_image():
 def test_the_job_command_gives_each_argument_to_the_script_as_it_was_given(script, tmp_path):
     """The printed command goes through a shell (and HPD's through a second one, `bash -lc`): an argument with a
     space stays one argument and shell characters in one are never run."""
-    recipe = next(recipe for recipe in RECIPES if recipe.script == script)
-    facts = ModelFacts.from_namespace(vars(importlib.import_module(f"ocr_models.{recipe.model}")))
+    facts = facts_of(script)
     marker = tmp_path / "ran"
     arguments = ["my scans", "c/d", "--config", f"$(touch {marker})", "--columns", "it's;`touch " + str(marker) + "`"]
     command = job_command(script, facts, arguments)
@@ -128,9 +129,9 @@ def test_the_job_command_gives_each_argument_to_the_script_as_it_was_given(scrip
 
 
 def test_hpd_keeps_prefix_caching_on():
-    assert "--enable-prefix-caching" in hpd_parsing.SERVE_ARGS
-    assert "--no-enable-prefix-caching" not in hpd_parsing.SERVE_ARGS
-    assert hpd_parsing.SERVE_ENV == {"MAX_PATCHES_WITH_RESIZE": "true"}
+    assert "--enable-prefix-caching" in HPD.serve_args
+    assert "--no-enable-prefix-caching" not in HPD.serve_args
+    assert HPD.serve_env == {"MAX_PATCHES_WITH_RESIZE": "true"}
 
 
 def test_hpd_parse_gives_structured_blocks():
@@ -158,7 +159,7 @@ def test_hpd_prefix_cache_hit_rate():
 
 def test_hpd_points_the_speculative_head_at_a_local_folder(tmp_path):
     (tmp_path / "P-MTP").mkdir()
-    serve_args = hpd_parsing.prepare_serve(list(hpd_parsing.SERVE_ARGS), str(tmp_path))
+    serve_args = hpd_parsing.prepare_serve(list(HPD.serve_args), str(tmp_path))
     config = serve_args[serve_args.index("--speculative-config") + 1]
     assert f'"model": "{tmp_path / "P-MTP"}"' in config
     assert '"num_speculative_tokens": 6' in config
@@ -177,33 +178,33 @@ def test_ovis_trims_a_long_truncated_repeat():
 
 
 def test_ovis_prompt_follows_the_image():
-    content = ovis_ocr2.build_content({"type": "image_url"})
+    content = facts_of("ovis-ocr2.py").build_content({"type": "image_url"})
     assert content[0] == {"type": "image_url"}
     assert content[1]["text"].startswith("\nExtract all readable content")
 
 
 def test_lighton_sends_the_image_alone():
-    facts = ModelFacts.from_namespace(vars(lighton_ocr3))
+    facts = LIGHTON
     assert facts.build_content({"type": "image_url"}) == [{"type": "image_url"}]
     assert facts.max_side == 2048
     assert facts.sampling["temperature"] == 0.1
 
 
-@pytest.mark.parametrize("module", [lighton_ocr3, ovis_ocr2], ids=["lighton", "ovis"])
-def test_qwen35_models_prefill_their_linear_attention_with_triton(module):
+@pytest.mark.parametrize("script", ["lighton-ocr3.py", "ovis-ocr2.py"])
+def test_qwen35_models_prefill_their_linear_attention_with_triton(script):
     """On Hopper vLLM's `auto` picks FlashInfer's GDN prefill kernel, which is JIT-compiled at start and, where
     flashinfer is missing, kills the engine at its first prefill (shared/notes/gpu-vllm.md, vLLM 0.26 on an H200);
     on every other GPU `auto` already resolves to Triton, so pinning it changes nothing there."""
-    args = list(module.SERVE_ARGS)
+    args = list(facts_of(script).serve_args)
     assert args[args.index("--gdn-prefill-backend") + 1] == "triton"
 
 
 @pytest.mark.parametrize("script", ["ovis-ocr2.py", "lighton-ocr3.py", "nanonets-ocr2.py"])
 def test_offline_header_pins_the_twin_image_version(script):
-    module = SCRIPTS[script]
+    facts = facts_of(script)
     text = (ROOT / script).read_text()
-    assert f'"vllm=={module.VLLM_PIN}",' in text
-    assert f"vllm/vllm-openai:v{module.VLLM_PIN}" == module.IMAGE
+    assert f'"vllm=={facts.vllm_pin}",' in text
+    assert f"vllm/vllm-openai:v{facts.vllm_pin}" == facts.image
 
 
 def test_offline_engine_flags_mean_what_the_serve_flags_mean():
@@ -214,8 +215,9 @@ def test_offline_engine_flags_mean_what_the_serve_flags_mean():
 
 
 def test_nanonets_is_pinned_to_the_last_good_vllm():
-    assert nanonets_ocr2.IMAGE == "vllm/vllm-openai:v0.10.2"
-    assert nanonets_ocr2.MAX_MODEL_LEN == 32768
+    facts = facts_of("nanonets-ocr2.py")
+    assert facts.image == "vllm/vllm-openai:v0.10.2"
+    assert facts.max_model_len == 32768
 
 
 def test_parse_metrics_sums_label_sets():

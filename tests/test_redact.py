@@ -15,18 +15,17 @@ import pytest
 
 import ocr_core.redact as redaction
 from ocr_core.cli import build_parser, job_command, parse_arguments, without_secrets
-from ocr_core.facts import ModelFacts
+from ocr_core.recipes import run_saturate
 from ocr_core.redact import redact, register_run_secrets, register_secret
 from ocr_core.report import Summary, say
-from ocr_core.run_server import main
 from ocr_core.server import SpawnedServer
 from ocr_core.server_handle import api_headers, missing_vllm_message
-from ocr_models import lighton_ocr3
+from tests.testbed.recipes import model_facts
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "dataset"
 SCRIPT = "lighton-ocr3-saturate.py"
-FACTS = ModelFacts.from_namespace(vars(lighton_ocr3))
+FACTS = model_facts("lighton_ocr3")
 HF_TOKEN = "hf_TestTokenValue1234"
 API_KEY = "sk-test-api-key-5678"
 SERVE_TOKEN = "hf_ServeArgsToken9999"
@@ -57,7 +56,7 @@ def test_missing_vllm_message_never_shows_the_token(tmp_path, monkeypatch, capsy
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     places = [str(SAMPLES), str(tmp_path / "out"), "--server", f"http://127.0.0.1:{free_port()}"]
     argv = [*token_args, *places] if token_first else [*places, *token_args]
-    assert main(vars(lighton_ocr3), SCRIPT, "saturate", argv) == 2
+    assert run_saturate(FACTS, SCRIPT, argv=argv) == 2
     captured = capsys.readouterr()
     assert "hf jobs uv run --flavor l4x1" in captured.err
     assert HF_TOKEN not in captured.out + captured.err
@@ -70,7 +69,7 @@ class FakeVllm(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.authorizations.append(self.headers.get("Authorization"))
-        answers = {"/health": {}, "/v1/models": {"data": [{"id": lighton_ocr3.MODEL}]}, "/version": {"version": "0"}}
+        answers = {"/health": {}, "/v1/models": {"data": [{"id": FACTS.model}]}, "/version": {"version": "0"}}
         self.answer(200, answers[self.path]) if self.path in answers else self.answer(404, {})
 
     def do_POST(self) -> None:
@@ -113,7 +112,7 @@ def test_a_run_keeps_every_secret_out_of_its_output_and_card(tmp_path, capsys, f
         str(SAMPLES), str(out), "--server", server, "--max-samples", "2", "--verbose", "--hf", HF_TOKEN,
         "--api-k", API_KEY, f"--extra-serve-args=--hf-token {SERVE_TOKEN} --max-num-batched-tokens 8192",
     ]  # fmt: skip
-    assert main(vars(lighton_ocr3), SCRIPT, "saturate", argv) == 0
+    assert run_saturate(FACTS, SCRIPT, argv=argv) == 0
     captured = capsys.readouterr()
     card = (out / "README.md").read_text()
     assert "--max-num-batched-tokens 8192" in card

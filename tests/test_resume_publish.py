@@ -5,8 +5,8 @@ offline shape, which runs the real CPU engine); the Hub is the folder double.
 
 from __future__ import annotations
 
-import importlib
 import json
+import re
 import signal
 import subprocess
 import time
@@ -21,11 +21,11 @@ from ocr_core import assemble as assemble_module
 from ocr_core import hub as hub_module
 from ocr_core import pump as pump_module
 from ocr_core.images import prepare_image
-from ocr_models import RECIPES, nanonets_ocr2
-from tests.testbed.env import REPO_ROOT, VENV_PYTHON
+from tests.testbed.env import REPO_ROOT, script_command, script_python
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.fake_server import answer_text, fake_server
 from tests.testbed.hub_double import FolderHub
+from tests.testbed.recipes import model_facts, run_entry
 
 SAMPLES = REPO_ROOT / "samples" / "dataset"
 REPO = "someone/ocr-out"
@@ -45,10 +45,8 @@ def server():
 
 def run_main(script: str, argv: list[str], capsys, hub: FolderHub | None = None) -> tuple[int, dict, str]:
     """Runs a recipe in this process; returns its exit code, its summary line and what it logged."""
-    recipe = next(recipe for recipe in RECIPES if recipe.script == script)
-    model = importlib.import_module(f"ocr_models.{recipe.model}")
     capsys.readouterr()
-    code = importlib.import_module(f"ocr_core.{recipe.entry}").main(vars(model), script, recipe.shape, argv, hub=hub)
+    code = run_entry(script, argv, hub)
     out, err = capsys.readouterr()
     lines = [line for line in out.splitlines() if line.startswith("{")]
     return code, json.loads(lines[-1]) if lines else {}, err
@@ -75,8 +73,8 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def hub_process(hub_folder: Path, script: str, argv: list[str], work: Path) -> subprocess.Popen:
-    env = {**bed_env(), "OCR_WORK_DIR": str(work), "PYTHONPATH": f"{REPO_ROOT / 'src'}:{REPO_ROOT}"}
-    command = [str(VENV_PYTHON), "-m", "tests.testbed.hub_run", str(hub_folder), script, *argv]
+    env = {**bed_env(), "OCR_WORK_DIR": str(work)}
+    command = [str(script_python(script)), "-m", "tests.testbed.hub_run", str(hub_folder), script, *argv]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT)
 
 
@@ -340,7 +338,7 @@ def test_every_row_holds_the_text_of_its_own_page(server, tmp_path, capsys):
     assert output["page_id"] == inputs["page_id"]
     for row, text in zip(inputs, output["markdown"]):
         part = prepare_image(row["image"]["bytes"]).content_part()
-        content = nanonets_ocr2.build_content(part)
+        content = model_facts("nanonets_ocr2").build_content(part)
         request = {"messages": [{"role": "user", "content": content}], "temperature": 0.0, "max_tokens": 16}
         assert text == answer_text(request), row["page_id"]
 
@@ -361,17 +359,25 @@ def test_the_same_command_twice_on_one_machine_stops_the_second(tmp_path, capsys
     with fake_server(delay_s=0.3) as server:
         argv = [str(source), str(out), *served(server, "--max-inflight", "1")]
         first = subprocess.Popen(
-            [str(VENV_PYTHON), str(REPO_ROOT / "ovis-ocr2-server.py"), *argv],
+            script_command("ovis-ocr2-server.py", *argv),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=bed_env(),
         )  # fmt: skip
         try:
             wait_for_progress(first, out / PROGRESS)
             code, summary, err = run_main("ovis-ocr2-server.py", argv, capsys)
+            holder = re.search(r"pid (\d+)", err)
+            holder_parent = parent_pid(int(holder[1])) if holder else None
         finally:
             first.terminate()
             first.communicate(timeout=60)
-    assert code == 1 and "another run is writing" in err and f"pid {first.pid}" in err
+    assert code == 1 and "another run is writing" in err
+    assert holder_parent == first.pid, err  # the python that `uv run` started holds the lock: uv's child
     assert summary["exit_code"] == 1
+
+
+def parent_pid(pid: int) -> int:
+    """A live process's parent, from /proc (the field after the parenthesised command name)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def test_the_same_command_on_two_machines_stops_the_second(tmp_path, capsys, monkeypatch):

@@ -19,7 +19,7 @@ import datasets
 import httpx
 
 from ocr_core.stall import PROGRESS_COUNTERS
-from tests.testbed.env import REPO_ROOT, VENV_PYTHON
+from tests.testbed.env import REPO_ROOT, script_command
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.server import free_port
 
@@ -49,7 +49,7 @@ class Recipe:
             "--ignore-eos", "--extra-serve-args=--enforce-eager", *extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(
-            [str(VENV_PYTHON), str(REPO_ROOT / "lighton-ocr3-saturate.py"), *args],
+            script_command("lighton-ocr3-saturate.py", *args),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -20,14 +20,15 @@ import httpx
 import pytest
 from PIL import Image
 
-from ocr_core.run_server import main
-from ocr_models import hpd_parsing
-from tests.testbed.env import REPO_ROOT, VENV_PYTHON
+from ocr_core.recipes import run_saturate
+from tests.testbed.env import REPO_ROOT, ran_the_installed_wheel, script_command
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.hub_double import FolderHub
+from tests.testbed.recipes import facts_of
 from tests.testbed.server import running_server
 
 SAMPLES = REPO_ROOT / "samples" / "dataset"
+HPD = facts_of("hpd-parsing-saturate.py")
 # The tiny model never emits </s>, so every page runs to max_tokens: --ignore-eos says that is intended (else every
 # page would be flagged truncated and the circuit breaker would stop the run).
 FAST = ["--max-model-len", "1024", "--max-tokens", "16", "--temperature", "0", "--ignore-eos"]
@@ -40,7 +41,7 @@ def free_port() -> int:
 
 
 def recipe_command(script: str, *args: str) -> list[str]:
-    return [str(VENV_PYTHON), str(REPO_ROOT / script), *args]
+    return script_command(script, *args)
 
 
 def run_recipe(script: str, *args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -104,6 +105,7 @@ def test_server_path_keeps_order_and_resumes(vllm_server, tmp_path):
     summary = summary_of(first.stdout)
     assert (summary["rows"], summary["done_this_run"], summary["errors"], summary["missing"]) == (12, 12, 0, 0)
     assert summary["pages_per_s"] > 0 and summary["output_tokens_per_s"] > 0
+    assert ran_the_installed_wheel("ovis-ocr2-server.py", summary), summary["core"]
     output = load_output(out)
     inputs = datasets.load_dataset(str(SAMPLES), split="train")
     assert output["page_id"] == inputs["page_id"]
@@ -202,7 +204,7 @@ def test_hub_output_through_a_client_double(vllm_server, tmp_path, monkeypatch):
         str(SAMPLES), "someone/ocr-out", "--server", vllm_server.url, "--model", vllm_server.model, "--config",
         "hpd", "--max-samples", "5", "--private", *FAST,
     ]  # fmt: skip
-    assert main(vars(hpd_parsing), "hpd-parsing-saturate.py", "saturate", argv, hub=hub) == 0
+    assert run_saturate(HPD, "hpd-parsing-saturate.py", argv=argv, hub=hub) == 0
     assert hub.private == {"someone/ocr-out": True}
     files = hub.list_files("someone/ocr-out")
     assert "README.md" in files
@@ -215,7 +217,7 @@ def test_hub_output_through_a_client_double(vllm_server, tmp_path, monkeypatch):
 
     resumed_from_hub = FolderHub(tmp_path / "hub")
     monkeypatch.setenv("OCR_WORK_DIR", str(tmp_path / "fresh-machine"))
-    assert main(vars(hpd_parsing), "hpd-parsing-saturate.py", "saturate", argv, hub=resumed_from_hub) == 0
+    assert run_saturate(HPD, "hpd-parsing-saturate.py", argv=argv, hub=resumed_from_hub) == 0
     assert (tmp_path / "fresh-machine").exists()
     published = [commit for commit in resumed_from_hub.commits if commit.message.startswith("OCR with")]
     assert published[-1].added == [

@@ -6,7 +6,6 @@ the Hub is the folder double.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import threading
@@ -24,7 +23,6 @@ from ocr_core import progress as progress_module
 from ocr_core import server_handle as engine_module
 from ocr_core.lease import Lease
 from ocr_core.progress import ResultLog, RowResult, part_files
-from ocr_models import RECIPES
 from tests.test_resume_publish import (
     PROGRESS,
     REPO,
@@ -39,6 +37,7 @@ from tests.test_resume_publish import (
 )
 from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub
+from tests.testbed.recipes import run_entry
 
 SCRIPT = "ovis-ocr2-server.py"
 
@@ -274,13 +273,10 @@ def during_input_load(monkeypatch, action) -> dict:
 
 def other_machine(tmp_path: Path, hub_folder: Path, argv: list[str]) -> int:
     """A whole run of `argv` on another machine (its own work folder), start to end."""
-    recipe = next(entry for entry in RECIPES if entry.script == SCRIPT)
-    model = importlib.import_module(f"ocr_models.{recipe.model}")
-    entry = importlib.import_module(f"ocr_core.{recipe.entry}")
     before = os.environ["OCR_WORK_DIR"]
     os.environ["OCR_WORK_DIR"] = str(tmp_path / "machine-2")
     try:
-        return entry.main(vars(model), SCRIPT, recipe.shape, argv, hub=FolderHub(hub_folder))
+        return run_entry(SCRIPT, argv, FolderHub(hub_folder))
     finally:
         os.environ["OCR_WORK_DIR"] = before
 

@@ -2,7 +2,7 @@
 
 models.json is the one place that says which script runs which model on which image and what was measured. Its
 facts (model id, shape, image, flags, prompt, sampling, columns, twin) are copied from the recipe registry and the
-model modules by this tool, so only the hand-kept fields (params, license, notes, measured, pinned_check) are
+scripts' FACTS by this tool, so only the hand-kept fields (params, license, notes, measured, pinned_check) are
 edited there. The docs show it between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->` markers, and
 `--check` fails when models.json or a block differs from what this tool would write (the tests run it).
 Usage: python tools/docs.py [--check]  (with the test bed's python, which has the core's dependencies)
@@ -11,8 +11,8 @@ Usage: python tools/docs.py [--check]  (with the test bed's python, which has th
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
-import importlib
 import json
 import sys
 from collections.abc import Callable
@@ -26,9 +26,10 @@ from ocr_core.cli import OFFLINE_BATCH, SERVER_WINDOW, job_command  # noqa: E402
 from ocr_core.facts import ModelFacts  # noqa: E402
 from ocr_core.scale import Gpu, Machine, memory_utilization, plan_scale  # noqa: E402
 from ocr_models import RECIPES, Recipe  # noqa: E402
-from tools.build_scripts import CORE, core_order, split_module  # noqa: E402
+from tools.recipes import facts_of  # noqa: E402
 
 MODELS_JSON = ROOT / "models.json"
+PACKAGES = (ROOT / "src" / "ocr_core", ROOT / "src" / "ocr_models")
 BLOCKS = {"README.md": ("scripts", "modules"), "SERVING.md": ("scripts", "measurements")}
 SHAPES = {
     "offline": f"offline (`vllm.LLM`), batches of {OFFLINE_BATCH}",
@@ -36,7 +37,7 @@ SHAPES = {
     "saturate": "server, adaptive window",
 }
 EDIT_NOTE = (
-    "<!-- rendered by tools/docs.py from models.json (measurements, notes) and src/ (model facts, module "
+    "<!-- rendered by tools/docs.py from models.json (measurements, notes), the scripts' FACTS and src/ (module "
     "docstrings): edit those, then run python tools/docs.py -->"
 )
 
@@ -50,18 +51,17 @@ HAND_KEPT = {"params": None, "license": None, "notes": "", "measured": [], "pinn
 
 def model_facts(recipe: Recipe) -> dict:
     """The fields of a script's models.json entry that the code decides, in the order the file lists them."""
-    module = importlib.import_module(f"ocr_models.{recipe.model}")
-    facts = ModelFacts.from_namespace(vars(module))
+    facts = facts_of(recipe.script)
     return {
         "model_id": facts.model,
         "mode": recipe.shape,
         "image": facts.image,
-        "vllm_pin": module.VLLM_PIN if recipe.shape == "offline" else None,
+        "vllm_pin": facts.vllm_pin if recipe.shape == "offline" else None,
         "flavor": facts.flavor,
         "job_command": job_command(recipe.script, facts),
         "serve_args": list(facts.serve_args),
         "serve_env": dict(facts.serve_env),
-        "prompt": getattr(module, "PROMPT", None),
+        "prompt": facts.prompt,
         "sampling": dict(facts.sampling),
         "request_extras": json.loads(json.dumps(dict(facts.request_extras))),
         "max_model_len": facts.max_model_len,
@@ -162,20 +162,18 @@ def first_sentence(docstring: str) -> str:
     return f"{head}." if found else paragraph
 
 
+def module_docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text())) or ""
+
+
 def modules_table(entries: dict[str, dict]) -> str:
-    """Each core module, its one role (its docstring's first line) and the shapes whose scripts carry it, as the
-    build decides from the imports."""
-    carried = {entry: set(core_order([entry, "facts", "repeats"])) for entry in ("run_offline", "run_server")}
+    """Each module of the package (ocr-vllm-core), with its one role: its docstring's first sentence."""
     rows = [
-        [
-            f"`{name}.py`",
-            first_sentence(split_module(CORE / f"{name}.py").docstring),
-            "yes" if name in carried["run_offline"] else "",
-            "yes" if name in carried["run_server"] else "",
-        ]
-        for name in sorted(path.stem for path in CORE.glob("*.py") if path.stem != "__init__")
+        [f"`{path.parent.name}/{path.name}`", first_sentence(module_docstring(path))]
+        for package in PACKAGES
+        for path in sorted(package.glob("*.py"))
     ]
-    return table(["module (src/ocr_core)", "its role", "offline", "server, saturate"], rows)
+    return table(["module (src/)", "its role"], rows)
 
 
 RENDERERS: dict[str, Callable[[dict[str, dict]], str]] = {

@@ -1,5 +1,2 @@
-"""Shared core of the vLLM OCR recipes.
-
-Every recipe script inlines a generated copy of these modules (tools/build_scripts.py), so a script runs alone
-from its URL while the code lives, and is tested, once here.
-"""
+"""Shared core of the vLLM OCR recipes (distribution `ocr-vllm-core`): each shipped script pins one version of it,
+states its model's facts (facts.py) and calls its shape's entry (recipes.py)."""

@@ -28,6 +28,7 @@ import httpx
 from .chat import Answer, Retryable, RowFailed, post_chat
 from .errors import JobFailed
 from .facts import ModelFacts
+from .launch import Launch
 from .report import say
 from .scale import ScalePlan
 from .server import ServerError, is_local, url_port
@@ -363,19 +364,19 @@ def with_port(url: str, port: int) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.hostname}:{port}"))
 
 
-def build_fleet(settings: Settings, facts: ModelFacts, script: str, argv: list[str], plan: ScalePlan) -> Fleet:
+def build_fleet(settings: Settings, facts: ModelFacts, launch: Launch, plan: ScalePlan) -> Fleet:
     """Several --server URLs are the user's own servers, used as they are; one local URL gets the plan's replicas
     (the first on its port, the others on the next free ones), which a server already answering there replaces."""
     urls = server_urls(settings.server or "")
     lock = threading.Lock()
     if len(urls) > 1:
-        handles = [ServerHandle(settings, facts, script, argv, url, start_lock=lock) for url in urls]
+        handles = [ServerHandle(settings, facts, launch.script, launch.argv, url, start_lock=lock) for url in urls]
         return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], plan, given=True)
     slots = plan.slots() if is_local(urls[0]) else plan.slots()[:1]
     addresses = [urls[0], *(with_port(urls[0], port) for port in free_ports(url_port(urls[0]), len(slots) - 1))]
     model_args = functools.cache(lambda: model_serve_args(facts, settings))
     handles = [
-        ServerHandle(settings, facts, script, argv, address, slot, model_args, lock)
+        ServerHandle(settings, facts, launch.script, launch.argv, address, slot, model_args, lock)
         for address, slot in zip(addresses, slots)
     ]
     return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], plan)

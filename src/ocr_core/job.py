@@ -21,6 +21,7 @@ from .errors import CommandError
 from .facts import ModelFacts
 from .hub import HfHub, HubClient, HubRefused, with_retries
 from .inputs import check_local_input, input_problem, output_problem
+from .launch import Launch
 from .lease import (
     WHOLE,
     Lease,
@@ -66,9 +67,7 @@ class UsageError(CommandError, ValueError):
 class Job:
     settings: Settings
     facts: ModelFacts
-    script: str
-    mode: str
-    argv: list[str]
+    launch: Launch
     destination: Destination
     source: Source
     columns: Columns
@@ -219,9 +218,7 @@ def result_columns(settings: Settings, facts: ModelFacts) -> Columns:
     return columns
 
 
-def prepare_job(
-    settings: Settings, facts: ModelFacts, script: str, mode: str, argv: list[str], hub: HubClient | None
-) -> Job:
+def prepare_job(settings: Settings, facts: ModelFacts, launch: Launch, hub: HubClient | None) -> Job:
     started = time.monotonic()
     check_local_input(settings.input)
     result_columns(settings, facts)
@@ -236,7 +233,7 @@ def prepare_job(
         lease = claim_lease(destination, listing, run_id, settings)
         mirror = hold_lease(destination, listing, lease, settings)
         slice_ = Slice(destination, locks, lease, mirror, run_id)
-        return settle(settings, facts, script, mode, argv, hub, slice_, listing, started)
+        return settle(settings, facts, launch, hub, slice_, listing, started)
     except BaseException:
         release(destination, lease, locks, mirror)
         raise
@@ -272,9 +269,7 @@ class Slice:
 def settle(
     settings: Settings,
     facts: ModelFacts,
-    script: str,
-    mode: str,
-    argv: list[str],
+    launch: Launch,
     hub: HubClient | None,
     held: Slice,
     listing: list[str],
@@ -300,7 +295,7 @@ def settle(
             "or --output-column / --error-column to write elsewhere"
         )
     pdf_render = source.pdfs.size.describe() if source.pdfs else None
-    manifest = fingerprint(settings, facts, script, revision, source.input_rows, pdf_render)
+    manifest = fingerprint(settings, facts, launch.script, revision, source.input_rows, pdf_render)
     listing = destination.listing()
     previous = earlier_manifest(destination, listing, settings.overwrite)
     changed = settings_changes(previous, manifest)
@@ -315,7 +310,7 @@ def settle(
         say(f"fetched {fetched} progress file(s) from {destination.describe()}")
     skip = finished_ids(read_results(destination.progress_dir, ["error"]), settings.retry_errors)
     job = Job(
-        settings, facts, script, mode, argv, destination, source, columns, skip, locks, lease, held.run_id, manifest,
+        settings, facts, launch, destination, source, columns, skip, locks, lease, held.run_id, manifest,
         held.mirror, started,
     )  # fmt: skip
     owned = source.owned()

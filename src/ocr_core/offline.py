@@ -1,6 +1,6 @@
 """The offline shape: the script owns a `vllm.LLM` and feeds it batches of pages through `LLM.chat`.
 
-The engine is built from the same SERVE_ARGS as the server twin, parsed by vLLM's own argument parser, and pages
+The engine is built from the same serve_args as the server twin, parsed by vLLM's own argument parser, and pages
 are prepared by the same code, so both twins send the model the same bytes and settings. Unlike the anchor
 recipes, one bad page never fails its batch: images are decoded and checked before the batch, and a batch the
 engine still rejects is split in halves down to the single page at fault.
@@ -52,7 +52,7 @@ class NoGpu(CommandError, RuntimeError):
 
 
 def engine_flags(serve_args: Sequence[str]) -> list[str]:
-    """SERVE_ARGS without the flags that only the HTTP server understands."""
+    """serve_args without the flags that only the HTTP server understands."""
     kept: list[str] = []
     skip = 0
     for arg in serve_args:
@@ -235,7 +235,7 @@ def stdout_to_stderr() -> TextIO:
 
 
 def open_llm(facts: ModelFacts, settings: Settings, job_command: str) -> Any:
-    """Builds the engine from SERVE_ARGS; the FlashInfer sampler needs nvcc, which the vLLM images lack."""
+    """Builds the engine from serve_args; the FlashInfer sampler needs nvcc, which the vLLM images lack."""
     os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
     check_gpu(job_command)
     from vllm import LLM

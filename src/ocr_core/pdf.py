@@ -1,7 +1,7 @@
 """PDF pages as page images: how many pages a PDF has, and each page rendered at the size the model's card asks for.
 
-Users otherwise render PDFs to images themselves, at a size the model may not want. Each model module says how
-its pages should look (`PDF_RENDER`: a longest edge, or a DPI held inside a pixel band), and a page is rendered
+Users otherwise render PDFs to images themselves, at a size the model may not want. Each model's facts say how
+its pages should look (`pdf_render`: a longest edge, or a DPI held inside a pixel band), and a page is rendered
 straight to that size, never rendered big and shrunk. PDFium (through pypdfium2) is not thread-safe, not even
 across documents, so every call into it holds one lock and no document handle outlives the call; the JPEG
 encoding, a third to a half of a page's CPU, runs outside the lock, in the prep threads beside the window. One

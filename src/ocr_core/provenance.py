@@ -3,7 +3,7 @@
 
 A card that names the recipe's image, URL and job command whatever happened tells a reader of a local CPU run, or of
 a run of an edited script, something untrue. A released script carries the hash of its own text (the hash itself
-blanked), written by tools/build_scripts.py; a copy whose bytes no longer match is recorded as modified, with the
+blanked), stamped by tools/release.py; a copy whose bytes no longer match is recorded as modified, with the
 hash of what ran, never with the released URL.
 """
 
@@ -12,10 +12,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .cli import script_url
 from .inputs import LOCAL_PREFIXES
@@ -47,18 +45,17 @@ class ScriptSource:
         return f"`{self.script}`, not checked against the released script (what ran carries no release hash)"
 
 
-def script_source(namespace: Mapping[str, Any], script: str) -> ScriptSource:
-    """Reads the running script's bytes; a recipe run from the package (tests, src/) has no release hash."""
-    recorded, path = namespace.get(RELEASE_HASH_NAME), namespace.get("__file__")
+def script_source(path: Path, recorded: str | None) -> ScriptSource:
+    """Reads the running script's bytes; a script without a stamped hash (called from a test) is not checked."""
     try:
-        data = Path(path).read_bytes() if recorded and path else None
+        data = path.read_bytes() if recorded else None
     except OSError:
         data = None
     if data is None:
-        return ScriptSource(script, None, None)
+        return ScriptSource(path.name, None, None)
     if release_digest(data.decode(errors="replace")) == recorded:
-        return ScriptSource(script, script_url(script), hashlib.sha256(data).hexdigest())
-    return ScriptSource(script, None, hashlib.sha256(data).hexdigest())
+        return ScriptSource(path.name, script_url(path.name), hashlib.sha256(data).hexdigest())
+    return ScriptSource(path.name, None, hashlib.sha256(data).hexdigest())
 
 
 def on_hf_jobs() -> bool:

@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 
 from .breaker import LOOP, TRUNCATED, error_kind
 from .redact import redact
+from .version import core_identity
 
 
 @dataclass
@@ -171,6 +172,7 @@ class Summary:
         if self.failure is not None:
             fields["failure"] = self.failure
         fields["exit_code"] = self.exit_code
+        fields["core"] = core_identity()
         return redact(json.dumps(fields, sort_keys=False))
 
     def print_to(self, stream: TextIO) -> None:

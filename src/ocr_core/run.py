@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,6 +35,7 @@ from .errors import CommandError, JobFailed
 from .facts import ModelFacts
 from .hub import HubClient, HubRefused
 from .job import Job, prepare_job, release
+from .launch import Launch
 from .lease import LeaseTaken
 from .mirror import ProgressMirror
 from .output import is_local_output
@@ -130,8 +131,9 @@ DrivePages = Callable[[Job, StopSignals, list[TextIO]], Drive]
 
 
 def run_recipe(
-    namespace: Mapping[str, Any],
-    script: str,
+    facts: ModelFacts,
+    script_path: Path,
+    released_sha256: str | None,
     mode: str,
     drive_pages: DrivePages,
     argv: Sequence[str] | None = None,
@@ -142,7 +144,7 @@ def run_recipe(
     `drive_pages` is the shape (offline batches or a server's window); `hub` replaces the real Hub client (tests
     pass a double).
     """
-    facts = ModelFacts.from_namespace(namespace)
+    script = script_path.name
     silence_notices()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
@@ -163,8 +165,8 @@ def run_recipe(
         register_run_secrets(settings)
         if settings.verbose:
             say(versions())
-        origin = script_source(namespace, script)
-        code = run(settings, facts, script, mode, drive_pages, argv, hub, stop, summary, streams, origin)
+        origin = script_source(script_path, released_sha256)
+        code = run(settings, facts, Launch(script, mode, argv), drive_pages, hub, stop, summary, streams, origin)
     except BaseException as exc:
         code = failure_code(exc, stop, summary, settings.verbose)
     finally:
@@ -187,17 +189,15 @@ def refused_command(parser: argparse.ArgumentParser, summary: Summary) -> int:
 def run(
     settings: Settings,
     facts: ModelFacts,
-    script: str,
-    mode: str,
+    launch: Launch,
     drive_pages: DrivePages,
-    argv: list[str],
     hub: HubClient | None,
     stop: StopSignals,
     summary: Summary,
     streams: list[TextIO],
     origin: ScriptSource,
 ) -> int:
-    job = prepare_job(settings, facts, script, mode, argv, hub)
+    job = prepare_job(settings, facts, launch, hub)
     try:
         try:
             drive = drive_pages(job, stop, streams)
@@ -306,9 +306,11 @@ def make_canary(job: Job, log: ResultLog, version: str | None) -> Canary | None:
     """
     if job.settings.no_canary:
         return None
-    argv = job.argv if "--retry-errors" in job.argv else [*job.argv, "--retry-errors"]
+    given = job.launch.argv
+    argv = given if "--retry-errors" in given else [*given, "--retry-errors"]
     served = f"vLLM {version}" if version else None
-    context = CanaryContext(job.settings.model, job.facts.image, job_command(job.script, job.facts, argv), served)
+    command = job_command(job.launch.script, job.facts, argv)
+    context = CanaryContext(job.settings.model, job.facts.image, command, served)
     return Canary(log, context, min(job.settings.canary_pages, job.todo))
 
 
@@ -324,10 +326,10 @@ def inference_info(job: Job, drive: Drive, origin: ScriptSource) -> dict[str, An
         "sampling": requested_sampling(job.facts, job.settings),
         "image": ran_image(job.facts.image, drive.version),
         "vllm_version": drive.version,
-        "mode": job.mode,
+        "mode": job.launch.mode,
         "window": {"final": window.limit, "peak_in_flight": window.peak_in_flight, "cap": window.cap},
         "serving": drive.serving,
-        "script": job.script,
+        "script": job.launch.script,
         "script_url": origin.url,
         "script_sha256": origin.sha256,
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -447,7 +449,7 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
     card's reproduce command only when one exists (a Hub input, output and model)."""
     tally, owned, settings = drive.tally, job.source.owned(), job.settings
     timeout = job_timeout(len(owned), tally.pages_per_s() or None)
-    command = job_command(job.script, job.facts, job.argv, timeout)
+    command = job_command(job.launch.script, job.facts, job.launch.argv, timeout)
     reproduce = reproducible(settings.input, settings.output, settings.model)
     template = CardFacts(
         source=job.settings.input,
@@ -455,11 +457,11 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         config=job.settings.config,
         data_prefix=job.destination.data_prefix,
         model=job.settings.model,
-        script=job.script,
+        script=job.launch.script,
         image=ran_image(job.facts.image, drive.version),
-        mode=job.mode,
+        mode=job.launch.mode,
         command=command if reproduce else None,
-        ran=None if reproduce else ran_command(job.script, job.argv),
+        ran=None if reproduce else ran_command(job.launch.script, job.launch.argv),
         output_column=job.settings.output_column,
         error_column=job.settings.error_column,
         rows=len(owned),

@@ -5,28 +5,15 @@ Its vLLM installs its own signal handlers while it starts, so the stop signals a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
 from .cli import job_command
 from .errors import JobFailed
-from .hub import HubClient
 from .job import Job
 from .offline import OfflineRunner, open_llm, stdout_to_stderr
 from .progress import ResultLog
 from .report import ProgressBar, say
-from .run import KEPT, Drive, Feeding, Interrupted, StopSignals, make_canary, run_recipe
-
-
-def main(
-    namespace: Mapping[str, Any],
-    script: str,
-    mode: str = "offline",
-    argv: Sequence[str] | None = None,
-    hub: HubClient | None = None,
-) -> int:
-    """Entry point of the offline recipes; `hub` replaces the real Hub client (tests pass a double)."""
-    return run_recipe(namespace, script, mode, drive_offline_job, argv, hub)
+from .run import KEPT, Drive, Feeding, Interrupted, StopSignals, make_canary
 
 
 def drive_offline_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Drive:
@@ -59,7 +46,7 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
 
 def drive_offline(job: Job, progress: ProgressBar, stop: StopSignals) -> None:
     """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
-    llm = open_llm(job.facts, job.settings, job_command(job.script, job.facts, job.argv))
+    llm = open_llm(job.facts, job.settings, job_command(job.launch.script, job.facts, job.launch.argv))
     stop.install()
     log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.settings.batch_size))
     runner = OfflineRunner(llm, job.facts, job.settings, log, progress, make_canary(job, log, vllm_version()))

@@ -6,8 +6,8 @@ a watch for engines that stop making progress beside the pump.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Mapping
+from typing import TextIO
 
 import httpx
 
@@ -16,28 +16,16 @@ from .errors import JobFailed
 from .facts import ModelFacts
 from .fleet import Fleet, build_fleet, server_urls
 from .hostmem import MemoryGuard
-from .hub import HubClient
 from .job import Job
 from .progress import ResultLog
 from .pump import Pump
 from .report import ProgressBar, say
-from .run import KEPT, Drive, Feeding, StopSignals, make_canary, run_recipe
+from .run import KEPT, Drive, Feeding, StopSignals, make_canary
 from .scale import ScalePlan, detect_machine, memory_utilization, plan_scale
 from .server import is_local, kv_capacity, parse_metrics
 from .settings import Settings
 from .stall import beside
 from .window import Window
-
-
-def main(
-    namespace: Mapping[str, Any],
-    script: str,
-    mode: str,
-    argv: Sequence[str] | None = None,
-    hub: HubClient | None = None,
-) -> int:
-    """Entry point of the -server and -saturate recipes; `hub` replaces the real Hub client (tests pass a double)."""
-    return run_recipe(namespace, script, mode, drive_server_job, argv, hub)
 
 
 def drive_server_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Drive:
@@ -81,7 +69,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     settings = job.settings
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
     plan = scale_plan(settings, job.facts)
-    fleet = build_fleet(settings, job.facts, job.script, job.argv, plan)
+    fleet = build_fleet(settings, job.facts, job.launch, plan)
     owned = len(job.source.owned())
     progress = ProgressBar(owned, owned - job.todo)
     drive = Drive()
@@ -92,7 +80,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
             target = await fleet.open()
             drive.model_name = target.model
             engines = len(fleet.replicas) * (plan.data_parallel if not fleet.given else 1)
-            window, guard = make_window(settings, job.mode, engines, await fleet_capacity(fleet, settings))
+            window, guard = make_window(settings, job.launch.mode, engines, await fleet_capacity(fleet, settings))
             metrics_before = await read_metrics(fleet)
             drive.version = await server_version(target.url, target.headers)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")

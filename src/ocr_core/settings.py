@@ -2,7 +2,7 @@
 
 The pump, the offline runner, the server handle and the answer judge read the same record, so a setting cannot
 mean one thing in one shape and another in the other, and nothing downstream can change it halfway through a run.
-Options a model module adds (`add_arguments`) are kept apart in `model_options`: they are what its `parse` hook
+Options a model's `add_arguments` hook adds are kept apart in `model_options`: they are what its `parse` hook
 reads, and they are part of the results' fingerprint.
 """
 

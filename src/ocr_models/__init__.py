@@ -1,8 +1,9 @@
-"""One module per model: the facts its recipes are generated from (id, image tag, serve flags, prompt, hooks), and
-the registry of recipes below, which the build, the docs, the lint settings and the tests all read.
+"""The model-specific code the scripts name as hooks (one module per model that needs any), and the registry of
+the shipped scripts below, which the release tool, the docs and the tests read.
 
-Offline and server twins inline the same module, so they cannot disagree about the model. Adding a model is one
-module here and one `Recipe` per script in RECIPES; `python tools/build_scripts.py` does the rest.
+A model's facts (id, image, flags, prompt, sampling) are stated in its scripts, where a user edits them; twins state
+the same facts, and tests/test_recipe_facts.py checks that they do. Adding a model is one script per shape (a copy
+of a sibling's, with its own FACTS), hooks here if it needs code, and one `Recipe` per script in RECIPES.
 """
 
 from __future__ import annotations
@@ -14,18 +15,13 @@ SHAPES = ("offline", "server", "saturate")
 
 @dataclass(frozen=True)
 class Recipe:
-    """One shipped script: the model module it inlines, its shape, and its twin (the same model in the other
-    shape, which its docstring offers; None where the model has one script)."""
+    """One shipped script: the model it runs (its twins share the name), its shape, and its twin (the same model in
+    the other shape, which its docstring offers; None where the model has one script)."""
 
     script: str
     model: str
     shape: str
     twin: str | None
-
-    @property
-    def entry(self) -> str:
-        """The core module whose `main` the script runs: offline recipes own a `vllm.LLM`, the others a server."""
-        return "run_offline" if self.shape == "offline" else "run_server"
 
 
 RECIPES = (

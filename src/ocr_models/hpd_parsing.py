@@ -1,11 +1,13 @@
-"""HPD-Parsing: Baidu PaddlePaddle's hierarchical parallel document parser (InternVL3.5-1B based).
+"""HPD-Parsing's hooks: its block answers parsed into a typed column, its speculative head fetched, its cache read.
 
-It needs the vendor's vLLM fork (dynamic request forking plus P-MTP speculative decoding), which ships in the
-vendor's image; that image has no `uv`, so the job installs it first. A layout branch forks one child branch per
-block and the children reuse the parent's KV cache, which is why this is the one OCR recipe that keeps prefix
-caching ON: never turn it off. The answer is a list of `<BLOCK>type [x1, y1, x2, y2]<CHILD>text` blocks (boxes
-in 0-1000 page coordinates), stored as a structured blocks column beside the joined text. The card names no page
-size (the image resizes pages itself, MAX_PATCHES_WITH_RESIZE), so PDF pages render at 200 dpi.
+HPD-Parsing (Baidu PaddlePaddle's hierarchical parallel document parser, InternVL3.5-1B based) needs the vendor's
+vLLM fork (dynamic request forking plus P-MTP speculative decoding), which ships in the vendor's image; that image
+has no `uv`, so the job installs it first. A layout branch forks one child branch per block and the children reuse
+the parent's KV cache, which is why this is the one OCR recipe that keeps prefix caching ON: never turn it off. The
+answer is a list of `<BLOCK>type [x1, y1, x2, y2]<CHILD>text` blocks (boxes in 0-1000 page coordinates), stored as a
+structured blocks column beside the joined text. The card names no page size (the image resizes pages itself,
+MAX_PATCHES_WITH_RESIZE), so PDF pages render at 200 dpi. The facts (prompt, sampling, flags) are in hpd-parsing-
+saturate.py.
 """
 
 import json
@@ -19,49 +21,15 @@ import pyarrow as pa
 
 from ocr_core.facts import Parsed
 
-MODEL = "PaddlePaddle/HPD-Parsing"
-IMAGE = "ccr-2vdh3abv-pub.cnc.bj.baidubce.com/paddlepaddle/hpd-parsing-vllm:latest-nvidia-gpu"
-FLAVOR = "l4x1"
-PARAMS_B = 1.1
-JOB_COMMAND = (
-    "hf jobs run --flavor {flavor} --timeout {timeout} -s HF_TOKEN {image} "
-    "bash -lc 'pip install -q uv && uv run {url} {args}'"
-)
-MAX_MODEL_LEN = 16384
-SERVE_ARGS = [
-    "--trust-remote-code",
-    "--served-model-name",
-    "HPD-Parsing",
-    "--limit-mm-per-prompt",
-    '{"image": 1}',
-    "--gpu-memory-utilization",
-    "0.9",
-    "--attention-backend",
-    "FLASHINFER",
-    "--attention-config",
-    '{"use_prefill_query_quantization":true}',
-    "--enable-chunked-prefill",
-    "--enable-prefix-caching",
-    "--speculative-config",
-    '{"method":"medusa","model":"PaddlePaddle/HPD-Parsing/P-MTP","num_speculative_tokens":6}',
-]
-SERVE_ENV = {"MAX_PATCHES_WITH_RESIZE": "true"}
-PROMPT = "document parsing with fork."
-PDF_RENDER = {"dpi": 200}
-SAMPLING = {"temperature": 0.0, "max_tokens": 8000}
-HPD_BLOCK = re.compile(
+BLOCK = re.compile(
     r"<BLOCK>\s*(?P<type>[^\[<]*?)\s*\[(?P<bbox>[^\]]*)\]\s*(?:<CHILD>(?P<text>.*?))?(?=<BLOCK>|\Z)", re.S
 )
-HPD_BLOCK_TYPE = pa.struct([("type", pa.string()), ("bbox", pa.list_(pa.int32())), ("text", pa.string())])
-EXTRA_COLUMNS = {"hpd_blocks": pa.list_(HPD_BLOCK_TYPE)}
-HPD_PREFIX_CACHE_COUNTERS = (
+BLOCK_TYPE = pa.struct([("type", pa.string()), ("bbox", pa.list_(pa.int32())), ("text", pa.string())])
+EXTRA_COLUMNS = {"hpd_blocks": pa.list_(BLOCK_TYPE)}
+PREFIX_CACHE_COUNTERS = (
     ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
     ("vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_queries_total"),
 )
-
-
-def build_content(image_part: dict) -> list[dict]:
-    return [image_part, {"type": "text", "text": PROMPT}]
 
 
 def prepare_serve(serve_args: list[str], model: str) -> list[str]:
@@ -77,10 +45,10 @@ def prepare_serve(serve_args: list[str], model: str) -> list[str]:
     return [*serve_args[:index], json.dumps(config), *serve_args[index + 1 :]]
 
 
-def hpd_parse_blocks(text: str) -> list[dict]:
+def parse_blocks(text: str) -> list[dict]:
     """Box numbers are read exactly (Decimal, not float), so an absurd one stays a number for the judge to refuse."""
     blocks = []
-    for match in HPD_BLOCK.finditer(text):
+    for match in BLOCK.finditer(text):
         numbers = [int(Decimal(value)) for value in re.findall(r"-?\d+(?:\.\d+)?", match["bbox"])]
         body = match["text"].strip() if match["text"] is not None else None
         blocks.append({"type": match["type"].strip(), "bbox": numbers, "text": body})
@@ -89,7 +57,7 @@ def hpd_parse_blocks(text: str) -> list[dict]:
 
 def parse(text: str, options: Mapping[str, Any]) -> Parsed:
     """Joins the blocks' text in reading order; a reply without blocks is kept as it came."""
-    blocks = hpd_parse_blocks(text)
+    blocks = parse_blocks(text)
     if not blocks:
         return Parsed(text.strip(), {"hpd_blocks": []})
     joined = "\n\n".join(block["text"] for block in blocks if block["text"])
@@ -98,7 +66,7 @@ def parse(text: str, options: Mapping[str, Any]) -> Parsed:
 
 def summary_metrics(before: Mapping[str, float], after: Mapping[str, float]) -> dict:
     """The prefix-cache hit rate over this run: how much KV the forked branches reused."""
-    for hits, queries in HPD_PREFIX_CACHE_COUNTERS:
+    for hits, queries in PREFIX_CACHE_COUNTERS:
         if queries in after:
             asked = after[queries] - before.get(queries, 0.0)
             reused = after.get(hits, 0.0) - before.get(hits, 0.0)

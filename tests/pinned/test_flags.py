@@ -7,15 +7,16 @@ on). The parsers come from each version's own wheel, in its own venv (tests/pinn
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from ocr_models import RECIPES as REGISTRY
 from tests.testbed.env import REPO_ROOT
 from tests.testbed.pinned import HPD_UPSTREAM, PinnedVllm
+from tests.testbed.recipes import model_facts
 
 pytestmark = pytest.mark.pinned
 
@@ -24,7 +25,7 @@ RECIPES = {
     "lighton_ocr3": None,
     "ovis_ocr2": None,
     "nanonets_ocr2": None,
-    "hpd_parsing": HPD_UPSTREAM,  # no VLLM_PIN: the vendor's fork of this release
+    "hpd_parsing": HPD_UPSTREAM,  # no vllm_pin: the vendor's fork of this release
 }
 # The serve flags of HPD-Parsing that upstream vLLM 0.17.1 does not parse, i.e. what only the vendor fork knows.
 # None: the fork's additions (request forking, P-MTP heads) are behaviour behind flags upstream already has.
@@ -32,15 +33,15 @@ HPD_FORK_ONLY_FLAGS: dict[str, str] = {}
 
 
 def pinned_version(module: str) -> str:
-    return RECIPES[module] or importlib.import_module(f"ocr_models.{module}").VLLM_PIN
+    return RECIPES[module] or model_facts(module).vllm_pin
 
 
 def flagcheck(module: str, model_dir: Path) -> dict:
     vllm = PinnedVllm(pinned_version(module))
-    env = {**vllm.env(), "PYTHONPATH": str(REPO_ROOT / "src")}
+    script = REPO_ROOT / next(entry.script for entry in REGISTRY if entry.model == module)
     result = subprocess.run(
-        [str(vllm.python), str(FLAGCHECK), f"ocr_models.{module}", str(model_dir)],
-        capture_output=True, text=True, timeout=300, env=env,
+        [str(vllm.python), str(FLAGCHECK), str(script), str(model_dir)],
+        capture_output=True, text=True, timeout=300, env=vllm.env(),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     # vLLM logs to stdout too; the report is the last line.
@@ -60,15 +61,16 @@ def test_serve_flags_and_engine_kwargs_parse_on_the_pinned_vllm(module, pinned_m
 
 def test_flagcheck_names_a_flag_the_release_does_not_know(pinned_model, tmp_path):
     """The check itself can fail: OvisOCR2's Gated DeltaNet flag, which 0.10.2 predates, is named."""
-    module = tmp_path / "ocr_models_probe.py"
-    module.write_text(
-        'SERVE_ARGS = ["--no-enable-prefix-caching", "--gdn-prefill-backend", "triton"]\nMAX_MODEL_LEN = 4096\n'
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from ocr_core.facts import ModelFacts\n"
+        'FACTS = ModelFacts(model="m", image="i", max_model_len=4096, sampling={}, '
+        'serve_args=["--no-enable-prefix-caching", "--gdn-prefill-backend", "triton"])\n'
     )
     vllm = PinnedVllm("0.10.2")
-    env = {**vllm.env(), "PYTHONPATH": f"{tmp_path}:{REPO_ROOT / 'src'}"}
     result = subprocess.run(
-        [str(vllm.python), str(FLAGCHECK), "ocr_models_probe", str(pinned_model)],
-        capture_output=True, text=True, timeout=300, env=env,
+        [str(vllm.python), str(FLAGCHECK), str(probe), str(pinned_model)],
+        capture_output=True, text=True, timeout=300, env=vllm.env(),
     )  # fmt: skip
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert not report["serve"]["ok"]

@@ -10,25 +10,25 @@ its mm_processor_kwargs the image processor, rather than being ignored.
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import datasets
 import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
+from ocr_core.facts import ModelFacts
 from ocr_core.output import PROGRESS_ROOT
 from ocr_core.server import serve_command
 from tests.testbed.env import REPO_ROOT
 from tests.testbed.pinned import PinnedVllm
 from tests.testbed.server import free_port
+from tools.recipes import facts_of
 
 pytestmark = pytest.mark.pinned
 
@@ -56,12 +56,12 @@ class Twins:
     offline: str
 
     @property
-    def facts(self) -> ModuleType:
-        return importlib.import_module(f"ocr_models.{self.module}")
+    def facts(self) -> ModelFacts:
+        return facts_of(self.offline)
 
     @property
     def vllm(self) -> PinnedVllm:
-        return PinnedVllm(self.facts.VLLM_PIN)
+        return PinnedVllm(self.facts.vllm_pin)
 
 
 TWINS = [
@@ -85,7 +85,8 @@ def small_pages(folder: Path) -> Path:
 
 
 def run(twins: Twins, script: str, *args: str, tmp: Path) -> subprocess.CompletedProcess:
-    """A recipe as a user runs it, with the pinned venv's python and `vllm`; TMPDIR keeps its server log here."""
+    """A recipe with the pinned venv's python and `vllm` (its core: the session's wheel, tests/pinned/conftest.py);
+    TMPDIR keeps its server log here."""
     env = {**twins.vllm.env(), "TMPDIR": str(tmp)}
     command = [str(twins.vllm.python), str(REPO_ROOT / script), *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
@@ -127,22 +128,21 @@ def image_tokens(width: int, height: int, processor: dict, band: dict) -> int:
     return (h_bar // factor) * (w_bar // factor)
 
 
-def expected_prompt_tokens(facts: ModuleType, model: Path, width: int, height: int) -> int:
+def expected_prompt_tokens(twins: Twins, model: Path, width: int, height: int) -> int:
     """What the engine must count for one page if the recipe's template and processor kwargs are honoured."""
     from tokenizers import Tokenizer
     from transformers import AutoTokenizer
 
     image_part = {"type": "image_url", "image_url": {"url": "data:,"}}
-    build = getattr(facts, "build_content", lambda part: [part])
-    messages = [{"role": "user", "content": build(image_part)}]
-    template_kwargs = getattr(facts, "REQUEST_EXTRAS", {}).get("chat_template_kwargs", {})
+    messages = [{"role": "user", "content": twins.facts.build_content(image_part)}]
+    template_kwargs = twins.facts.request_extras.get("chat_template_kwargs", {})
     prompt = AutoTokenizer.from_pretrained(str(model)).apply_chat_template(
         messages, add_generation_prompt=True, tokenize=False, **template_kwargs
     )
     # Counted by the tokenizers library itself: transformers 5.19 (this venv's) drops unknown words when it encodes.
     ids = Tokenizer.from_file(str(model / "tokenizer.json")).encode(prompt, add_special_tokens=False).ids
     processor = json.loads((model / "preprocessor_config.json").read_text())
-    band = CARD_PIXEL_BANDS.get(facts.__name__.rsplit(".", 1)[1], {})
+    band = CARD_PIXEL_BANDS.get(twins.module, {})
     return len(ids) - 1 + image_tokens(width, height, processor, band)
 
 
@@ -158,7 +158,7 @@ def test_recipe_runs_on_its_pinned_vllm(twins, pinned_model, tmp_path):
         "--max-inflight", "1", tmp=tmp_path,
     )  # fmt: skip
     assert served.returncode == 0, served.stderr[-4000:]
-    flags = [*twins.facts.SERVE_ARGS, "--max-model-len", str(MAX_MODEL_LEN), *TEST_SERVE_ARGS]
+    flags = [*twins.facts.serve_args, "--max-model-len", str(MAX_MODEL_LEN), *TEST_SERVE_ARGS]
     assert spawned_argv(served.stderr) == serve_command(str(pinned_model), flags, port)
 
     offline = run(
@@ -172,10 +172,8 @@ def test_recipe_runs_on_its_pinned_vllm(twins, pinned_model, tmp_path):
     assert server_rows["ocr_error"] == offline_rows["ocr_error"] == [None] * 3
     assert all(server_rows["markdown"])
     assert server_rows["markdown"] == offline_rows["markdown"]
-    parse = getattr(twins.facts, "parse", None)
-    if parse is not None:
-        options = {"keep_image_tags": False}
-        assert [parse(text, options).text for text in server_rows["markdown"]] == server_rows["markdown"]
+    options = {"keep_image_tags": False}
+    assert [twins.facts.parse(text, options).text for text in server_rows["markdown"]] == server_rows["markdown"]
 
     for out in (tmp_path / "server", tmp_path / "offline"):
         counted = results(out)
@@ -183,4 +181,4 @@ def test_recipe_runs_on_its_pinned_vllm(twins, pinned_model, tmp_path):
         for index, (width, height) in enumerate(PAGE_SIDES):
             row = counted[f"train-{index}"]
             assert row["completion_tokens"] == MAX_TOKENS
-            assert row["prompt_tokens"] == expected_prompt_tokens(twins.facts, pinned_model, width, height), out
+            assert row["prompt_tokens"] == expected_prompt_tokens(twins, pinned_model, width, height), out

@@ -12,9 +12,13 @@
 # What the tiny model needs is set here, never by the user: it never ends a page by itself, so --ignore-eos says
 # running to --max-tokens is intended (else every page would count as truncated and the breaker would stop the run);
 # the CPU engine runs eager, and the model's processor takes none of a recipe's pixel-band kwargs. Later flags win.
+# The script runs as a user runs it, `uv run SCRIPT` with its header unedited, its pinned core resolved from a wheel
+# built here from src/ (tools/testbed/core_wheels.py, which also says how an offline script's vLLM pin meets the CPU
+# bed); the summary line's `core` names the folder the code came from.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tools/testbed/install.sh
+bash tools/testbed/install_uv.sh >/dev/null
 venv="${OCR_TESTBED_DIR:-$PWD/.testbed}/venv"
 script="${DEMO_SCRIPT:-lighton-ocr3-saturate.py}"
 input="${DEMO_INPUT:-}"
@@ -41,10 +45,12 @@ case "$script" in
         ;;
 esac
 flags=(--model "$model" --max-model-len 1024 --max-tokens 48 --temperature 0 --ignore-eos "--extra-serve-args=$engine")
-if ! grep -q 'mode="offline"))$' "$script"; then
+if ! grep -q '(run_offline(FACTS' "$script"; then
     port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
     flags+=(--server "http://127.0.0.1:$port")
 fi
 export PATH="$venv/bin:$PATH" VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+wheels="$("$venv/bin/python" tools/testbed/core_wheels.py out/.demo-wheels)"
+export UV_NO_SOURCES=1 UV_FIND_LINKS="$wheels" UV_PYTHON="$venv/bin/python"
 echo "demo: $script $input -> $output" >&2
-exec "$venv/bin/python" "$script" "$input" "$output" "${flags[@]}" "$@"
+exec "$venv/bin/uv" run --quiet --reinstall-package ocr-vllm-core --reinstall-package vllm --script "$script" "$input" "$output" "${flags[@]}" "$@"

@@ -1,0 +1,16 @@
+"""How this run was started: the script's file name, its shape and its command line as given.
+
+One record for what the job command, the card, the manifest and a spawned server's error message say about the
+run, handed along with the settings instead of three loose values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Launch:
+    script: str
+    mode: str
+    argv: list[str]

@@ -1,0 +1,91 @@
+"""The release tool (tools/release.py): every script pins the version it builds, the layout holds what the Hub repo
+serves, and a released wheel is never overwritten."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from ocr_models import RECIPES
+from tools import release
+
+ROOT = Path(__file__).resolve().parent.parent
+IMPORT_TO_DISTRIBUTION = {"PIL": "pillow", "yaml": "pyyaml", "huggingface_hub": "huggingface-hub"}
+FROM_THE_IMAGE = {"vllm"}  # the job's image brings it, or an offline script's own pin
+
+
+def test_every_script_pins_the_core_this_checkout_builds():
+    assert release.check() == []
+
+
+def test_a_script_pinning_another_version_is_named_with_the_fix():
+    text = (ROOT / "lighton-ocr3.py").read_text().replace("ocr-vllm-core==0.2.0", "ocr-vllm-core==0.1.9")
+    problems = release.script_problems("lighton-ocr3.py", text, release.core_version())
+    assert any("core '0.1.9'" in problem and "'0.2.0'" in problem for problem in problems), problems
+    assert any("RELEASED_SHA256" in problem and "release.py stamp" in problem for problem in problems)
+
+
+def test_the_package_declares_every_package_the_core_imports():
+    imported = set()
+    for path in (ROOT / "src").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    outside = imported - set(sys.stdlib_module_names) - {"ocr_core", "ocr_models"} - FROM_THE_IMAGE
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {spec.split(">")[0].split("=")[0].strip().lower() for spec in declared}
+    assert {IMPORT_TO_DISTRIBUTION.get(name, name).lower() for name in outside} <= names
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory) -> tuple[Path, list[str]]:
+    folder = tmp_path_factory.mktemp("hub-repo")
+    return folder, release.layout(folder)
+
+
+def test_the_layout_holds_the_scripts_the_wheel_and_the_docs(released):
+    folder, _ = released
+    wheel = folder / "wheels" / release.wheel_name(release.core_version())
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert "ocr_core/recipes.py" in names and "ocr_models/hpd_parsing.py" in names
+    assert not any(name.startswith("tests/") for name in names)
+    for name in [entry.script for entry in RECIPES] + list(release.DOCS):
+        assert (folder / name).read_bytes() == (ROOT / name).read_bytes(), name
+
+
+def test_the_same_source_released_again_changes_nothing(released):
+    folder, _ = released
+    assert all(line.startswith("unchanged ") for line in release.layout(folder))
+
+
+def test_a_released_wheel_is_never_overwritten(released):
+    folder, _ = released
+    wheel = folder / "wheels" / release.wheel_name(release.core_version())
+    kept = folder / "wheels" / "ocr_vllm_core-0.1.0-py3-none-any.whl"
+    kept.write_bytes(b"an older release")
+    original = wheel.read_bytes()
+    wheel.write_bytes(original + b"other bytes")
+    with pytest.raises(release.ReleaseRefused, match="raise the version"):
+        release.layout(folder)
+    assert wheel.read_bytes() == original + b"other bytes"
+    assert kept.read_bytes() == b"an older release"
+    wheel.write_bytes(original)
+
+
+def test_a_checkout_whose_scripts_disagree_is_not_laid_out(tmp_path):
+    root = tmp_path / "checkout"
+    shutil.copytree(ROOT, root, ignore=shutil.ignore_patterns(".testbed", ".git", "out", "*.egg-info", "build"))
+    project = root / "pyproject.toml"
+    project.write_text(project.read_text().replace('version = "0.2.0"', 'version = "0.3.0"'))
+    with pytest.raises(release.ReleaseRefused, match=r"0\.3\.0"):
+        release.layout(tmp_path / "hub-repo", root)
+    assert not (tmp_path / "hub-repo").exists()

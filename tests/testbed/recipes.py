@@ -1,0 +1,27 @@
+"""The shipped scripts for the tests: a model's facts by its registry name, and a script's own call run in-process.
+
+In the pytest process the core is src/ (in-process tests of the core); under tests/testbed/hub_run.py, which runs
+with the python of the script's uv environment, it is the installed wheel.
+"""
+
+from __future__ import annotations
+
+from ocr_core import recipes
+from ocr_core.facts import ModelFacts
+from ocr_core.hub import HubClient
+from ocr_models import RECIPES, recipe
+from tools.recipes import ROOT, facts_of, load_script
+
+ENTRIES = {"offline": recipes.run_offline, "server": recipes.run_server, "saturate": recipes.run_saturate}
+
+
+def model_facts(model: str) -> ModelFacts:
+    """A model's facts by its registry name (`lighton_ocr3`): those of its first script, which its twin equals."""
+    return facts_of(next(entry.script for entry in RECIPES if entry.model == model))
+
+
+def run_entry(script: str, argv: list[str], hub: HubClient | None = None) -> int:
+    """A shipped script's call, `run_<shape>(FACTS, __file__, RELEASED_SHA256)`, with `argv` and a Hub double."""
+    module = load_script(script)
+    entry = ENTRIES[recipe(script).shape]
+    return entry(module.FACTS, ROOT / script, module.RELEASED_SHA256, argv=argv, hub=hub)
