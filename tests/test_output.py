@@ -13,6 +13,7 @@ from ocr_core.card import CardFacts, render_card, split_front_matter
 from ocr_core.progress import ResultLog, RowResult, finished_ids, read_results
 from ocr_core.report import RunFacts, Summary
 from ocr_core.source import InputError, load_source
+from ocr_core.version import core_identity
 
 SAMPLE_DATASET = Path(__file__).resolve().parent.parent / "samples" / "dataset"
 
@@ -122,7 +123,8 @@ def test_card_merges_configs():
 def test_the_summary_line_carries_the_run_facts_then_the_failure_and_the_exit_code():
     summary = Summary("x.py", "org/model", "server", "./out")
     assert json.loads(summary.line()) == {
-        "script": "x.py", "model": "org/model", "mode": "server", "output": "./out", "exit_code": None,
+        "script": "x.py", "model": "org/model", "mode": "server", "output": "./out", "core": core_identity(),
+        "exit_code": None,
     }  # fmt: skip
     summary.run = RunFacts(
         output="./out (config default)", rows=3, done_this_run=2, resumed=1, shard=None, errors=1, errors_this_run=1,

@@ -348,7 +348,9 @@ def listing(model: str, max_model_len: int = 4096, served: str | None = None) ->
 
 def test_reused_server_of_another_model_is_refused(fake_server):
     fake_server.models = listing("nanonets/Nanonets-OCR2-3B")
-    ovis = ModelFacts("ATH-MaaS/OvisOCR2", "img", (), {"max_tokens": 1000}, 32768)
+    ovis = ModelFacts(
+        model="ATH-MaaS/OvisOCR2", image="img", serve_args=(), sampling={"max_tokens": 1000}, max_model_len=32768
+    )
     with pytest.raises(ServerError) as refused:
         asyncio.run(engine_for(fake_server.url, ovis).open())
     message = str(refused.value)
@@ -358,7 +360,9 @@ def test_reused_server_of_another_model_is_refused(fake_server):
 
 def test_reused_server_is_used_when_named_or_served_under_the_recipes_name(fake_server, capsys):
     fake_server.models = listing("nanonets/Nanonets-OCR2-3B")
-    ovis = ModelFacts("ATH-MaaS/OvisOCR2", "img", (), {"max_tokens": 1000}, 4096)
+    ovis = ModelFacts(
+        model="ATH-MaaS/OvisOCR2", image="img", serve_args=(), sampling={"max_tokens": 1000}, max_model_len=4096
+    )
     named = asyncio.run(engine_for(fake_server.url, ovis, model="nanonets/Nanonets-OCR2-3B").open())
     assert named.model == "nanonets/Nanonets-OCR2-3B"
     assert "nanonets/Nanonets-OCR2-3B" in capsys.readouterr().err
@@ -463,7 +467,14 @@ def test_close_while_preparing_the_serve_command_starts_nothing(fake_vllm):
         release.wait(30)
         return serve_args
 
-    facts = ModelFacts("org/model", "img", (), {"max_tokens": 1000}, 4096, prepare_serve=slow_prepare)
+    facts = ModelFacts(
+        model="org/model",
+        image="img",
+        serve_args=(),
+        sampling={"max_tokens": 1000},
+        max_model_len=4096,
+        prepare_serve=slow_prepare,
+    )
     engine = engine_for(f"http://127.0.0.1:{free_port()}", facts, startup_timeout=3.0)
     fake_vllm.mode("sleep")
     thread, errors = in_thread(engine.spawn)

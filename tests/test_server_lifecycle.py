@@ -6,6 +6,7 @@ cores each), so there are only a few. The times they print are the figures SERVI
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -98,8 +99,33 @@ class Recipe:
         self.reader.join(timeout=10)
         return self.process.returncode, stdout
 
+    def driver(self, wait_s: float = 30) -> int:
+        """The recipe's own python. `uv run` starts it as a child and waits for it (it does not exec), so the
+        signals a terminal, a job runner's stop or the OOM killer give the driver go to this pid; uv then exits with
+        the driver's status."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            for stat in Path("/proc").glob("[0-9]*/stat"):
+                try:
+                    fields = stat.read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(fields[1]) == self.process.pid:
+                    return int(stat.parent.name)
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no driver process under uv ({self.process.pid})")
+
+    def kill_driver(self) -> None:
+        """kill -9 of the driver itself (uv cannot pass SIGKILL on, so killing uv would only orphan it)."""
+        os.kill(self.driver(), signal.SIGKILL)
+        self.process.wait(timeout=60)
+
     def kill(self) -> None:
         if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, AssertionError):
+                os.kill(self.driver(wait_s=0), signal.SIGKILL)
             self.process.kill()
             self.process.wait()
 
@@ -158,7 +184,7 @@ def test_killing_the_driver_takes_its_server_along(tiny_model, tmp_path):
     try:
         recipe.wait_for_work()
         group = server_group(recipe.port)
-        recipe.kill()
+        recipe.kill_driver()
         gone = seconds_until_gone(group, recipe.port)
         print(f"spawned server gone {gone:.1f} s after kill -9 of its driver")
         assert gone < GONE_WITHIN_S, f"still there {GONE_WITHIN_S:.0f} s after the driver died: {group_members(group)}"
@@ -174,7 +200,7 @@ def test_sighup_stops_the_run_like_sigterm(tiny_model, tmp_path):
     try:
         recipe.wait_for_work()
         group = server_group(recipe.port)
-        recipe.process.send_signal(signal.SIGHUP)
+        os.kill(recipe.driver(), signal.SIGHUP)
         sent = time.monotonic()
         code, stdout = recipe.finish(timeout=120)
         print(f"run stopped {time.monotonic() - sent:.1f} s after SIGHUP, its server with it")

@@ -171,8 +171,8 @@ class Summary:
             fields.update(facts, **self.run.extra)
         if self.failure is not None:
             fields["failure"] = self.failure
-        fields["exit_code"] = self.exit_code
         fields["core"] = core_identity()
+        fields["exit_code"] = self.exit_code
         return redact(json.dumps(fields, sort_keys=False))
 
     def print_to(self, stream: TextIO) -> None:
