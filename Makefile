@@ -8,17 +8,15 @@
 demo:
 	DEMO_INPUT="$(INPUT)" DEMO_OUTPUT="$(OUTPUT)" DEMO_SCRIPT="$(SCRIPT)" bash tools/testbed/demo.sh $(ARGS)
 
-# Builds the CPU vLLM test bed (with uv, which runs the scripts) and the pinned tier's venvs if needed (seconds when they are ready), then runs the
-# whole test suite, the pinned tier included.
+# Builds the CPU vLLM test bed (uv in it runs the scripts) and the pinned tier's venvs with uv, or links the ones an
+# earlier run on this machine left in its cache (seconds), then runs the whole test suite, the pinned tier included.
 test:
 	bash tools/testbed/install.sh
-	bash tools/testbed/install_uv.sh
 	bash tools/testbed/install_pinned.sh
-	.testbed/venv/bin/python -m pytest -q
+	.testbed/venv/bin/python -m pytest -q --durations=25
 
 # Only the pinned tier: every recipe on the vLLM its image pins (tests/pinned, marker `pinned`).
 test-pinned:
 	bash tools/testbed/install.sh
-	bash tools/testbed/install_uv.sh
 	bash tools/testbed/install_pinned.sh
 	.testbed/venv/bin/python -m pytest -q -m pinned

