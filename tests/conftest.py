@@ -1,7 +1,9 @@
 """Shared fixtures: a real CPU vLLM server and an offline engine over the tiny test model.
 
 The server is started once per session (about a minute on two cores). Failed tests that used it get
-the server log's tail in their report, since the cause of a failure is usually only visible there.
+the server log's tail in their report, since the cause of a failure is usually only visible there. Every test gets
+a Hugging Face home and datasets cache of its own (issue 35); uv's cache stays the machine's, on purpose: it holds
+the synced script environments that make `uv run` fast, keyed by what they contain.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import datasets
+import huggingface_hub
 import pytest
 
 from ocr_core.version import DISTRIBUTION
@@ -45,6 +49,46 @@ def core_wheels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield folder
     os.environ.clear()
     os.environ.update(saved)
+
+
+# The variables a user may have set that would send a child's Hub files elsewhere than HF_HOME.
+HUB_PATH_VARIABLES = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_ASSETS_CACHE", "HF_TOKEN_PATH", "HF_XET_CACHE")
+HUB_PATHS = {  # huggingface_hub's constants, read from the environment at import: relative to HF_HOME
+    "HF_HOME": "",
+    "HF_HUB_CACHE": "hub",
+    "HUGGINGFACE_HUB_CACHE": "hub",
+    "HF_ASSETS_CACHE": "assets",
+    "HF_XET_CACHE": "xet",
+    "HF_TOKEN_PATH": "token",
+    "HF_STORED_TOKENS_PATH": "stored_tokens",
+}
+DATASETS_PATHS = {  # datasets' config, also fixed at import: relative to HF_DATASETS_CACHE
+    "HF_DATASETS_CACHE": "",
+    "DOWNLOADED_DATASETS_PATH": "downloads",
+    "EXTRACTED_DATASETS_PATH": "downloads/extracted",
+}
+
+
+@pytest.fixture(autouse=True)
+def own_hugging_face_caches(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A Hugging Face home and datasets cache that only this test sees, in this process and the ones it starts.
+
+    A datasets cache keys a local folder by its name and its card, not its files: one that an earlier run filled
+    answers `load_dataset` with that run's rows (issue 35). The token lives under HF_HOME too, so no test can
+    find a real one there. Outside tmp_path, so tests that list their tmp_path see only what they made.
+    """
+    home = tmp_path_factory.mktemp("hf-home")
+    cache = home / "datasets"
+    for name in HUB_PATH_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(cache))
+    for name, relative in HUB_PATHS.items():
+        monkeypatch.setattr(huggingface_hub.constants, name, str(home / relative))
+    for name, relative in DATASETS_PATHS.items():
+        monkeypatch.setattr(datasets.config, name, cache / relative)
+    monkeypatch.setattr(datasets.config, "HF_MODULES_CACHE", home / "modules")
+    return cache
 
 
 @pytest.fixture(scope="session")
