@@ -66,6 +66,11 @@ def split_front_matter(card: str | None) -> tuple[dict, str]:
     return (yaml.safe_load(header) or {}), body
 
 
+def split_files(data_prefix: str, split: str) -> str:
+    """The `data_files` pattern of one config's split: the card's `configs` entry, and what a local load passes."""
+    return f"{data_prefix}/{split}-*"
+
+
 def merged_configs(existing: list[dict], facts: CardFacts) -> list[dict]:
     name = facts.config or "default"
     entry = next((config for config in existing if config.get("config_name") == name), None)
@@ -73,7 +78,7 @@ def merged_configs(existing: list[dict], facts: CardFacts) -> list[dict]:
         entry = {"config_name": name, "data_files": []}
         existing = [*existing, entry]
     files = [item for item in entry.get("data_files", []) if item.get("split") != facts.split]
-    entry["data_files"] = [*files, {"split": facts.split, "path": f"{facts.data_prefix}/{facts.split}-*"}]
+    entry["data_files"] = [*files, {"split": facts.split, "path": split_files(facts.data_prefix, facts.split)}]
     return existing
 
 
@@ -174,6 +179,18 @@ pages = pages.map(lambda row: {{"{facts.output_column}": text.get(row["{key}"])}
 """
 
 
+def local_note(facts: CardFacts, config_arg: str) -> str:
+    """How a local copy opens with its own rows: datasets keys a local folder's cache by its name and this card's
+    patterns, not by its files, so a plain load can answer with another folder's rows or an earlier run's (issue
+    35); naming the files makes the key their paths and modification times."""
+    files = f'{{"{facts.split}": "{split_files(facts.data_prefix, facts.split)}"}}'
+    return (
+        f'In a local folder, open it with `load_dataset("<this folder>"{config_arg}, split="{facts.split}", '
+        f"data_files={files})`: without `data_files`, datasets caches a local folder by its name and this card, "
+        "not its files, and can answer with another folder's rows or an earlier run's."
+    )
+
+
 def served_by(facts: CardFacts) -> str:
     """The model as given (a Hub link only for a Hub id), the vLLM the server reported, the image only if it ran."""
     model = f"[{facts.model}](https://huggingface.co/{facts.model})" if hub_id(facts.model) else f"`{facts.model}`"
@@ -237,6 +254,8 @@ ds = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
 failed = ds.filter(lambda row: row["{facts.error_column}"] is not None)
 trusted = ds.filter(lambda row: row["{facts.error_column}"] is None)
 ```
+
+{local_note(facts, config_arg)}
 {join_note(facts, config_arg)}
 ## Reproduce
 

@@ -28,7 +28,7 @@ from .answers import requested_sampling
 from .assemble import assemble, inference_history, missing_rows
 from .breaker import TRUNCATED
 from .canary import Canary, CanaryContext
-from .card import CardFacts
+from .card import CardFacts, split_files
 from .cli import build_parser, job_command, job_timeout, parse_arguments, ran_command, usage
 from .cost import cost_facts, describe_cost, price_known, run_price
 from .errors import CommandError, JobFailed
@@ -38,7 +38,7 @@ from .job import Job, prepare_job, release
 from .launch import Launch
 from .lease import LeaseTaken
 from .mirror import ProgressMirror
-from .output import is_local_output
+from .output import data_prefix_of, is_local_output
 from .progress import ResultLog, read_results
 from .provenance import ScriptSource, ran_image, reproducible, script_source
 from .quiet import silence_notices
@@ -212,11 +212,19 @@ def run(
 
 
 def load_call(settings: Settings) -> str:
-    """The line of Python that opens what this run published (a local folder by its absolute path)."""
-    local = is_local_output(settings.output)
-    where = str(Path(settings.output).expanduser().resolve()) if local else settings.output
+    """The line of Python that opens what this run published.
+
+    A local folder goes by its absolute path and names its files: datasets keys a local folder's cache by its
+    basename and the card's `data_files` patterns, so without them another folder of that name, or this one before
+    a resume, answers (issue 35); with `data_files` the key is the files' paths and modification times. A Hub repo's
+    key is its commit, so the repo id alone is always current.
+    """
     config = f", {settings.config!r}" if settings.config else ""
-    return f"datasets.load_dataset({where!r}{config}, split={settings.split!r})"
+    if not is_local_output(settings.output):
+        return f"datasets.load_dataset({settings.output!r}{config}, split={settings.split!r})"
+    where = str(Path(settings.output).expanduser().resolve())
+    files = {settings.split: split_files(data_prefix_of(settings.config), settings.split)}
+    return f"datasets.load_dataset({where!r}{config}, split={settings.split!r}, data_files={files!r})"
 
 
 def failure_code(exc: BaseException, stop: StopSignals, summary: Summary, verbose: bool) -> int:
