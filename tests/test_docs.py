@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ocr_core.cli import build_parser, parse_arguments
+from ocr_core.run import load_call
 from ocr_models import RECIPES
 from tools.recipes import facts_of
 
@@ -241,3 +242,19 @@ def test_a_new_recipe_gets_its_facts_and_empty_hand_kept_fields():
     entry = docs.with_model_facts(data)["ovis-ocr2.py"]
     assert entry["model_id"] == "ATH-MaaS/OvisOCR2" and entry["twin"] == "ovis-ocr2-server.py"
     assert {key: entry[key] for key in docs.HAND_KEPT} == docs.HAND_KEPT
+
+
+@pytest.mark.parametrize(
+    ("docs", "arguments"),
+    [(("README.md", "SERVING.md"), []), (("SERVING.md",), ["--config", "tiny"])],
+    ids=["default", "config"],
+)
+def test_the_docs_show_the_local_loader_a_run_prints(docs, arguments):
+    """The line a run into a local folder ends with, as the docs quote it (its `data_files` are the fix of issue 35)."""
+    script = RECIPES[0].script
+    settings = parse_arguments(
+        build_parser(script, facts_of(script), mode_of(script)), ["in", "/abs/scans-ocr", *arguments]
+    )
+    printed = load_call(settings)
+    for doc in docs:
+        assert printed in " ".join((ROOT / doc).read_text().split()), f"{doc} does not show {printed}"
