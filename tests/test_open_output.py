@@ -1,4 +1,5 @@
-"""The line of Python a run ends with opens that folder's rows as they are now (issue 35).
+"""The line of Python a run ends with opens that folder's rows as they are now, and so does a run's own reading of
+a local input dataset (issue 35).
 
 A datasets cache keys a local folder by its basename, config and card, not by its files, so a plain
 `load_dataset(folder)` can answer with another folder's rows of the same name, or with this folder's rows of an
@@ -8,6 +9,7 @@ folder holds is read with pyarrow, past every cache. Runs use the fake vLLM serv
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import datasets
@@ -90,3 +92,15 @@ def test_a_config_opens_with_its_own_rows_beside_another_folders_config(capsys, 
     rows = opened(line)
     assert list(rows["page_id"]) == on_disk(mine, "tiny") and len(rows) == 5
     assert list(from_the_card(mine)["page_id"]) == on_disk(mine, "tiny")
+
+
+def test_a_local_input_is_read_as_it_is_not_as_another_folder_of_its_name_was(capsys, server, tmp_path):
+    """Our sample input's card has the same `configs:` as our outputs', so a folder named `dataset` is keyed alike."""
+    fewer = tmp_path / "fewer" / "dataset"
+    shutil.copytree(SAMPLES, fewer)
+    table = pq.read_table(SAMPLES / "data" / "train-00000-of-00001.parquet").slice(0, 5)
+    pq.write_table(table, fewer / "data" / "train-00000-of-00001.parquet")
+    ocr(capsys, server, tmp_path / "all-pages", "--max-samples", "12")
+    code, summary, err = run_main(SCRIPT, [str(fewer), str(tmp_path / "five-pages"), *served(server)], capsys)
+    assert code == 0, err
+    assert summary["rows"] == 5 and on_disk(tmp_path / "five-pages") == table["page_id"].to_pylist()

@@ -224,8 +224,19 @@ def open_dataset(name: str, split: str, config: str | None, revision: str | None
             return loaded[split]
         return loaded
     if path.exists():
-        return datasets.load_dataset(str(path), name=config, split=split)
+        return datasets.load_dataset(str(path), name=config, split=split, data_files=local_files(path, config))
     return datasets.load_dataset(name, name=config, split=split, revision=revision)
+
+
+def local_files(path: Path, config: str | None) -> dict[str, list[str]]:
+    """A local folder's files, config by config as its card or layout picks them, to pass back as `data_files`.
+
+    datasets keys a local folder whose card has `configs:` by its basename and the card's patterns, not its files,
+    so a plain load can return another folder's rows of the same name, or this folder's before it changed (issue
+    35). Files passed explicitly are hashed with their paths and modification times, so the key follows them.
+    """
+    builder = datasets.load_dataset_builder(str(path), name=config)
+    return {split: list(files) for split, files in (builder.config.data_files or {}).items()}
 
 
 def load_source(
