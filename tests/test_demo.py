@@ -24,12 +24,15 @@ REFUSED_AT_ONCE = ["--max-tokens", "4096"]
 # What any user's shell has besides PATH: a home (uv's cache) and the machine's TLS set-up (uv resolves the
 # script's header through the package index).
 USER_SHELL = ("HOME", "SSL_CERT_FILE", "SSL_CERT_DIR")
+# The test's own Hugging Face home and datasets cache (tests/conftest.py): a demo must not read what earlier runs
+# left in the machine's (issue 35).
+OWN_CACHES = ("HF_HOME", "HF_DATASETS_CACHE")
 
 
 def demo(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> tuple[subprocess.CompletedProcess, dict]:
-    kept = {name: os.environ[name] for name in USER_SHELL if name in os.environ}
+    kept = {name: os.environ[name] for name in (*USER_SHELL, *OWN_CACHES) if name in os.environ}
     environment = {**kept, "OCR_TESTBED_DIR": str(TESTBED_DIR), "PATH": "/usr/bin:/bin", **(env or {})}
     result = subprocess.run(
         ["bash", "tools/testbed/demo.sh", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
