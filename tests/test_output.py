@@ -128,8 +128,9 @@ def test_the_summary_line_carries_the_run_facts_then_the_failure_and_the_exit_co
     }  # fmt: skip
     summary.run = RunFacts(
         output="./out (config default)", rows=3, done_this_run=2, resumed=1, shard=None, errors=1, errors_this_run=1,
-        truncated=0, loops_this_run=0, truncated_this_run=0, missing=0, pages_per_s=1.5, output_tokens_per_s=9.0,
-        inference_s=2.0, wall_s=3.0, flavor="l4x1", window=32, peak_in_flight=3, peak_window=32, interrupted=False,
+        truncated=0, loops_this_run=0, truncated_this_run=0, missing=0, pages_per_s=1.5, sustained_pages_per_s=1.8,
+        output_tokens_per_s=9.0, inference_s=2.0, sustained_s=1.0, sustained_pages=2, sustained_unix=[1.0, 2.0],
+        wall_s=3.0, flavor="l4x1", window=32, peak_in_flight=3, peak_window=32, interrupted=False,
         failure=None, extra={"usd_per_1000_pages": 0.4, "prefix_cache_hit_rate": 0.9},
     )  # fmt: skip
     summary.exit_code = 0
