@@ -120,6 +120,21 @@ def test_card_merges_configs():
     assert "hf jobs uv run" in body
 
 
+def test_the_card_states_the_sustained_and_billed_rates_beside_the_rate_over_inference():
+    facts = CardFacts(
+        source="in/ds", split="train", config=None, data_prefix="data", model="m/x", script="s.py", image=None,
+        mode="server", command=None, output_column="markdown", error_column="ocr_error", rows=3, errors=0,
+        truncated=0, failed_text=None, runs=(), pages_per_s=11.42, tokens_per_s=100.0, window=32,
+        sustained_pages_per_s=16.5, billed_pages_per_s=7.25,
+    )  # fmt: skip
+    body = render_card(None, facts)
+    assert "| sustained | 16.50 pages/s (every planned replica serving) |" in body
+    assert "| billed | 7.25 pages/s (rows over the run's wall time, start-up included) |" in body
+    assert "| throughput | 11.42 pages/s over inference, 100 output tokens/s |" in body
+    short = render_card(None, CardFacts(**{**facts.__dict__, "sustained_pages_per_s": None}))
+    assert "| sustained | none: the run ended before a steady state (more pages than the window give one) |" in short
+
+
 def test_the_summary_line_carries_the_run_facts_then_the_failure_and_the_exit_code():
     summary = Summary("x.py", "org/model", "server", "./out")
     assert json.loads(summary.line()) == {

@@ -42,6 +42,7 @@ from .output import is_local_output
 from .progress import ResultLog, read_results
 from .provenance import ScriptSource, ran_image, reproducible, script_source
 from .quiet import silence_notices
+from .rates import billed_pages_per_s
 from .redact import register_run_secrets
 from .report import RunFacts, Summary, Tally, process_seconds, say
 from .settings import Settings
@@ -474,6 +475,8 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
             (entry.get("column_name", "?"), entry.get("model_id", "?")) for entry in inference_history(job.source)
         ),
         pages_per_s=tally.pages_per_s(),
+        sustained_pages_per_s=tally.sustained()["sustained_pages_per_s"],
+        billed_pages_per_s=billed_pages_per_s(tally.done, process_seconds()),
         tokens_per_s=tally.tokens_per_s(),
         window=drive.window.limit,
         cost=cost,
