@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+# BENCH_RESULTS redirects the result files (the bench test runs every script at tiny sizes into a temporary folder).
+RESULTS = Path(os.environ.get("BENCH_RESULTS") or ROOT / "bench" / "results")
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 
@@ -43,5 +44,5 @@ def save(name: str, payload: dict) -> Path:
     path = RESULTS / f"{name}-{stamp:%Y-%m-%d}.json"
     body = {"benchmark": name, "date": f"{stamp:%Y-%m-%d}", "machine": machine(), **payload}
     path.write_text(json.dumps(body, indent=2) + "\n")
-    print(f"wrote {path.relative_to(ROOT)}")
+    print(f"wrote {path}")
     return path

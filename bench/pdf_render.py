@@ -10,6 +10,7 @@ Run: .testbed/venv/bin/python bench/pdf_render.py
 
 from __future__ import annotations
 
+import argparse
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -27,18 +28,26 @@ from ocr_core.pdf import (
     render_locked,
     render_size,
 )
-from ocr_models import hpd_parsing, lighton_ocr3, nanonets_ocr2, ovis_ocr2
 from tests.testbed.pdfs import pdf_bytes
+from tools.recipes import facts_of
 
 SAMPLE = ROOT / "samples" / "pdf" / "sample-pages.pdf"
 TEXT_PAGES = 16
 ROUNDS = 3
-SIZES = {
-    "lighton-ocr3 (longest edge 2048)": (render_size(lighton_ocr3.PDF_RENDER), lighton_ocr3.MAX_SIDE, None),
-    "ovis-ocr2 (200 dpi in its band)": (render_size(ovis_ocr2.PDF_RENDER), None, ovis_ocr2.MAX_PIXELS),
-    "nanonets-ocr2 (200 dpi in its band)": (render_size(nanonets_ocr2.PDF_RENDER), None, None),
-    "hpd-parsing (200 dpi)": (render_size(hpd_parsing.PDF_RENDER), None, None),
+SCRIPTS = {
+    "lighton-ocr3 (longest edge 2048)": "lighton-ocr3.py",
+    "ovis-ocr2 (200 dpi in its band)": "ovis-ocr2.py",
+    "nanonets-ocr2 (200 dpi in its band)": "nanonets-ocr2.py",
+    "hpd-parsing (200 dpi)": "hpd-parsing-saturate.py",
 }
+
+
+def sizes() -> dict[str, tuple[RenderSize, int | None, int | None]]:
+    """Each model's render size and image bounds, read from its shipped script's FACTS (what a user runs)."""
+    return {
+        name: (render_size(facts.pdf_render), facts.max_side, facts.max_pixels)
+        for name, facts in ((name, facts_of(script)) for name, script in SCRIPTS.items())
+    }
 
 
 def text_pdf(pages: int) -> bytes:
@@ -64,19 +73,19 @@ def cells(document: bytes, pages: int, size: RenderSize) -> list[PdfPage]:
     return [PdfPage(document, index, "bench.pdf", size) for index in range(pages)]
 
 
-def pages_per_s(pages: list[PdfPage], max_side: int | None, max_pixels: int | None, threads: int) -> float:
-    work = pages * ROUNDS
+def pages_per_s(pages: list[PdfPage], max_side: int | None, max_pixels: int | None, threads: int, rounds: int) -> float:
+    work = pages * rounds
     started = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(lambda page: prepare_page(page, max_side, max_pixels), work))
     return len(work) / (time.perf_counter() - started)
 
 
-def split_ms(pages: list[PdfPage], max_side: int | None, max_pixels: int | None) -> tuple[float, float]:
+def split_ms(pages: list[PdfPage], max_side: int | None, max_pixels: int | None, rounds: int) -> tuple[float, float]:
     """Milliseconds per page inside the PDFium lock (opening and rendering) and outside it (JPEG), one thread."""
     module = pdfium()
     locked = encoding = 0.0
-    for page in pages * ROUNDS:
+    for page in pages * rounds:
         begin = time.perf_counter()
         with PDFIUM_LOCK:
             opened = open_document(module, page.document, page.name)
@@ -88,31 +97,44 @@ def split_ms(pages: list[PdfPage], max_side: int | None, max_pixels: int | None)
         reencode(image, 1.0, None)
         locked += middle - begin
         encoding += time.perf_counter() - middle
-    count = len(pages) * ROUNDS
+    count = len(pages) * rounds
     return locked / count * 1000, encoding / count * 1000
 
 
-def run() -> dict:
-    inputs = {"scanned sample (4 pages)": (SAMPLE.read_bytes(), 4), "text PDF (16 pages)": (text_pdf(TEXT_PAGES), 16)}
+def run(text_pages: int, rounds: int) -> dict:
+    inputs = {
+        "scanned sample (4 pages)": (SAMPLE.read_bytes(), 4),
+        f"text PDF ({text_pages} pages)": (text_pdf(text_pages), text_pages),
+    }
     results = []
     for input_name, (document, count) in inputs.items():
-        for size_name, (size, max_side, max_pixels) in SIZES.items():
+        for size_name, (size, max_side, max_pixels) in sizes().items():
             pages = cells(document, count, size)
             image = prepare_page(pages[0], max_side, max_pixels)
-            render_ms, encode_ms = split_ms(pages, max_side, max_pixels)
+            render_ms, encode_ms = split_ms(pages, max_side, max_pixels, rounds)
             row = {
                 "input": input_name,
                 "size": size_name,
                 "pixels": f"{image.width}x{image.height}",
                 "render_ms_in_lock": round(render_ms, 1),
                 "jpeg_ms_outside_lock": round(encode_ms, 1),
-                "one_thread_pages_per_s": round(pages_per_s(pages, max_side, max_pixels, 1), 1),
-                f"{PREP_THREADS}_threads_pages_per_s": round(pages_per_s(pages, max_side, max_pixels, PREP_THREADS), 1),
+                "one_thread_pages_per_s": round(pages_per_s(pages, max_side, max_pixels, 1, rounds), 1),
+                f"{PREP_THREADS}_threads_pages_per_s": round(
+                    pages_per_s(pages, max_side, max_pixels, PREP_THREADS, rounds), 1
+                ),
             }
             results.append(row)
             print(row)
-    return {"threads": PREP_THREADS, "rounds": ROUNDS, "results": results}
+    return {"threads": PREP_THREADS, "rounds": rounds, "results": results}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--text-pages", type=int, default=TEXT_PAGES, help="pages of the generated text PDF")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="passes over the pages per figure")
+    args = parser.parse_args()
+    save("pdf-render", run(args.text_pages, args.rounds))
 
 
 if __name__ == "__main__":
-    save("pdf-render", run())
+    main()

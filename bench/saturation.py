@@ -30,9 +30,11 @@ COPIES = 8
 MAX_TOKENS = 64
 FIXED = ["--max-model-len", "1024", "--max-tokens", str(MAX_TOKENS), "--ignore-eos", "--temperature", "0"]
 CEILING_PARTS = ("serial_pages_per_s", "engine_only_pages_per_s", "decode_ms_per_page")
+# LightOnOCR-3's facts through the server shape's public entry, as a -server script of the model would run them.
 SERVER_MODE = (
-    "import sys; from ocr_core.run_server import main; from ocr_models import lighton_ocr3; "
-    "sys.exit(main(vars(lighton_ocr3), 'lighton-ocr3-server', 'server', sys.argv[1:]))"
+    "import sys; from ocr_core.recipes import run_server; from tools.recipes import ROOT, load_script; "
+    "script = load_script('lighton-ocr3-saturate.py'); "
+    "sys.exit(run_server(script.FACTS, ROOT / 'lighton-ocr3-saturate.py', script.RELEASED_SHA256))"
 )
 
 

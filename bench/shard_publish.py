@@ -14,7 +14,6 @@ Run: .testbed/venv/bin/python bench/shard_publish.py [--rows 1000000 --shards 8]
 from __future__ import annotations
 
 import argparse
-import importlib
 import io
 import json
 import os
@@ -99,35 +98,39 @@ class DiskPeak:
         self.thread.join()
 
 
-def shard_job(input_folder: Path, hub_folder: Path, work: Path, shard: int, shards: int):
-    """The job one shard's recipe would settle: its arguments, its slice of the input, a Hub double."""
-    from ocr_core.assemble import Columns
-    from ocr_core.cli import build_parser, parse_arguments
-    from ocr_core.facts import ModelFacts
-    from ocr_core.job import Job
-    from ocr_core.mirror import ProgressMirror
-    from ocr_core.output import Destination
-    from ocr_core.source import load_source
-    from tests.testbed.hub_double import FolderHub
+class ShardJob:
+    """One shard's job as its recipe settles it (prepare_job: arguments, lease, its slice of the input) against a
+    Hub double that counts the bytes committed to it; the lease and locks go back when the phase ends."""
 
-    class CountingHub(FolderHub):
-        uploaded_bytes: int = 0
+    def __init__(self, input_folder: Path, hub_folder: Path, work: Path, shard: int, shards: int) -> None:
+        from ocr_core.cli import build_parser, parse_arguments
+        from ocr_core.job import WORK_DIR_ENV, prepare_job
+        from ocr_core.launch import Launch
+        from tests.testbed.hub_double import FolderHub
+        from tools.recipes import load_script
 
-        def commit(self, repo_id, add, delete, message, create_pr=False):
-            self.uploaded_bytes += sum(Path(path).stat().st_size for path in add.values())
-            return super().commit(repo_id, add, delete, message, create_pr)
+        class CountingHub(FolderHub):
+            uploaded_bytes: int = 0
 
-    facts = ModelFacts.from_namespace(vars(importlib.import_module("ocr_models.lighton_ocr3")))
-    argv = [str(input_folder), REPO, "--shard", f"{shard}/{shards}", "--server", "http://127.0.0.1:9"]
-    args = parse_arguments(build_parser(SCRIPT, facts, "saturate"), argv)
-    destination = Destination(REPO, "train", None, CountingHub(hub_folder), work_dir=work, shard=args.shard)
-    source = load_source(str(input_folder), shard=args.shard)
-    columns = Columns(args.output_column, args.error_column, dict(facts.extra_columns))
-    run_id = destination.slice_tag + "20261130T000000Z-bench0"
-    mirror = ProgressMirror(destination, args.upload_every, {})
-    return Job(
-        args, facts, SCRIPT, "saturate", argv, destination, source, columns, set(), None, None, run_id, {}, mirror
-    )
+            def commit(self, repo_id, add, delete, message, create_pr=False):
+                self.uploaded_bytes += sum(Path(path).stat().st_size for path in add.values())
+                return super().commit(repo_id, add, delete, message, create_pr)
+
+        self.script = load_script(SCRIPT)
+        facts = self.script.FACTS
+        argv = [str(input_folder), REPO, "--shard", f"{shard}/{shards}", "--server", "http://127.0.0.1:9"]
+        settings = parse_arguments(build_parser(SCRIPT, facts, "saturate"), argv)
+        os.environ[WORK_DIR_ENV] = str(work)
+        self.job = prepare_job(settings, facts, Launch(SCRIPT, "saturate", argv), CountingHub(hub_folder))
+
+    def __enter__(self):
+        return self.job
+
+    def __exit__(self, *exc: object) -> None:
+        from ocr_core.job import release
+
+        job = self.job
+        release(job.destination, job.lease, job.locks, job.mirror)
 
 
 def log_results(job, chars: int) -> dict:
@@ -153,13 +156,15 @@ def log_results(job, chars: int) -> dict:
 
 def publish_slice_of(job) -> dict:
     """The shard's publish from its last page on, as `finish` runs it: its figures and what it cost."""
+    from ocr_core.provenance import script_source
     from ocr_core.run import Drive, publish
 
     work, hub, shard = job.destination.work_dir, job.destination.hub, job.source.shard
     store = folder_bytes(work)
+    origin = script_source(ROOT / SCRIPT, None)
     with DiskPeak(work) as disk:
         last_page = time.monotonic()
-        publish(job, Drive(), errors=0, truncated=0, cost=None)
+        publish(job, Drive(), errors=0, truncated=0, cost=None, origin=origin)
         publish_s = time.monotonic() - last_page
     sliced = sum(
         (hub.root / REPO / name).stat().st_size
@@ -233,8 +238,8 @@ def main() -> None:
     arguments = parser.parse_args()
     if arguments.one_shard is not None:
         folder, shard = arguments.folder, arguments.one_shard
-        job = shard_job(folder / "in", folder / "hub", folder / f"machine-{shard}", shard, arguments.shards)
-        figures = log_results(job, arguments.text_chars) if arguments.phase == "run" else publish_slice_of(job)
+        with ShardJob(folder / "in", folder / "hub", folder / f"machine-{shard}", shard, arguments.shards) as job:
+            figures = log_results(job, arguments.text_chars) if arguments.phase == "run" else publish_slice_of(job)
         print(json.dumps(figures))
         return
     folder = Path(tempfile.mkdtemp(prefix="shard-bench-", dir=ROOT / "out" if (ROOT / "out").is_dir() else None))

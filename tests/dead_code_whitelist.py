@@ -26,3 +26,7 @@ _.truncated_this_run
 _.output_tokens_per_s
 _.peak_window
 _.interrupted
+_.sustained_s
+_.sustained_pages
+_.sustained_unix
+_.billed_s

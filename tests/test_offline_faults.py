@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
@@ -190,3 +191,19 @@ def test_a_resample_that_finishes_is_a_clean_row_offline(tmp_path):
         None,
         2,
     )
+
+
+def test_offline_sustained_counts_the_batches_done_before_the_last_was_sent(tmp_path):
+    """An engine of known speed (each batch of 4 takes 0.1 s): the sustained interval runs from the first batch
+    sent (the engine is loaded before it) to the last one sent, and counts the batches done by then: 40 pages/s."""
+
+    def slow(n: int) -> SimpleNamespace:
+        if n % 4 == 0:
+            time.sleep(0.1)
+        return completion()
+
+    results, progress, failure = run_offline(tmp_path, slow, count=16, batch_size=4)
+    assert failure is None and len(results) == 16
+    figures = progress.tally.sustained()
+    assert figures["sustained_pages"] == 12, "the last batch finishes after it was sent: not counted"
+    assert 30 <= figures["sustained_pages_per_s"] <= 40 * 1.05

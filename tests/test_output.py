@@ -120,6 +120,21 @@ def test_card_merges_configs():
     assert "hf jobs uv run" in body
 
 
+def test_the_card_states_the_sustained_and_billed_rates_beside_the_rate_over_inference():
+    facts = CardFacts(
+        source="in/ds", split="train", config=None, data_prefix="data", model="m/x", script="s.py", image=None,
+        mode="server", command=None, output_column="markdown", error_column="ocr_error", rows=3, errors=0,
+        truncated=0, failed_text=None, runs=(), pages_per_s=11.42, tokens_per_s=100.0, window=32,
+        sustained_pages_per_s=16.5, billed_pages_per_s=7.25,
+    )  # fmt: skip
+    body = render_card(None, facts)
+    assert "| sustained | 16.50 pages/s (every planned replica serving) |" in body
+    assert "| billed | 7.25 pages/s (rows over the run's wall time, start-up included) |" in body
+    assert "| throughput | 11.42 pages/s over inference, 100 output tokens/s |" in body
+    short = render_card(None, CardFacts(**{**facts.__dict__, "sustained_pages_per_s": None}))
+    assert "| sustained | none: the run ended before a steady state (more pages than the window give one) |" in short
+
+
 def test_the_summary_line_carries_the_run_facts_then_the_failure_and_the_exit_code():
     summary = Summary("x.py", "org/model", "server", "./out")
     assert json.loads(summary.line()) == {
@@ -128,8 +143,9 @@ def test_the_summary_line_carries_the_run_facts_then_the_failure_and_the_exit_co
     }  # fmt: skip
     summary.run = RunFacts(
         output="./out (config default)", rows=3, done_this_run=2, resumed=1, shard=None, errors=1, errors_this_run=1,
-        truncated=0, loops_this_run=0, truncated_this_run=0, missing=0, pages_per_s=1.5, output_tokens_per_s=9.0,
-        inference_s=2.0, wall_s=3.0, flavor="l4x1", window=32, peak_in_flight=3, peak_window=32, interrupted=False,
+        truncated=0, loops_this_run=0, truncated_this_run=0, missing=0, pages_per_s=1.5, sustained_pages_per_s=1.8,
+        output_tokens_per_s=9.0, inference_s=2.0, sustained_s=1.0, sustained_pages=2, sustained_unix=[1.0, 2.0],
+        wall_s=3.0, flavor="l4x1", window=32, peak_in_flight=3, peak_window=32, interrupted=False,
         failure=None, extra={"usd_per_1000_pages": 0.4, "prefix_cache_hit_rate": 0.9},
     )  # fmt: skip
     summary.exit_code = 0

@@ -29,10 +29,10 @@ from ocr_core.chat import Retryable, RowFailed, post_chat
 from ocr_core.cli import build_parser, parse_arguments
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, default_parse
-from ocr_core.fleet import SERVING, Fleet, Replica
+from ocr_core.fleet import SERVING, STARTING, Fleet, Replica
 from ocr_core.progress import ResultLog, read_results
 from ocr_core.pump import Pump, retry_delay
-from ocr_core.report import ProgressBar
+from ocr_core.report import ProgressBar, RunFacts, process_seconds
 from ocr_core.scale import Slot
 from ocr_core.settings import Settings
 from ocr_core.source import RowInput
@@ -862,14 +862,15 @@ def test_a_dataset_of_engine_killers_stops_when_the_restart_budget_is_spent(tmp_
     assert len(outcome.results) <= 2
 
 
-def test_a_fleet_serving_from_the_start_is_steady_from_the_first_page_sent(tmp_path):
-    """The steady rate is what a long job runs at once every replica serves. With every replica serving before
-    the first page, that window opens when the first page is sent, not at its answer: the engine works on the
-    pages in flight before it answers any, and leaving that time out (as a mark at the first answer did) put one
-    H200 replica's 768 pages at 22.4 pages/s when it ran at 8.0."""
+def test_a_fleet_serving_from_the_start_is_sustained_from_the_first_page_sent(tmp_path):
+    """With every replica serving before the first page, the sustained interval opens when the first page is sent,
+    not at its answer: the engine works on the pages in flight before it answers any (a mark at the first answer
+    put one H200 replica's 768 pages at 22.4 pages/s when it ran at 8.0)."""
     sent: list[float] = []
 
     async def slow(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/chat/completions":
+            return httpx.Response(404)
         sent.append(time.monotonic())
         await asyncio.sleep(0.2)
         return answer()
@@ -877,5 +878,62 @@ def test_a_fleet_serving_from_the_start_is_steady_from_the_first_page_sent(tmp_p
     outcome = run_pump(tmp_path, slow, count=3)
     tally = outcome.progress.tally
     assert len(outcome.results) == 3 and outcome.failure is None
-    assert tally.steady_since is not None and tally.steady_since <= sent[0]
-    assert tally.done_before_steady == 0
+    assert tally.whole_at is not None and tally.whole_at <= sent[0]
+    assert tally.last_sent is not None and sent[-1] - 0.05 <= tally.last_sent <= sent[-1]
+
+
+class OnePageAtATime:
+    """A server of known speed: one page at a time, `seconds` each, so it does 1/seconds pages/s however many
+    wait; it remembers when each request came."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.busy = asyncio.Lock()
+        self.arrived: list[float] = []
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.arrived.append(time.monotonic())
+        async with self.busy:
+            await asyncio.sleep(self.seconds)
+        return answer()
+
+
+def test_the_summary_rates_count_only_what_the_whole_fleet_did_in_its_window(tmp_path):
+    """Two replicas of 20 pages/s each, the second joining 0.5 s in (as `start_rest` brings it in): the sustained
+    rate opens at the first page sent after the join, so it reads the two replicas' 40 pages/s (a lower bound by
+    about one page's wait over the interval), never more; the rate over inference mixes in the half-speed start and
+    the drain; billed divides the rows by the process's whole life."""
+    first, second = OnePageAtATime(0.05), OnePageAtATime(0.05)
+    fleet = fleet_of(FakeEndpoint(URL), FakeEndpoint(OTHER))
+    fleet.replicas[1].state = STARTING
+    joined: list[float] = []
+
+    async def join_later(request: httpx.Request) -> httpx.Response:
+        if not joined:
+            joined.append(time.monotonic())
+            asyncio.get_running_loop().call_later(
+                0.5, lambda: asyncio.ensure_future(fleet.set_state(fleet.replicas[1], SERVING))
+            )
+        return await first(request)
+
+    outcome = run_pump(tmp_path, by_host({URL: join_later, OTHER: second}), count=80, fleet=fleet, window=6)
+    assert outcome.failure is None and len(outcome.results) == 80
+    tally = outcome.progress.tally
+    figures = tally.sustained()
+    assert second.arrived and tally.whole_at is not None
+    assert tally.whole_at <= second.arrived[0] and tally.whole_at >= joined[0] + 0.5
+    assert figures["sustained_pages"] <= 80 - len([t for t in first.arrived if t < tally.whole_at])
+    assert 0.7 * 40 <= figures["sustained_pages_per_s"] <= 40 * 1.05
+    assert tally.pages_per_s() < figures["sustained_pages_per_s"]
+    start, end = figures["sustained_unix"]
+    assert end - start == pytest.approx(figures["sustained_s"], abs=0.02)
+    assert abs(end - time.time()) < 5, "the interval is given in Unix seconds, to line up with GPU samples"
+    facts = RunFacts(
+        output="o", rows=80, done_this_run=80, resumed=0, shard=None, errors=0, errors_this_run=0, truncated=0,
+        loops_this_run=0, truncated_this_run=0, missing=0, pages_per_s=tally.pages_per_s(),
+        output_tokens_per_s=tally.tokens_per_s(), inference_s=tally.seconds(), wall_s=1.0, flavor="f", window=6,
+        peak_in_flight=6, peak_window=6, interrupted=False, failure=None, **figures,
+    )  # fmt: skip
+    facts.bill(process_seconds())
+    assert facts.billed_s is not None and facts.billed_s > tally.seconds()
+    assert facts.billed_pages_per_s == pytest.approx(80 / facts.billed_s, rel=0.01)

@@ -1,6 +1,6 @@
-# Sourced by run_all.sh and sweep.sh: where things are and the environment every GPU bench call runs vLLM in
-# (offline Hub, no telemetry, the installed wheels first on the path). Sets here, root, t0, site, py, OUT, work,
-# pages, n_pages, max_tokens, max_len, budget and arm_cap.
+# Sourced by run_all.sh, sweep.sh and hand_replicas.sh: where things are and the environment every GPU bench call
+# runs vLLM in (offline Hub, no telemetry, the installed wheels first on the path, then the core). Sets here, root,
+# t0, site, py, OUT, work, pages, n_pages, max_tokens, max_len, budget and arm_cap.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cd "$root"
@@ -8,7 +8,10 @@ t0=$SECONDS
 
 site=${SITE:-/tmp/site}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
-export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false DO_NOT_TRACK=1
+# The core as users get it: a wheel installed into $site wins, else the checkout's src/ (the recipes' plain-python
+# run has no uv to resolve their pinned wheel); every summary's `core` says which ran.
+export PYTHONPATH=$site:$root/src${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false DO_NOT_TRACK=1
 OUT=${OUT:-/tmp/bench-out}
 work=${BENCH_WORK:-/tmp/bench}
 py=${PYTHON:-$(command -v python3)}
@@ -43,4 +46,17 @@ gpu_idle() {
         sleep 1
     done
     say "GPU still holds ${used:-?} MiB after 60 s"
+}
+
+# Model TFLOP of one page of the bench's pages for a model folder (flops.py), for each arm's mfu_sustained.
+tflop_per_page() {
+    "$py" "$here/flops.py" "$1" --output "$max_tokens" | "$py" -c 'import json, sys; print(json.load(sys.stdin)["total_tflop"])'
+}
+
+# Folds merged arm results into this day's h200-efficiency file, kept in $work across the calls of a warm machine
+# and copied to $OUT (then to bench/results/ by hand).
+collect_efficiency() {
+    local name
+    name=h200-efficiency-$(date -u +%F).json
+    "$py" "$here/efficiency.py" "$work/$name" "$@" && cp "$work/$name" "$OUT/$name"
 }

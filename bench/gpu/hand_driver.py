@@ -21,6 +21,8 @@ from pathlib import Path
 
 import httpx
 
+from ocr_core.report import Tally
+
 # The Nanonets-OCR2 prompt (the text after the image), as the nanonets recipes send it.
 NANONETS_PROMPT = (
     "Extract the text from the above document as if you were reading it naturally. Return the tables in html "
@@ -54,7 +56,8 @@ def read_pages(folder: Path, column: str) -> list[bytes]:
 
 async def one(
     client: httpx.AsyncClient, url: str, body: dict, gate: asyncio.Semaphore, stats: dict
-) -> tuple[float, int, int]:
+) -> tuple[float, int, int, float, float]:
+    """One page: its latency, output and prompt tokens, and when it was sent and finished (for the sustained rate)."""
     async with gate:
         stats["in_flight"] += 1
         stats["peak"] = max(stats["peak"], stats["in_flight"])
@@ -65,10 +68,13 @@ async def one(
             usage = response.json().get("usage") or {}
         finally:
             stats["in_flight"] -= 1
+        finished = time.monotonic()
         return (
-            time.monotonic() - started,
+            finished - started,
             int(usage.get("completion_tokens") or 0),
             int(usage.get("prompt_tokens") or 0),
+            started,
+            finished,
         )
 
 
@@ -107,6 +113,9 @@ async def run(args: argparse.Namespace) -> dict:
     good = [r for r in results if not isinstance(r, BaseException)]
     output_tokens = sum(r[1] for r in good)
     latencies = sorted(r[0] for r in good)
+    sends = [r[3] for r in good]
+    # The server was healthy before the first send, so the whole "fleet" serves from it (the core's definition).
+    tally = Tally(whole_at=min(sends, default=None), last_sent=max(sends, default=None), pages=[r[3:] for r in good])
     return {
         "arm": "hand",
         "pages": len(good),
@@ -114,6 +123,7 @@ async def run(args: argparse.Namespace) -> dict:
         "first_error": repr(failures[0])[:300] if failures else None,
         "seconds": round(seconds, 2),
         "pages_per_s": round(len(good) / seconds, 3) if seconds else 0.0,
+        **tally.sustained(),
         "output_tokens_per_s": round(output_tokens / seconds, 1) if seconds else 0.0,
         "output_tokens": output_tokens,
         "prompt_tokens_mean": round(statistics.fmean(r[2] for r in good), 1) if good else None,

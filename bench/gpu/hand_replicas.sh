@@ -15,8 +15,12 @@ model=$work/qwen3_5
 logs=$work/hand-logs
 mkdir -p "$logs"
 say() { echo "hand [$((SECONDS - t0)) s] $*" >&2; }
-[ -d "$site/vllm" ] || { say "no vllm in $site: run bench/gpu/install.sh first"; exit 3; }
+[ "${BENCH_FAKE:-0}" = 1 ] || [ -d "$site/vllm" ] || { say "no vllm in $site: run bench/gpu/install.sh first"; exit 3; }
 install_vllm_shim
+[ -f "$model/config.json" ] || "$py" "$here/make_model.py" "$model" --kind qwen3_5 >&2 || { say "make_model failed"; exit 1; }
+[ -f "$pages/state.json" ] || "$py" "$here/make_pages.py" "$pages" --pages "$n_pages" --workers 12 >&2 \
+    || { say "make_pages failed"; exit 1; }
+tflop=$(tflop_per_page "$model") || { say "flops.py failed"; exit 1; }
 gpu_idle
 
 flags=(--limit-mm-per-prompt '{"image": 1}' --default-chat-template-kwargs '{"enable_thinking": false}'
@@ -52,7 +56,10 @@ run_arm() {
         --max-model-len "$max_len" --max-tokens "$max_tokens" --temperature 0 --ignore-eos --no-canary \
         --server "$server" "$@" > "$logs/$name-stdout.txt" 2> "$logs/$name-stderr.txt"
     "$py" "$here/monitor.py" merge --arm "$name" --stdout "$logs/$name-stdout.txt" --stats "$logs/$name-stats.json" \
-        --gpu-log "$logs/$name-gpu.csv" >> "$OUT/hand-replicas.jsonl"
+        --gpu-log "$logs/$name-gpu.csv" --tflop-per-page "$tflop" \
+        --extra '{"recipe": "lighton-ocr3-saturate.py", "shape": "qwen3_5", "defaults": false}' > "$logs/$name-merged.json"
+    cat "$logs/$name-merged.json" >> "$OUT/hand-replicas.jsonl"
+    collect_efficiency "$logs/$name-merged.json"
     say "$name: $(grep -o '"pages_per_s": [0-9.]*' "$logs/$name-stdout.txt" | tail -1)"
 }
 
@@ -68,7 +75,9 @@ import json, sys
 for line in open(sys.argv[1]):
     row = json.loads(line)
     s = row.get("summary") or {}
-    print(row["arm"], "pages/s", s.get("pages_per_s"), "tok/s", s.get("output_tokens_per_s"), "inf_s",
+    print(row["arm"], "sustained", row.get("sustained_pages_per_s"), "billed", row.get("billed_pages_per_s"),
+          "gpu_util_sustained", row.get("gpu_util_sustained"), "mfu_sustained", row.get("mfu_sustained"),
+          "pages/s", s.get("pages_per_s"), "tok/s", s.get("output_tokens_per_s"), "inf_s",
           s.get("inference_s"), "busy", row.get("gpu_util_mean_inference"), "peak_in_flight", s.get("peak_in_flight"),
           "errors", s.get("errors"), "replicas", [r.get("pages") for r in s.get("replicas", [])])
 PY

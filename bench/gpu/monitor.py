@@ -12,8 +12,11 @@ comes from getrusage(RUSAGE_CHILDREN), the figure `/usr/bin/time -v` prints.
 
 `merge` takes the recipe's JSON summary line (the last stdout line that parses as JSON) and adds GPU
 utilisation (mean over the whole arm, over busy samples, over the inference window: the `inference_s`
-seconds before the last busy sample, and over the steady window, the `steady_s` seconds before it, once every
-replica served) and the host-memory peaks.
+seconds before the last busy sample, and `gpu_util_sustained` over the summary's sustained interval,
+`sustained_unix`, the clock the samples are stamped with), `mfu_sustained` (the sustained pages/s times the
+model FLOPs of a page, `--tflop-per-page` from flops.py, over the H200's dense bf16 datasheet peak),
+`billed_pages_per_s` (the summary's; for a driver without one, pages over the arm's elapsed time) and the
+host-memory peaks.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from flops import DATASHEET_PEAK
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -241,6 +246,32 @@ def mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 1) if values else None
 
 
+def in_interval(gpu: list[tuple[float, float, float]], interval: list[float] | None) -> list[float]:
+    """The utilisation samples stamped inside [start, end] (Unix seconds), or none without an interval."""
+    if not interval:
+        return []
+    start, end = interval
+    return [row[1] for row in gpu if start <= row[0] <= end]
+
+
+def efficiency(summary: dict, stats: dict, gpu: list, tflop_per_page: float | None) -> dict:
+    """The issue-30 figures of one arm: each over its own window (ocr_core/rates.py says which)."""
+    sustained = summary.get("sustained_pages_per_s")
+    pages = summary.get("done_this_run", summary.get("pages"))
+    billed = summary.get("billed_pages_per_s")
+    if billed is None and pages is not None and stats.get("elapsed_s"):
+        billed = round(pages / stats["elapsed_s"], 3)
+    mfu = round(sustained * tflop_per_page * 1e12 / DATASHEET_PEAK, 3) if sustained and tflop_per_page else None
+    return {
+        "pages": pages,
+        "sustained_pages_per_s": sustained,
+        "billed_pages_per_s": billed,
+        "pages_per_s": summary.get("pages_per_s"),
+        "gpu_util_sustained": mean(in_interval(gpu, summary.get("sustained_unix"))),
+        "mfu_sustained": mfu,
+    }
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     summary = last_json_line(Path(args.stdout))
     stats = json.loads(Path(args.stats).read_text()) if Path(args.stats).exists() else {}
@@ -249,16 +280,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if summary:
         inference_s = summary.get("inference_s") or summary.get("seconds")
     busy = [row for row in gpu if row[1] > 0]
-    steady_s = summary.get("steady_s") if summary else None
     end = busy[-1][0] if busy else None
     window = [row for row in gpu if end - float(inference_s) <= row[0] <= end] if end and inference_s else []
-    steady = [row for row in gpu if end - float(steady_s) <= row[0] <= end] if end and steady_s else []
     result = {
         "arm": args.arm,
         "ok": bool(summary) and stats.get("rc") == 0 and not stats.get("timed_out"),
         "summary": summary,
+        **efficiency(summary or {}, stats, gpu, args.tflop_per_page),
         "gpu_util_mean_inference": mean([row[1] for row in window]),
-        "gpu_util_mean_steady": mean([row[1] for row in steady]),
         "gpu_util_mean_busy": mean([row[1] for row in busy]),
         "gpu_util_mean_all": mean([row[1] for row in gpu]),
         "gpu_mem_used_peak_gib": round(max(row[2] for row in gpu) / 1024, 2) if gpu else None,
@@ -289,6 +318,7 @@ def main() -> int:
     merge.add_argument("--stdout", required=True)
     merge.add_argument("--stats", required=True)
     merge.add_argument("--gpu-log", required=True)
+    merge.add_argument("--tflop-per-page", type=float, help="model TFLOP of one page (flops.py's total_tflop)")
     merge.add_argument("--extra", help="a JSON object to add")
     args = parser.parse_args()
     if args.verb == "run":

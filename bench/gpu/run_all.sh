@@ -10,8 +10,10 @@
 #   server    nanonets-ocr2-server.py (spawns vllm serve; window 32)
 #   saturate  lighton-ocr3-saturate.py --model <the Qwen2.5-VL folder> (spawns vllm serve; adaptive window)
 #   hand      vllm serve --api-server-count 4 + hand_driver.py, 256 in flight (the reference)
-# Each result holds the recipe's JSON summary line, GPU utilisation (nvidia-smi once a second), the GPU memory
-# peak, host-memory peaks of the arm's process tree, and the arm's rc / timeout. Logs of all arms of this call
+# Each result holds the recipe's JSON summary line, the sustained / billed / inference rates, GPU utilisation
+# (nvidia-smi once a second) and MFU over the sustained interval, the GPU memory peak, host-memory peaks of the
+# arm's process tree, and the arm's rc / timeout; every arm also goes into $OUT/h200-efficiency-<date>.json
+# (efficiency.py). Logs of all arms of this call
 # go to $OUT/logs-<arms>.tar.gz (the device returns at most 8 files).
 #
 # Environment knobs: BUDGET_S (seconds this script may take in all, default 570: it shrinks the last arms'
@@ -47,6 +49,7 @@ if [ ! -f "$pages/state.json" ]; then
 fi
 say "model and $n_pages pages ready"
 
+tflop=$(tflop_per_page "$model") || { say "flops.py failed"; exit 1; }
 common=(--model "$model" --max-model-len "$max_len" --max-tokens "$max_tokens" --temperature 0 --ignore-eos)
 dummy="--extra-serve-args=--load-format dummy"
 
@@ -83,12 +86,14 @@ run_arm() {
         return
     fi
     rm -rf "$work/out-$arm"
+    local recipe=hand_driver.py defaults=false
     case $arm in
-        offline) cmd=("$py" nanonets-ocr2.py "$pages" "$work/out-$arm" "${common[@]}" --batch-size 16 "$dummy") ;;
-        server) cmd=("$py" nanonets-ocr2-server.py "$pages" "$work/out-$arm" "${common[@]}"
-                     --server http://127.0.0.1:8001 "$dummy") ;;
-        saturate) cmd=("$py" lighton-ocr3-saturate.py "$pages" "$work/out-$arm" "${common[@]}"
-                       --server http://127.0.0.1:8002 "$dummy") ;;
+        offline) recipe=nanonets-ocr2.py defaults=true
+                 cmd=("$py" "$recipe" "$pages" "$work/out-$arm" "${common[@]}" --batch-size 16 "$dummy") ;;
+        server) recipe=nanonets-ocr2-server.py defaults=true
+                cmd=("$py" "$recipe" "$pages" "$work/out-$arm" "${common[@]}" --server http://127.0.0.1:8001 "$dummy") ;;
+        saturate) recipe=lighton-ocr3-saturate.py defaults=true
+                  cmd=("$py" "$recipe" "$pages" "$work/out-$arm" "${common[@]}" --server http://127.0.0.1:8002 "$dummy") ;;
         hand) cmd=(bash -c "$(declare -f hand_arm); hand_arm" ) ;;
     esac
     gpu_idle
@@ -102,9 +107,11 @@ run_arm() {
     # A spawned server's log lands in TMPDIR (vllm-serve.log); keep it with the arm's logs.
     find "$tmp" -maxdepth 2 -name 'vllm-serve*.log' -exec cp {} "$logs/$arm-serve.log" \; 2>/dev/null
     "$py" "$here/monitor.py" merge --arm "$arm" --stdout "$logs/$arm-stdout.txt" --stats "$logs/$arm-stats.json" \
-        --gpu-log "$logs/$arm-gpu.csv" \
-        --extra "{\"pages_n\": $n_pages, \"max_tokens\": $max_tokens, \"max_model_len\": $max_len}" \
+        --gpu-log "$logs/$arm-gpu.csv" --tflop-per-page "$tflop" \
+        --extra "{\"pages_n\": $n_pages, \"max_tokens\": $max_tokens, \"max_model_len\": $max_len,
+                  \"recipe\": \"$recipe\", \"shape\": \"qwen2_5_vl\", \"defaults\": $defaults}" \
         > "$OUT/results-$arm.json"
+    collect_efficiency "$OUT/results-$arm.json"
     say "$arm: rc $rc; $(cat "$OUT/results-$arm.json" | head -c 600)"
     if [ "$rc" != 0 ]; then tail -25 "$logs/$arm-stderr.txt" >&2; fi
 }
@@ -124,7 +131,9 @@ for f in "$OUT"/results-*.json; do
 import json, sys
 r = json.load(open(sys.argv[1]))
 s = r.get("summary") or {}
-print(f"{r['arm']:9s} ok={r.get('ok')} pages/s={s.get('pages_per_s')} tok/s={s.get('output_tokens_per_s')} "
+print(f"{r['arm']:9s} ok={r.get('ok')} sustained={r.get('sustained_pages_per_s')} billed={r.get('billed_pages_per_s')} "
+      f"pages/s={s.get('pages_per_s')} tok/s={s.get('output_tokens_per_s')} "
+      f"gpu_util_sustained={r.get('gpu_util_sustained')} mfu_sustained={r.get('mfu_sustained')} "
       f"inference_s={s.get('inference_s', s.get('seconds'))} elapsed_s={r.get('elapsed_s')} "
       f"peak_in_flight={s.get('peak_in_flight')} gpu_util_inf={r.get('gpu_util_mean_inference')} "
       f"host_pss_gib={r.get('host_tree_pss_peak_gib')} errors={s.get('errors', s.get('failed'))} "

@@ -7,7 +7,9 @@
 # Each setting runs the recipe (RECIPE, default lighton-ocr3-saturate.py; the same pump whatever the model) with
 # `--extra-serve-args "--load-format dummy SERVE FLAGS"` plus RECIPE FLAGS, so the recipe spawns `vllm serve`
 # with its own flags, its machine plan (4 API servers on one H200) and the setting on top; pages/s is the recipe's
-# own summary (inference only, start-up excluded). One line per setting goes to $OUT/sweep.jsonl, also kept in
+# own summary (inference only, start-up excluded), with its sustained and billed rates and GPU utilisation and MFU
+# over the sustained interval (also into $OUT/h200-efficiency-<date>.json). One line per setting goes to
+# $OUT/sweep.jsonl, also kept in
 # $BENCH_WORK/sweep.jsonl across calls on a warm machine (so a later call's table holds the earlier baseline);
 # the serve logs go to $OUT/sweep-logs.tar.gz. The table at the end gives each setting's ratio to the first one
 # named `base` (the recipe's defaults), measured on the same machine.
@@ -37,6 +39,7 @@ install_vllm_shim
 # The Qwen3.5 shape dies on its first prefill without this on the lean wheels (no flashinfer): see gpu-vllm.md.
 base_serve=""
 [ "$shape" = qwen3_5 ] && base_serve="--gdn-prefill-backend triton"
+tflop=$(tflop_per_page "$model") || { say "flops.py failed"; exit 1; }
 
 run_setting() {
     local name=$1 serve=$2 flags=$3 left timeout tmp rc
@@ -57,16 +60,18 @@ run_setting() {
     rc=$?
     for log in "$tmp"/vllm-serve*.log; do [ -f "$log" ] && cp "$log" "$logs/$name-${log##*/}"; done
     "$py" "$here/monitor.py" merge --arm "$name" --stdout "$logs/$name-stdout.txt" --stats "$logs/$name-stats.json" \
-        --gpu-log "$logs/$name-gpu.csv" > "$logs/$name-merged.json"
+        --gpu-log "$logs/$name-gpu.csv" --tflop-per-page "$tflop" > "$logs/$name-merged.json"
     "$py" - "$logs/$name-merged.json" "$name" "$shape" "$recipe" "$base_serve $serve" "$flags" "$n_pages" \
         "$max_tokens" "$max_len" >> "$work/sweep.jsonl" <<'PY'
 import json, sys
 path, name, shape, recipe, serve, flags, n, max_tokens, max_len = sys.argv[1:]
 row = json.load(open(path))
 row.update(setting=name, shape=shape, recipe=recipe, serve_flags=serve.split(), recipe_flags=flags.split(),
-           pages_n=int(n), max_tokens=int(max_tokens), max_model_len=int(max_len))
+           pages_n=int(n), max_tokens=int(max_tokens), max_model_len=int(max_len),
+           defaults=not serve.replace("--gdn-prefill-backend triton", "").split() and not flags.split())
 print(json.dumps(row))
 PY
+    tail -1 "$work/sweep.jsonl" > "$logs/$name-row.json" && collect_efficiency "$logs/$name-row.json"
     say "$name: rc $rc; pages/s $(grep -o '"pages_per_s": [0-9.]*' "$logs/$name-stdout.txt" | tail -1)"
     [ "$rc" = 0 ] || tail -20 "$logs/$name-stderr.txt" >&2
 }
@@ -92,6 +97,8 @@ for row in rows:
     pps = s.get("pages_per_s")
     ratio = f"{pps / ref:.3f}" if pps and ref else "-"
     print(f"{row['setting']:14s} {row['shape']:10s} ok={row.get('ok')} pages/s={pps} x{ratio} "
+          f"sustained={row.get('sustained_pages_per_s')} billed={row.get('billed_pages_per_s')} "
+          f"gpu_util_sustained={row.get('gpu_util_sustained')} mfu_sustained={row.get('mfu_sustained')} "
           f"tok/s={s.get('output_tokens_per_s')} inf_s={s.get('inference_s')} busy={row.get('gpu_util_mean_inference')} "
           f"peak_in_flight={s.get('peak_in_flight')} start_s={row.get('startup_and_teardown_s')} "
           f"errors={s.get('errors')} serve={' '.join(row['serve_flags'])} recipe={' '.join(row['recipe_flags'])}")

@@ -57,6 +57,8 @@ class CardFacts:
     vllm_version: str | None = None
     script_source: str | None = None
     ran: str | None = None
+    sustained_pages_per_s: float | None = None
+    billed_pages_per_s: float | None = None
 
 
 def split_front_matter(card: str | None) -> tuple[dict, str]:
@@ -120,6 +122,20 @@ def failed_note(facts: CardFacts) -> str:
     if facts.failed_text is None:
         return " (empty where the row failed)"
     return f" (`{facts.failed_text}` where the row failed, the marker ocr-bench leaves out of judging)"
+
+
+def rates_rows(facts: CardFacts) -> str:
+    """The rates a reader plans by (rates.py): what the job ran at once every replica served, and what each row cost
+    in wall time; a card from before they were recorded has neither row."""
+    if facts.billed_pages_per_s is None:
+        return ""
+    sustained = (
+        f"{facts.sustained_pages_per_s:.2f} pages/s (every planned replica serving)"
+        if facts.sustained_pages_per_s is not None
+        else "none: the run ended before a steady state (more pages than the window give one)"
+    )
+    billed = f"{facts.billed_pages_per_s:.2f} pages/s (rows over the run's wall time, start-up included)"
+    return f"| sustained | {sustained} |\n| billed | {billed} |\n"
 
 
 def runs_list(facts: CardFacts) -> str:
@@ -225,6 +241,7 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
     config_arg = f', "{facts.config}"' if facts.config else ""
     cost_row = f"| cost | {facts.cost} |\n" if facts.cost else ""
     serving_row = f"| servers | {facts.serving} |\n" if facts.serving else ""
+    throughput = f"{facts.pages_per_s:.2f} pages/s over inference, {facts.tokens_per_s:.0f} output tokens/s"
     body = f"""
 ## OCR of {facts.source}: config `{facts.config or "default"}`
 
@@ -236,7 +253,7 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
 | rows | {facts.rows} |
 | rows with an error | {facts.errors} |
 | of them cut off at max_tokens (text kept) | {facts.truncated} |
-| throughput | {facts.pages_per_s:.2f} pages/s, {facts.tokens_per_s:.0f} output tokens/s |
+{rates_rows(facts)}| throughput | {throughput} |
 | pages in flight (final window) | {facts.window} |
 {serving_row}{cost_row}{shards_section(facts)}
 Columns: {columns_note(facts)}; `{facts.output_column}`, the model's text{failed_note(facts)};

@@ -158,9 +158,16 @@ class OfflineRunner:
         if good:
             self.generate(good, self.params, resampled=False)
 
-    def generate(self, items: list[tuple[RowInput, OfflinePage]], params: Any, resampled: bool) -> None:
-        """One `LLM.chat` call; a failing batch is split in halves down to the page that fails alone."""
+    def generate(
+        self, items: list[tuple[RowInput, OfflinePage]], params: Any, resampled: bool, sent: float | None = None
+    ) -> None:
+        """One `LLM.chat` call; a failing batch is split in halves down to the page that fails alone. `sent`: when
+        these pages first went to the engine (a split or a resample keeps it: the sustained rate counts from then);
+        the engine is loaded before the first batch, so every batch is sent with the whole engine serving."""
         started = time.monotonic()
+        if sent is None:
+            sent = started
+            self.progress.tally.mark_sent(sent, whole=True)
         try:
             outputs = self.llm.chat(
                 [page.messages for _, page in items],
@@ -173,11 +180,11 @@ class OfflineRunner:
                 raise JobFailed(f"the vLLM engine died: {exc}") from exc
             if len(items) == 1:
                 row = items[0][0]
-                self.record(RowResult(row.index, row.row_id, error=f"engine rejected the page: {exc}"[:500]))
+                self.record(RowResult(row.index, row.row_id, error=f"engine rejected the page: {exc}"[:500]), sent)
                 return
             middle = len(items) // 2
-            self.generate(items[:middle], params, resampled)
-            self.generate(items[middle:], params, resampled)
+            self.generate(items[:middle], params, resampled, sent)
+            self.generate(items[middle:], params, resampled, sent)
             return
         seconds = (time.monotonic() - started) / len(items)
         loops = []
@@ -191,9 +198,9 @@ class OfflineRunner:
                 result.error = internal_error("parsing the answer", exc)
             if result.text is not None:
                 result.error = with_note(result.error, page.note)
-            self.record(result)
+            self.record(result, sent)
         if loops:
-            self.generate(loops, self.resampling, resampled=True)
+            self.generate(loops, self.resampling, resampled=True, sent=sent)
 
     def take_output(self, output: Any, result: RowResult, resampled: bool) -> bool:
         """Fills `result` from one `RequestOutput`; True asks for one resampled attempt of a repetition loop."""
@@ -207,9 +214,9 @@ class OfflineRunner:
         result.text, result.extra, result.error = verdict.text, verdict.extra, verdict.error
         return verdict.resample
 
-    def record(self, result: RowResult) -> None:
+    def record(self, result: RowResult, sent: float | None = None) -> None:
         self.log.add(result)
-        self.progress.record(result.error, result.completion_tokens)
+        self.progress.record(result.error, result.completion_tokens, sent)
         if result.error is not None and self.settings.verbose:
             say(f"{result.row_id}: {result.error}")
         if self.canary is not None:

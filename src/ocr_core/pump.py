@@ -108,12 +108,10 @@ class Pump:
         self.open = 0
         self.failing: set[str] = set()
         self.fed_all = False
+        self.first_sent: dict[str, float] = {}
 
     async def run(self, rows: Iterator[RowInput]) -> None:
-        """Pumps every row; a fleet that already serves whole is steady from the first page sent (a later one at
-        the first answer after its last replica joins)."""
-        if self.fleet.full():
-            self.progress.tally.mark_steady()
+        """Pumps every row."""
         connections = (self.guard.ceiling if self.guard else self.window.cap) + 8
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         timeout = httpx.Timeout(self.settings.request_timeout, connect=30.0, pool=None)
@@ -164,9 +162,7 @@ class Pump:
             self.log.add(result)
             if result.error is not None and self.settings.verbose:
                 say(f"{row.row_id}: {result.error}")
-            if self.fleet.full():
-                self.progress.tally.mark_steady()
-            self.progress.record(result.error, result.completion_tokens)
+            self.progress.record(result.error, result.completion_tokens, self.first_sent.pop(row.row_id, None))
             if self.canary is not None:
                 self.canary.record(result)
             self.breaker.record(result.error)
@@ -175,6 +171,7 @@ class Pump:
         finally:
             self.open -= 1
             self.failing.discard(row.row_id)
+            self.first_sent.pop(row.row_id, None)
             await self.window.release(self.waiting, self.running, acknowledged)
             self.progress.show(self.window.in_flight, self.window.limit)
 
@@ -272,13 +269,17 @@ class Pump:
         return True
 
     async def send(self, row_id: str, client: httpx.AsyncClient, encoded: bytes, failed_on: Replica | None) -> Sent:
-        """One request; a page with a strike waits its turn in the struck pages' lane (poison.py)."""
+        """One request; a page with a strike waits its turn in the struck pages' lane (poison.py). A page's first
+        request is its send time for the sustained rate (rates.py): work on it started then."""
         suspect = self.strikes.count(row_id) > 0
         if suspect:
             await self.lane.enter(self.strikes.last_chance(row_id))
         answered = False
         try:
             replica = await self.fleet.pick(failed_on)
+            if row_id not in self.first_sent:
+                self.first_sent[row_id] = now = time.monotonic()
+                self.progress.tally.mark_sent(now, self.fleet.full())
             sent = Sent(replica, replica.handle.generation)
             try:
                 sent.answer = await self.fleet.post(replica, client, encoded, row_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -11,12 +12,18 @@ from typing import TextIO
 from tqdm.auto import tqdm
 
 from .breaker import LOOP, TRUNCATED, error_kind
+from .rates import billed_pages_per_s, sustained
 from .redact import redact
 from .version import core_identity
+
+IMPORTED = time.monotonic()
 
 
 @dataclass
 class Tally:
+    """The run's counts and the times its rates are taken over (rates.py): each page's first send and its
+    outcome, the last send, and the moment every planned replica served. Recording costs one tuple a page."""
+
     done: int = 0
     errors: int = 0
     loops: int = 0
@@ -24,25 +31,32 @@ class Tally:
     output_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
-    steady_since: float | None = None
-    done_before_steady: int = 0
+    whole_at: float | None = None
+    last_sent: float | None = None
+    pages: list[tuple[float, float]] = field(default_factory=list)
 
     def seconds(self) -> float:
         return max(1e-9, (self.finished or time.monotonic()) - self.started)
 
-    def mark_steady(self) -> None:
-        """From now on every server of the run serves: the rate after this is what a long job runs at."""
-        if self.steady_since is None:
-            self.steady_since, self.done_before_steady = time.monotonic(), self.done
+    def mark_sent(self, at: float, whole: bool) -> None:
+        """A page's first request went at `at`; `whole`: every planned replica served by then (the first such send
+        opens the sustained interval)."""
+        if whole and self.whole_at is None:
+            self.whole_at = at
+        self.last_sent = at
 
-    def steady(self) -> dict[str, float]:
-        """Pages/s and seconds since every server served, for the summary (nothing before that moment)."""
-        if self.steady_since is None:
-            return {}
-        seconds = max(1e-9, (self.finished or time.monotonic()) - self.steady_since)
+    def sustained(self) -> dict[str, float | int | list[float] | None]:
+        """The summary's sustained figures; the interval also in Unix seconds, to line up with a GPU monitor's
+        samples. Null where the run had no sustained interval (rates.sustained says when)."""
+        interval = sustained(self.whole_at, self.last_sent, self.pages)
+        if interval is None:
+            return {"sustained_pages_per_s": None, "sustained_s": None, "sustained_pages": 0, "sustained_unix": None}
+        to_unix = time.time() - time.monotonic()
         return {
-            "steady_pages_per_s": round((self.done - self.done_before_steady) / seconds, 3),
-            "steady_s": round(seconds, 2),
+            "sustained_pages_per_s": round(interval.pages_per_s, 3),
+            "sustained_s": round(interval.seconds, 2),
+            "sustained_pages": interval.pages,
+            "sustained_unix": [round(interval.start + to_unix, 2), round(interval.end + to_unix, 2)],
         }
 
     def pages_per_s(self) -> float:
@@ -74,9 +88,12 @@ class ProgressBar:
             dynamic_ncols=True,
         )
 
-    def record(self, error: str | None, output: int) -> None:
-        """One row's outcome; loops and truncated pages are errors that are also counted apart."""
+    def record(self, error: str | None, output: int, sent: float | None = None) -> None:
+        """One row's outcome; loops and truncated pages are errors that are also counted apart. `sent`: when its
+        first request went (None for a page that never reached the engine, which no rate over requests counts)."""
         tally = self.tally
+        if sent is not None:
+            tally.pages.append((sent, time.monotonic()))
         kind = error_kind(error) if error is not None else None
         tally.done += 1
         tally.errors += error is not None
@@ -104,6 +121,17 @@ class ProgressBar:
             self.bar.close()
 
 
+def process_seconds() -> float:
+    """Seconds since this process started, interpreter start-up and imports included (Linux: the start time in
+    /proc against the same boot clock); elsewhere since this module was imported, the nearest moment known."""
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            ticks = int(handle.read().rsplit(b")", 1)[1].split()[19])
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.monotonic() - IMPORTED
+
+
 def say(message: str) -> None:
     """Logs to stderr without tearing the progress bar; stdout is kept for the final summary. Never a secret."""
     tqdm.write(redact(message), file=sys.stderr)
@@ -126,8 +154,12 @@ class RunFacts:
     truncated_this_run: int
     missing: int
     pages_per_s: float
+    sustained_pages_per_s: float | None
     output_tokens_per_s: float
     inference_s: float
+    sustained_s: float | None
+    sustained_pages: int
+    sustained_unix: list[float] | None
     wall_s: float
     flavor: str
     window: int
@@ -135,7 +167,16 @@ class RunFacts:
     peak_window: int
     interrupted: bool
     failure: str | None
+    billed_pages_per_s: float | None = None
+    billed_s: float | None = None
     extra: dict = field(default_factory=dict)
+
+    def bill(self, process_s: float) -> None:
+        """The rows this run did over the process's life so far: called last, just before the summary prints, so
+        that publishing and every clean-up before it count."""
+        rate = billed_pages_per_s(self.done_this_run, process_s)
+        self.billed_pages_per_s = None if rate is None else round(rate, 3)
+        self.billed_s = round(process_s, 2)
 
 
 @dataclass

@@ -42,8 +42,9 @@ from .output import data_prefix_of, is_local_output
 from .progress import ResultLog, read_results
 from .provenance import ScriptSource, ran_image, reproducible, script_source
 from .quiet import silence_notices
+from .rates import billed_pages_per_s
 from .redact import register_run_secrets
-from .report import RunFacts, Summary, Tally, say
+from .report import RunFacts, Summary, Tally, process_seconds, say
 from .settings import Settings
 from .slices import publish_slice, slice_facts, slice_results
 
@@ -173,6 +174,7 @@ def run_recipe(
         stop.restore()
     summary.exit_code = code
     if summary.run is not None:
+        summary.run.bill(process_seconds())
         say(summary.sentence())
     summary.print_to(streams[-1])
     return code
@@ -396,6 +398,7 @@ def finish(job: Job, drive: Drive, stopped: int | None, origin: ScriptSource) ->
         pages_per_s=round(tally.pages_per_s(), 3),
         output_tokens_per_s=round(tally.tokens_per_s(), 1),
         inference_s=round(tally.seconds(), 2),
+        **tally.sustained(),
         wall_s=round(wall_s, 2),
         flavor=flavor,
         window=window.limit,
@@ -480,6 +483,8 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
             (entry.get("column_name", "?"), entry.get("model_id", "?")) for entry in inference_history(job.source)
         ),
         pages_per_s=tally.pages_per_s(),
+        sustained_pages_per_s=tally.sustained()["sustained_pages_per_s"],
+        billed_pages_per_s=billed_pages_per_s(tally.done, process_seconds()),
         tokens_per_s=tally.tokens_per_s(),
         window=drive.window.limit,
         cost=cost,

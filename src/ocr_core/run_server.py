@@ -100,7 +100,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
         stop.leave_async(asyncio.get_running_loop())
     drive.tally = progress.tally
     drive.serving = fleet.describe()
-    drive.extra = {**drive.extra, **drive.tally.steady(), "replicas": fleet.report()}
+    drive.extra = {**drive.extra, "replicas": fleet.report()}
     if window is not None:
         drive.window = Feeding(window.limit, window.peak_in_flight, window.peak_limit, window.cap)
     return drive
