@@ -20,35 +20,39 @@ import pytest
 
 from ocr_core.version import DISTRIBUTION
 from ocr_models import RECIPES
-from tests.testbed.env import CPU_ENV, REPO_ROOT, UV, VENV_PYTHON, testbed_env, uv_env
+from tests.testbed.env import CPU_ENV, REPO_ROOT, UV, testbed_env, uv_env
 from tests.testbed.server import LIMIT_MM_PER_PROMPT, MAX_MODEL_LEN, VllmServer, log_tail, running_server
 from tests.testbed.tiny_model import build_tiny_model
+from tests.testbed.wheels import WHEELS_DIR, ready_wheels
 
 
 @pytest.fixture(scope="session", autouse=True)
-def core_wheels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def core_wheels() -> Iterator[Path]:
     """The core's wheel built from src/ (and the vLLM stand-ins), with every shipped script's uv environment synced
-    to it once, so each `uv run SCRIPT` of the session runs this wheel; the uv variables stay set for the session.
+    to it, so each `uv run SCRIPT` of the session runs this wheel; the uv variables stay set for the session.
 
-    `--reinstall-package` replaces a wheel of the same version (the core, a vLLM stand-in) that an earlier session
-    left in uv's cached environment; after the sync, runs resolve from uv's cache alone (UV_OFFLINE), as fast as a
-    cached user run.
+    Built and synced only when the sources changed since the last session (tests/testbed/wheels.py), once for all
+    test processes. `--reinstall-package` replaces a wheel of the same version (the core, a vLLM stand-in) that an
+    earlier build left in uv's cached environment; after the sync, runs resolve from uv's cache alone (UV_OFFLINE),
+    as fast as a cached user run.
     """
-    folder = tmp_path_factory.mktemp("wheels")
-    subprocess.run([str(VENV_PYTHON), str(REPO_ROOT / "tools" / "testbed" / "core_wheels.py"), str(folder)],
-                   check=True, capture_output=True, env=testbed_env())  # fmt: skip
     saved = dict(os.environ)
-    os.environ.update(uv_env(folder))
+    os.environ.update(uv_env(WHEELS_DIR))
+    ready_wheels(sync_script_environments)
+    os.environ["UV_OFFLINE"] = "1"
+    yield WHEELS_DIR
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def sync_script_environments(folder: Path) -> None:
+    """Installs the wheels of `folder` into every shipped script's uv environment (UV_FIND_LINKS points there)."""
     for recipe in RECIPES:
         subprocess.run(
             [str(UV), "sync", "--quiet", "--script", str(REPO_ROOT / recipe.script),
              "--reinstall-package", DISTRIBUTION, "--reinstall-package", "vllm"],
             check=True, env=testbed_env(),
         )  # fmt: skip
-    os.environ["UV_OFFLINE"] = "1"
-    yield folder
-    os.environ.clear()
-    os.environ.update(saved)
 
 
 # The variables a user may have set that would send a child's Hub files elsewhere than HF_HOME.

@@ -26,8 +26,12 @@ from tests.testbed.server import free_port
 
 SAMPLES = REPO_ROOT / "samples" / "dataset"
 GONE_WITHIN_S = 15.0
-# Runs long enough to be interrupted on a loaded machine: 288 pages of 300 tokens at about 4 pages/s.
-PAGE_COPIES = 24
+# Runs long enough to be interrupted on a loaded machine: 96 pages of 300 tokens, about 25 s at 4 pages/s, where each
+# test signals or hangs the run within a second or two of the engine's first running request (Recipe.wait_for_work).
+PAGE_COPIES = 8
+# Hang detection on seconds, not the default minutes: the rule is the same at any bound, and with 4 pages in flight the
+# CPU engine moves its counters several times a second even with both cores busy.
+STALL_TIMEOUT_S = 10
 
 
 def pages(folder: Path, copies: int) -> Path:
@@ -223,7 +227,7 @@ def engine_core(group: int) -> int:
 
 
 def test_hung_engine_is_restarted_and_the_run_completes(tiny_model, tmp_path):
-    recipe = Recipe(tmp_path, tiny_model, "--stall-timeout", "30")
+    recipe = Recipe(tmp_path, tiny_model, "--stall-timeout", str(STALL_TIMEOUT_S))
     group = None
     try:
         recipe.wait_for_work()
@@ -239,7 +243,10 @@ def test_hung_engine_is_restarted_and_the_run_completes(tiny_model, tmp_path):
         noticed = recipe.first_line_with("made no progress")
         assert noticed is not None and "restarting it (1/3)" in recipe.stderr()
         ready = recipe.first_line_with("server is ready again")
-        print(f"hung engine noticed after {noticed - hung:.1f} s (--stall-timeout 30), ready in {ready - hung:.1f} s")
+        print(
+            f"hung engine noticed after {noticed - hung:.1f} s (--stall-timeout {STALL_TIMEOUT_S}), "
+            f"ready in {ready - hung:.1f} s"
+        )
         assert core not in group_members(group)
         summary = json.loads(stdout.strip().splitlines()[-1])
         assert (summary["rows"], summary["missing"]) == (12 * PAGE_COPIES, 0)

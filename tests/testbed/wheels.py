@@ -1,0 +1,75 @@
+"""The core's wheel and the vLLM stand-ins every test process runs the scripts on, built once per change of their
+sources and shared by all test processes.
+
+Building the wheel and syncing each shipped script's uv environment to it costs seconds per script; with several
+pytest workers each would do it, and a worker reinstalling an environment while another runs a script from it would
+see half-installed packages. So the folder lives in the test bed (`.testbed/wheels`), is prepared under a file lock,
+and carries a digest of everything that goes into it: while the digest matches, nothing is rebuilt or reinstalled.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.testbed.env import REPO_ROOT, TESTBED_DIR, VENV_PYTHON, testbed_env
+
+WHEELS_DIR = TESTBED_DIR / "wheels"
+DIGEST_FILE = ".sources-digest"
+
+
+def sources_digest() -> str:
+    """A hash of the core's sources, its build metadata, the stand-ins' builder, the scripts (their headers pin the
+    core and vLLM) and the interpreter the stand-ins point at."""
+    digest = hashlib.sha256(str(VENV_PYTHON.resolve()).encode())
+    inputs = [REPO_ROOT / "pyproject.toml", REPO_ROOT / "tools" / "testbed" / "core_wheels.py"]
+    inputs += sorted(REPO_ROOT.glob("*.py"))
+    inputs += sorted(path for path in (REPO_ROOT / "src").rglob("*") if path.is_file() and is_source(path))
+    for path in inputs:
+        digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def is_source(path: Path) -> bool:
+    """Not byte-code nor the build's own scratch (setuptools' egg-info)."""
+    return not any(part == "__pycache__" or part.endswith(".egg-info") for part in path.parts)
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Holds an exclusive lock on `path` (created if absent) for the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def ready_wheels(sync: Callable[[Path], None]) -> Path:
+    """The wheel folder for this checkout's sources; built, and `sync(folder)` run, only when its digest changed."""
+    want = sources_digest()
+    stamp = WHEELS_DIR / DIGEST_FILE
+    with locked(TESTBED_DIR / "wheels.lock"):
+        if stamp.is_file() and stamp.read_text() == want:
+            return WHEELS_DIR
+        shutil.rmtree(WHEELS_DIR, ignore_errors=True)
+        builder = REPO_ROOT / "tools" / "testbed" / "core_wheels.py"
+        subprocess.run([str(VENV_PYTHON), str(builder), str(WHEELS_DIR)], check=True, capture_output=True,
+                       env=testbed_env())  # fmt: skip
+        sync(WHEELS_DIR)
+        stamp.write_text(want)
+    return WHEELS_DIR
+
+
+def installed_digest_matches(venv: Path) -> bool:
+    """Whether the pinned venv `venv` already holds the wheel of these sources (see mark_installed)."""
+    stamp = venv / ".core-wheel-digest"
+    return stamp.is_file() and stamp.read_text() == sources_digest()
+
+
+def mark_installed(venv: Path) -> None:
+    (venv / ".core-wheel-digest").write_text(sources_digest())
