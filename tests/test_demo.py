@@ -15,7 +15,7 @@ import datasets
 import pytest
 
 from ocr_models import RECIPES
-from tests.testbed.env import REPO_ROOT, TESTBED_DIR
+from tests.testbed.env import REPO_ROOT, TESTBED_DIR, VENV_DIR
 
 PAGES = REPO_ROOT / "samples" / "pages"
 # Far above the demo's --max-model-len 1024: the recipe refuses the command line at once, before any engine starts,
@@ -30,7 +30,7 @@ OWN_CACHES = ("HF_HOME", "HF_DATASETS_CACHE")
 
 
 def demo(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+    *args: str, env: dict[str, str] | None = None, timeout: float = 180
 ) -> tuple[subprocess.CompletedProcess, dict]:
     kept = {name: os.environ[name] for name in (*USER_SHELL, *OWN_CACHES) if name in os.environ}
     environment = {**kept, "OCR_TESTBED_DIR": str(TESTBED_DIR), "PATH": "/usr/bin:/bin", **(env or {})}
@@ -43,6 +43,7 @@ def demo(
 
 
 def test_the_readmes_demo_examples_write_to_folders_of_their_own():
+    bed = VENV_DIR.resolve()
     _, first = demo(*REFUSED_AT_ONCE)
     _, pdf = demo(*REFUSED_AT_ONCE, env={"DEMO_INPUT": "samples/pdf/sample-pages.pdf"})
     _, ovis = demo(*REFUSED_AT_ONCE, env={"DEMO_SCRIPT": "ovis-ocr2-server.py"})
@@ -50,6 +51,7 @@ def test_the_readmes_demo_examples_write_to_folders_of_their_own():
     assert all(output.startswith("./out/") for output in outputs)
     assert len(set(outputs)) == 3, outputs
     assert ovis["script"] == "ovis-ocr2-server.py"
+    assert VENV_DIR.resolve() == bed, "the demo's bare PATH built and linked another test bed under the running suite"
 
 
 def test_input_and_output_may_follow_the_demo_command_and_flags_go_to_the_recipe(tmp_path):

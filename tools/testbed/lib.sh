@@ -1,8 +1,10 @@
 # Sourced by the test bed's installers (install.sh, install_pinned.sh): where built venvs are kept, how
 # uv is found, and the two patches every CPU vLLM venv needs.
 #
-# Venvs are built with uv into a cache outside the clone, one folder per hash of everything that decides their
-# contents (the installer, this file, the requirement set, the interpreter), and the clone's .testbed/ links to them.
+# Venvs are built with uv into a cache outside the clone, one folder per hash of the files that decide their contents
+# (the installer, this file, the requirement set), and the clone's .testbed/ links to them. The interpreter is not in
+# the key: the demo runs the installer from a bare PATH, whose python3 may be another build of the same release, and
+# must find the suite's venv, not build and link a second one under the running tests.
 # A second clone on the same machine (CI's, after a session) finds them ready in a second; a changed requirement set
 # hashes elsewhere and is built from nothing. A venv becomes visible only once complete: its stamp is written last,
 # and a folder without one is removed and rebuilt.
@@ -40,9 +42,9 @@ uv_sources() {
     done
 }
 
-# A hash of the given files, the interpreter's version and this file: the key of a cached venv.
+# A hash of the given files and this file: the key of a cached venv.
 content_key() {
-    { cat "$@" "${BASH_SOURCE[0]}"; "$python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-16
+    cat "$@" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16
 }
 
 # Points the link $1 at the cached folder $2 (replacing an older link or a venv built in place by an older installer).
