@@ -9,11 +9,12 @@ demo:
 	DEMO_INPUT="$(INPUT)" DEMO_OUTPUT="$(OUTPUT)" DEMO_SCRIPT="$(SCRIPT)" bash tools/testbed/demo.sh $(ARGS)
 
 # Builds the CPU vLLM test bed (uv in it runs the scripts) and the pinned tier's venvs with uv, or links the ones an
-# earlier run on this machine left in its cache (seconds), then runs the whole test suite, the pinned tier included.
+# earlier run on this machine left in its cache (seconds), then runs the whole test suite, the pinned tier included,
+# on one worker per core (at most 4: each worker starts its own CPU engine) and lists the 25 slowest tests at the end.
 test:
 	bash tools/testbed/install.sh
 	bash tools/testbed/install_pinned.sh
-	.testbed/venv/bin/python -m pytest -q --durations=25
+	.testbed/venv/bin/python -m pytest -q -n auto --maxprocesses 4 --durations=25
 
 # Only the pinned tier: every recipe on the vLLM its image pins (tests/pinned, marker `pinned`).
 test-pinned:
