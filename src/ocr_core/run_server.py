@@ -18,6 +18,7 @@ from .facts import ModelFacts
 from .fleet import Fleet, build_fleet, server_urls
 from .hostmem import MemoryGuard
 from .job import Job
+from .mps import cuda_mps
 from .progress import ResultLog
 from .pump import Pump
 from .report import ProgressBar, say
@@ -90,6 +91,22 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     owned = len(job.source.owned())
     progress = ProgressBar(owned, owned - job.todo)
     drive = Drive()
+    sharing = not fleet.given and plan.per_gpu > 1 and bool(plan.machine.gpus)
+    with cuda_mps(sharing and bool(job.todo)):
+        window = await drive_fleet(job, stop, plan, fleet, progress, drive)
+    drive.tally = progress.tally
+    drive.serving = fleet.describe()
+    drive.extra = {**drive.extra, **drive.tally.steady(), "replicas": fleet.report()}
+    if window is not None:
+        drive.window = Feeding(window.limit, window.peak_in_flight, window.peak_limit, window.cap)
+    return drive
+
+
+async def drive_fleet(
+    job: Job, stop: StopSignals, plan: ScalePlan, fleet: Fleet, progress: ProgressBar, drive: Drive
+) -> Window | None:
+    """Opens the fleet, sizes the window and pumps; stops every server it started on every way out."""
+    settings = job.settings
     window: Window | None = None
     try:
         if job.todo:
@@ -119,12 +136,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
         fleet.cancel_background()
         await finish_in_thread(fleet.close)
         stop.leave_async(asyncio.get_running_loop())
-    drive.tally = progress.tally
-    drive.serving = fleet.describe()
-    drive.extra = {**drive.extra, **drive.tally.steady(), "replicas": fleet.report()}
-    if window is not None:
-        drive.window = Feeding(window.limit, window.peak_in_flight, window.peak_limit, window.cap)
-    return drive
+    return window
 
 
 async def finish_in_thread(action: Callable[[], None]) -> None:
