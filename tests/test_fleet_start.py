@@ -8,11 +8,14 @@ overlap of starts is measured, not assumed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import threading
 import time
 
+from ocr_core import run_server
 from ocr_core.fleet import SERVING, Fleet, Replica
+from ocr_core.hostmem import GIB, MemoryGuard
 from ocr_core.run_server import replica_window
 from ocr_core.scale import Gpu, Machine, ScalePlan, Slot, plan_scale
 from ocr_core.server_handle import Target
@@ -118,3 +121,18 @@ def test_the_fixed_window_per_replica_is_its_engines_batch():
     fleet.replicas[0].handle.spawned = None
     assert replica_window(facts, settings, fleet.plan, fleet, capacity=2 * 3000) == 256
     assert replica_window(facts, settings, fleet.plan, fleet, capacity=None) == 32
+
+
+def test_the_fixed_window_stays_within_host_memory(monkeypatch):
+    """Every page in flight holds its image in host memory (and, beside a local server, its processed pixels):
+    OvisOCR2's 3 x 308-page window sat at 923 in flight with the GPU 31 % busy (H200, 2026-12-01), so the engines'
+    batch is bounded by what half the host's free memory holds, as the adaptive window is."""
+    _, settings = recipe()
+    monkeypatch.setattr(
+        run_server, "MemoryGuard", functools.partial(MemoryGuard, reading=lambda: 10 * GIB)
+    )  # 50 pages at the 0.1 GiB prior
+    window, guard = run_server.make_window(settings, "server", 3, 924, fixed=308, full=924)
+    assert (window.limit, window.cap, guard) == (50, 50, None)
+    monkeypatch.setattr(run_server, "MemoryGuard", functools.partial(MemoryGuard, reading=lambda: 1000 * GIB))
+    roomy, _ = run_server.make_window(settings, "server", 3, 924, fixed=308, full=924)
+    assert (roomy.limit, roomy.cap) == (308, 924)

@@ -137,15 +137,15 @@ def test_the_fixed_window_fills_the_engines_batch_not_32():
     assert engine_window(capacity=None, max_num_seqs=1024, fallback=32) == 32
 
 
-def test_a_fixed_window_resized_for_a_joining_replica_admits_at_once():
+def test_a_fixed_window_resized_for_a_joining_replica_admits_at_once_within_its_cap():
     async def scenario():
-        window = Window(2, 2)
+        window = Window(2, 4)
         for _ in range(2):
             await window.acquire()
         third = asyncio.ensure_future(window.acquire())
         await asyncio.sleep(0)
         blocked = not third.done()
-        await window.resize(4)
+        await window.resize(6)
         await asyncio.wait_for(third, 1.0)
         return blocked, window
 

@@ -35,20 +35,25 @@ def drive_server_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Driv
 
 
 def make_window(
-    settings: Settings, mode: str, engines: int, capacity: int | None, fixed: int
+    settings: Settings, mode: str, engines: int, capacity: int | None, fixed: int, full: int
 ) -> tuple[Window, MemoryGuard | None]:
-    """A fixed window for -server (`fixed`: the batches of the replicas serving now, or --max-inflight); for
-    -saturate an adaptive one under a memory guard, which scales with the engines (replicas, or data parallel
+    """A fixed window for -server: the batches of the replicas serving now (`fixed`), growing to those of the
+    whole fleet (`full`) as replicas join, never beyond what half the host's free memory holds, or --max-inflight;
+    for -saturate an adaptive one under a memory guard, which scales with the engines (replicas, or data parallel
     ranks).
 
     The adaptive window opens at what the engines' KV caches can run at once (so the first round trip already
     fills them), never below the -server window and never above the memory cap; it moves only once results return.
     """
-    if mode == "server":
-        size = settings.max_inflight or fixed
-        say(f"window: {size} page(s) in flight" + ("" if settings.max_inflight else ", growing as replicas join"))
-        return Window(size, size), None
     local = all(is_local(url) for url in server_urls(settings.server or ""))
+    if mode == "server":
+        if settings.max_inflight:
+            say(f"window: {settings.max_inflight} page(s) in flight (--max-inflight)")
+            return Window(settings.max_inflight, settings.max_inflight), None
+        cap, why = MemoryGuard(full, local_server=local).cap(0)
+        size = min(fixed, cap)
+        say(f"window: {size} page(s) in flight, up to {min(full, cap)} as replicas join ({why})")
+        return Window(size, min(full, cap)), None
     guard = MemoryGuard(settings.max_inflight or SATURATE_MAX_INFLIGHT * engines, local_server=local)
     cap, why = guard.cap(0)
     start = min(cap, max(SERVER_WINDOW * engines, capacity or 0))
@@ -116,7 +121,8 @@ async def drive_fleet(
             engines = len(fleet.replicas) * (plan.data_parallel if not fleet.given else 1)
             capacity = await fleet_capacity(fleet, settings)
             each = replica_window(job.facts, settings, plan, fleet, capacity)
-            window, guard = make_window(settings, job.launch.mode, engines, capacity, each * len(fleet.serving()))
+            fixed, full = each * len(fleet.serving()), each * len(fleet.replicas)
+            window, guard = make_window(settings, job.launch.mode, engines, capacity, fixed, full)
             if job.launch.mode == "server" and not settings.max_inflight:
                 fleet.joined = lambda: window.resize(each * len(fleet.serving()))
             metrics_before = await read_metrics(fleet)

@@ -7,7 +7,7 @@ holds its image in RAM on both sides).
 
 The fixed window is sized per engine from what the engine reports, so that it fills the engine's batch: the
 scheduler runs at most max_num_seqs sequences, and fewer when its KV cache holds fewer full-length sequences. It
-grows by that much as each replica of the fleet joins, and does not adapt otherwise.
+grows by that much as each replica of the fleet joins, within what host memory holds, and does not adapt otherwise.
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ class Window:
         self.peak_limit = max(self.peak_limit, self.limit)
 
     async def resize(self, size: int) -> None:
-        """A fixed window's new size (a replica joined the fleet): admits at once up to it."""
+        """A fixed window's new size (a replica joined the fleet), within its cap: admits at once up to it."""
         async with self._changed:
-            self.cap = self.limit = max(1, size)
+            self.limit = max(1, min(size, self.cap))
             self.peak_limit = max(self.peak_limit, self.limit)
             self._changed.notify_all()
 
