@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from ocr_core.hostmem import GIB, MemoryGuard
-from ocr_core.window import Window
+from ocr_core.window import Window, engine_window
 
 
 def run(coroutine):
@@ -127,3 +127,28 @@ def test_window_never_exceeds_the_cap_when_memory_is_small():
     seen = run(asyncio.wait_for(scenario(), 10))
     assert all(limit <= cap for limit, cap, _ in seen)
     assert max(cap for _, cap, _ in seen) < 40
+
+
+def test_the_fixed_window_fills_the_engines_batch_not_32():
+    """One engine decodes at most max_num_seqs pages, fewer when its KV cache holds fewer full-length sequences;
+    32 only where the server does not say how large its cache is."""
+    assert engine_window(capacity=435, max_num_seqs=1024, fallback=32) == 435
+    assert engine_window(capacity=3000, max_num_seqs=1024, fallback=32) == 1024
+    assert engine_window(capacity=None, max_num_seqs=1024, fallback=32) == 32
+
+
+def test_a_fixed_window_resized_for_a_joining_replica_admits_at_once_within_its_cap():
+    async def scenario():
+        window = Window(2, 4)
+        for _ in range(2):
+            await window.acquire()
+        third = asyncio.ensure_future(window.acquire())
+        await asyncio.sleep(0)
+        blocked = not third.done()
+        await window.resize(6)
+        await asyncio.wait_for(third, 1.0)
+        return blocked, window
+
+    blocked, window = run(scenario())
+    assert blocked
+    assert (window.limit, window.cap, window.in_flight, window.peak_limit) == (4, 4, 3, 4)

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from ocr_core.assemble import INFO_COLUMN  # noqa: E402  (src/ is on the path only from here on)
-from ocr_core.cli import OFFLINE_BATCH, SERVER_WINDOW, job_command  # noqa: E402
+from ocr_core.cli import OFFLINE_BATCH, job_command  # noqa: E402
 from ocr_core.facts import ModelFacts  # noqa: E402
 from ocr_core.scale import Gpu, Machine, memory_utilization, plan_scale  # noqa: E402
 from ocr_models import RECIPES, Recipe  # noqa: E402
@@ -33,7 +33,7 @@ PACKAGES = (ROOT / "src" / "ocr_core", ROOT / "src" / "ocr_models")
 BLOCKS = {"README.md": ("scripts", "modules"), "SERVING.md": ("scripts", "measurements")}
 SHAPES = {
     "offline": f"offline (`vllm.LLM`), batches of {OFFLINE_BATCH}",
-    "server": f"server, fixed window of {SERVER_WINDOW}",
+    "server": "server, fixed window of each engine's batch",
     "saturate": "server, adaptive window",
 }
 EDIT_NOTE = (
@@ -83,7 +83,10 @@ PLAN_MACHINES = {
 def replica_plan(facts: ModelFacts) -> dict[str, str]:
     """What the machine plan starts for this model on a few machines, with its reason (scale.py decides)."""
     share = memory_utilization(facts.serve_args)
-    return {name: plan_scale(machine, facts.params_b, share).describe() for name, machine in PLAN_MACHINES.items()}
+    return {
+        name: plan_scale(machine, facts.params_b, share, vllm_version=facts.vllm_pin).describe()
+        for name, machine in PLAN_MACHINES.items()
+    }
 
 
 def with_model_facts(data: dict) -> dict:

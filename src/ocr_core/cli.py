@@ -334,7 +334,8 @@ def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
         "Space, pass your HF token here, since the token itself only goes to huggingface.co and HF Jobs hosts",
     )
     window_help = (
-        f"pages in flight (default: {SERVER_WINDOW})"
+        "pages in flight (default: the batch of each replica's engine, from its KV cache and max_num_seqs, "
+        f"{SERVER_WINDOW} where the server does not say)"
         if mode == "server"
         else f"upper bound of the adaptive window (default: {SATURATE_MAX_INFLIGHT}, lowered to fit host memory)"
     )

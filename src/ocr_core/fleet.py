@@ -6,8 +6,10 @@ outstanding, not round robin. A replica that dies or hangs is taken out while it
 run did not start that stops answering, leaves the fleet. The run fails only when no replica is left. Each page
 that was in flight when an engine died, hung or left is counted (`deaths`): the pump's evidence of a page that
 kills its engine (poison.py). Spawned
-replicas after the first start one after another while the first already works, so the GPU is busy from the first
-healthy server on.
+replicas start together where the machine plan says that is safe (scale.py: each on its own GPU, or each with its
+KV cache in bytes), so that the whole fleet serves in about the time one replica takes to start; otherwise the
+later ones start one after another while the first already works. Either way the GPU is busy from the first
+healthy server on, and `joined` hears of each replica that joins (the fixed window grows with the fleet).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import itertools
 import socket
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
@@ -99,6 +101,13 @@ class Fleet:
         self.background: set[asyncio.Task] = set()
         self.deaths: Counter[str] = Counter()
         self.death_causes: dict[str, str] = {}
+        self.early: dict[Replica, asyncio.Future] = {}
+        self.joined: Callable[[], Awaitable[None]] | None = None
+
+    @property
+    def together(self) -> bool:
+        """Whether the plan lets the spawned replicas start at the same time (scale.ScalePlan.concurrent_start)."""
+        return self.plan is not None and self.plan.concurrent_start
 
     @property
     def restarts(self) -> int:
@@ -125,6 +134,8 @@ class Fleet:
                 replica.state = SERVING
             return targets[0]
         first = self.replicas[0]
+        if self.together and len(self.replicas) > 1 and not await asyncio.to_thread(first.handle.answering):
+            self.early = {replica: self.spawn_now(replica) for replica in self.replicas[1:]}
         target = await first.handle.open()
         self.model = target.model
         first.state = SERVING
@@ -133,21 +144,40 @@ class Fleet:
                 f"a server already answers at {first.url}, so this run uses it alone; stop it to let the recipe "
                 f"start its {len(self.replicas)} replicas"
             )
+            await asyncio.to_thread(lambda: [replica.handle.close() for replica in self.replicas[1:]])
+            await asyncio.gather(*self.early.values(), return_exceptions=True)
             self.replicas = [first]
         return target
 
+    @staticmethod
+    def spawn_now(replica: Replica) -> asyncio.Future:
+        """Starts a replica in a worker thread; its failure is read by `start`, or dropped if the run ends first."""
+        spawning = asyncio.ensure_future(asyncio.to_thread(replica.handle.spawn))
+        spawning.add_done_callback(lambda done: done.cancelled() or done.exception())
+        return spawning
+
     async def start_rest(self) -> None:
-        """Starts the spawned replicas after the first, one after another; one that fails leaves the fleet."""
+        """Brings the spawned replicas after the first into the fleet: together where the plan allows (those
+        `open` already started), else one after another; one that fails leaves the fleet."""
+        if self.together:
+            await asyncio.gather(*(self.start(replica) for replica in self.replicas[1:]))
+            return
         for replica in self.replicas[1:]:
-            if replica.state != STARTING:
-                continue
-            try:
-                await asyncio.to_thread(replica.handle.spawn)
-            except ServerError as exc:
-                await self.retire(replica, f"did not start: {exc}")
-                continue
-            await self.set_state(replica, SERVING)
-            say(f"replica {replica.index + 1}/{len(self.replicas)} at {replica.url} joined the fleet")
+            await self.start(replica)
+
+    async def start(self, replica: Replica) -> None:
+        """Waits for a replica's start (begun in `open`, or begun here), then lets it take pages."""
+        if replica.state != STARTING:
+            return
+        try:
+            await (self.early.pop(replica, None) or asyncio.to_thread(replica.handle.spawn))
+        except ServerError as exc:
+            await self.retire(replica, f"did not start: {exc}")
+            return
+        await self.set_state(replica, SERVING)
+        say(f"replica {replica.index + 1}/{len(self.replicas)} at {replica.url} joined the fleet")
+        if self.joined is not None:
+            await self.joined()
 
     async def wait_serving(self) -> list[Replica]:
         """The serving replicas, once there is one; waits while every replica recovers or starts (a death's
@@ -368,7 +398,7 @@ def build_fleet(settings: Settings, facts: ModelFacts, launch: Launch, plan: Sca
     """Several --server URLs are the user's own servers, used as they are; one local URL gets the plan's replicas
     (the first on its port, the others on the next free ones), which a server already answering there replaces."""
     urls = server_urls(settings.server or "")
-    lock = threading.Lock()
+    lock = threading.Lock()  # one start at a time, where the plan does not let them start together
     if len(urls) > 1:
         handles = [ServerHandle(settings, facts, launch.script, launch.argv, url, start_lock=lock) for url in urls]
         return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], plan, given=True)
@@ -376,7 +406,8 @@ def build_fleet(settings: Settings, facts: ModelFacts, launch: Launch, plan: Sca
     addresses = [urls[0], *(with_port(urls[0], port) for port in free_ports(url_port(urls[0]), len(slots) - 1))]
     model_args = functools.cache(lambda: model_serve_args(facts, settings))
     handles = [
-        ServerHandle(settings, facts, launch.script, launch.argv, address, slot, model_args, lock)
+        ServerHandle(settings, facts, launch.script, launch.argv, address, slot, model_args,
+                     None if plan.concurrent_start else lock)
         for address, slot in zip(addresses, slots)
-    ]
+    ]  # fmt: skip
     return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], plan)

@@ -6,6 +6,7 @@ a watch for engines that stop making progress beside the pump.
 from __future__ import annotations
 
 import asyncio
+import shlex
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
@@ -17,33 +18,42 @@ from .facts import ModelFacts
 from .fleet import Fleet, build_fleet, server_urls
 from .hostmem import MemoryGuard
 from .job import Job
+from .mps import cuda_mps
 from .progress import ResultLog
 from .pump import Pump
 from .report import ProgressBar, say
 from .run import KEPT, Drive, Feeding, StopSignals, make_canary
-from .scale import ScalePlan, detect_machine, memory_utilization, plan_scale
+from .scale import ScalePlan, detect_machine, max_num_seqs, memory_utilization, plan_scale
 from .server import is_local, kv_capacity, parse_metrics
 from .settings import Settings
 from .stall import beside
-from .window import Window
+from .window import Window, engine_window
 
 
 def drive_server_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Drive:
     return asyncio.run(run_job(job, stop))
 
 
-def make_window(settings: Settings, mode: str, engines: int, capacity: int | None) -> tuple[Window, MemoryGuard | None]:
-    """A fixed window for -server; for -saturate an adaptive one under a memory guard; both scale with the engines
-    (replicas, or data parallel ranks).
+def make_window(
+    settings: Settings, mode: str, engines: int, capacity: int | None, fixed: int, full: int
+) -> tuple[Window, MemoryGuard | None]:
+    """A fixed window for -server: the batches of the replicas serving now (`fixed`), growing to those of the
+    whole fleet (`full`) as replicas join, never beyond what half the host's free memory holds, or --max-inflight;
+    for -saturate an adaptive one under a memory guard, which scales with the engines (replicas, or data parallel
+    ranks).
 
     The adaptive window opens at what the engines' KV caches can run at once (so the first round trip already
     fills them), never below the -server window and never above the memory cap; it moves only once results return.
     """
-    if mode == "server":
-        size = settings.max_inflight or SERVER_WINDOW * engines
-        say(f"window: {size} page(s) in flight")
-        return Window(size, size), None
     local = all(is_local(url) for url in server_urls(settings.server or ""))
+    if mode == "server":
+        if settings.max_inflight:
+            say(f"window: {settings.max_inflight} page(s) in flight (--max-inflight)")
+            return Window(settings.max_inflight, settings.max_inflight), None
+        cap, why = MemoryGuard(full, local_server=local).cap(0)
+        size = min(fixed, cap)
+        say(f"window: {size} page(s) in flight, up to {min(full, cap)} as replicas join ({why})")
+        return Window(size, min(full, cap)), None
     guard = MemoryGuard(settings.max_inflight or SATURATE_MAX_INFLIGHT * engines, local_server=local)
     cap, why = guard.cap(0)
     start = min(cap, max(SERVER_WINDOW * engines, capacity or 0))
@@ -61,7 +71,20 @@ def scale_plan(settings: Settings, facts: ModelFacts) -> ScalePlan:
         settings.replicas,
         settings.api_server_count,
         settings.data_parallel_size,
+        facts.vllm_pin,
     )
+
+
+def replica_window(facts: ModelFacts, settings: Settings, plan: ScalePlan, fleet: Fleet, capacity: int | None) -> int:
+    """The fixed window's share of one replica: the batch its engines run at once, from what the replicas serving
+    now report (their KV capacity) and their scheduler's max_num_seqs (the flags, else vLLM's default for the GPU
+    of a replica this run started; the smaller default for a server it did not start)."""
+    spawned = not fleet.given and fleet.replicas[0].handle.spawned is not None
+    ranks = plan.data_parallel if spawned else 1
+    gpu = plan.machine.gpus[0] if spawned and plan.machine.gpus else None
+    flags = [*facts.serve_args, *plan.serve_args(), *shlex.split(settings.extra_serve_args)]
+    per_replica = capacity // max(1, len(fleet.serving())) if capacity else None
+    return engine_window(per_replica, max_num_seqs(flags, gpu) * ranks, SERVER_WINDOW * ranks)
 
 
 async def run_job(job: Job, stop: StopSignals) -> Drive:
@@ -73,6 +96,22 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     owned = len(job.source.owned())
     progress = ProgressBar(owned, owned - job.todo)
     drive = Drive()
+    sharing = not fleet.given and plan.per_gpu > 1 and bool(plan.machine.gpus)
+    with cuda_mps(sharing and bool(job.todo)):
+        window = await drive_fleet(job, stop, plan, fleet, progress, drive)
+    drive.tally = progress.tally
+    drive.serving = fleet.describe()
+    drive.extra = {**drive.extra, "replicas": fleet.report()}
+    if window is not None:
+        drive.window = Feeding(window.limit, window.peak_in_flight, window.peak_limit, window.cap)
+    return drive
+
+
+async def drive_fleet(
+    job: Job, stop: StopSignals, plan: ScalePlan, fleet: Fleet, progress: ProgressBar, drive: Drive
+) -> Window | None:
+    """Opens the fleet, sizes the window and pumps; stops every server it started on every way out."""
+    settings = job.settings
     window: Window | None = None
     try:
         if job.todo:
@@ -80,7 +119,12 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
             target = await fleet.open()
             drive.model_name = target.model
             engines = len(fleet.replicas) * (plan.data_parallel if not fleet.given else 1)
-            window, guard = make_window(settings, job.launch.mode, engines, await fleet_capacity(fleet, settings))
+            capacity = await fleet_capacity(fleet, settings)
+            each = replica_window(job.facts, settings, plan, fleet, capacity)
+            fixed, full = each * len(fleet.serving()), each * len(fleet.replicas)
+            window, guard = make_window(settings, job.launch.mode, engines, capacity, fixed, full)
+            if job.launch.mode == "server" and not settings.max_inflight:
+                fleet.joined = lambda: window.resize(each * len(fleet.serving()))
             metrics_before = await read_metrics(fleet)
             drive.version = await server_version(target.url, target.headers)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
@@ -98,12 +142,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
         fleet.cancel_background()
         await finish_in_thread(fleet.close)
         stop.leave_async(asyncio.get_running_loop())
-    drive.tally = progress.tally
-    drive.serving = fleet.describe()
-    drive.extra = {**drive.extra, "replicas": fleet.report()}
-    if window is not None:
-        drive.window = Feeding(window.limit, window.peak_in_flight, window.peak_limit, window.cap)
-    return drive
+    return window
 
 
 async def finish_in_thread(action: Callable[[], None]) -> None:

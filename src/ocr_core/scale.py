@@ -7,6 +7,12 @@ busy; three independent servers on the same GPU, each on its own port, gave 13.1
 (2026-12-01). Data parallelism behind one endpoint has the same ceiling (two H200s: 0.996x one). So the plan puts
 independent replicas on each GPU, as many as the GPU can use (its compute against the model's size), its memory
 holds and the CPU cores can feed; a large model or a slow card gets one replica, as before.
+
+Replicas start together where that is safe. Each engine sizes its KV cache by profiling the GPU's free memory, so
+two engines profiling one GPU at once misjudge it (one died with "No available memory for the cache blocks" on an
+H200): replicas sharing a GPU therefore get their KV cache in bytes (`--kv-cache-memory-bytes`, vLLM 0.11 and
+later), which skips that measurement, and replicas on different GPUs never share one. Only a shared GPU under an
+older vLLM still starts its replicas one after another.
 """
 
 from __future__ import annotations
@@ -49,6 +55,14 @@ MAX_API_SERVERS = 4
 VLLM_MEMORY_UTILIZATION = 0.9
 # Replicas sharing a GPU each take a little less than their even share: each has its own CUDA context.
 SHARED_GPU_HEADROOM = 0.98
+# The first vLLM release with --kv-cache-memory-bytes (vllm/config/cache.py, kv_cache_memory_bytes).
+KV_CACHE_BYTES_SINCE = (0, 11, 0)
+# What a replica holds beside its KV cache and its weights: CUDA context, activations of the profile run (vision
+# encoder with its largest image, one batch of max_num_batched_tokens), CUDA graphs and the sampler's buffers.
+NON_KV_GIB = 6.0
+GIB = 1024**3
+# vLLM's larger scheduler defaults apply from this much GPU memory (70 GiB).
+LARGE_GPU_MIB = 70 * 1024
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,12 @@ class ScalePlan:
     data_parallel: int
     memory_share: float | None
     why: str
+    kv_cache_bytes: int | None = None
+
+    @property
+    def concurrent_start(self) -> bool:
+        """Whether the replicas may start together: each on its own GPU, or each with its KV cache in bytes."""
+        return self.data_parallel == 1 and (self.per_gpu == 1 or self.kv_cache_bytes is not None)
 
     @property
     def replicas(self) -> int:
@@ -98,6 +118,8 @@ class ScalePlan:
             args += ["--api-server-count", str(self.api_servers)]
         if self.memory_share is not None:
             args += ["--gpu-memory-utilization", f"{self.memory_share:.2f}"]
+        if self.kv_cache_bytes is not None:
+            args += ["--kv-cache-memory-bytes", str(self.kv_cache_bytes)]
         return args
 
     def slots(self) -> list[Slot]:
@@ -116,7 +138,9 @@ class ScalePlan:
             shape = f"{self.replicas} replica(s)" + (f", {self.per_gpu} per GPU" if gpus else "")
         share = f", {self.memory_share:.2f} of its GPU's memory each" if self.memory_share is not None else ""
         servers = f"{self.api_servers} API server(s) each"
-        return f"{where}, {self.machine.cpus} CPU cores: {shape}, {servers}{share} ({self.why})"
+        kv = f", {self.kv_cache_bytes / GIB:.1f} GiB of KV cache each" if self.kv_cache_bytes is not None else ""
+        start = ", started together" if self.concurrent_start and self.replicas > 1 else ""
+        return f"{where}, {self.machine.cpus} CPU cores: {shape}, {servers}{share}{kv}{start} ({self.why})"
 
 
 def detect_machine() -> Machine:
@@ -165,6 +189,22 @@ def gpu_tflops(name: str) -> float | None:
     return GPU_TFLOPS[max(matches, key=len)] if matches else None
 
 
+def max_num_seqs(serve_args: Sequence[str], gpu: Gpu | None) -> int:
+    """How many sequences one engine's scheduler runs at once: --max-num-seqs where the flags give it, else
+    vLLM's default for `vllm serve` on this GPU (EngineArgs._set_default_args: 1024 on cards of 70 GiB or more
+    other than the A100, 256 on the others and where the GPU is unknown)."""
+    value = None
+    for index, arg in enumerate(serve_args):
+        if arg.startswith("--max-num-seqs="):
+            value = arg.partition("=")[2]
+        elif arg == "--max-num-seqs" and index + 1 < len(serve_args):
+            value = serve_args[index + 1]
+    if value is not None:
+        return int(value)
+    large = gpu is not None and gpu.memory_mib >= LARGE_GPU_MIB and "a100" not in gpu.name.lower()
+    return 1024 if large else 256
+
+
 def memory_utilization(serve_args: Sequence[str]) -> float | None:
     """The model card's --gpu-memory-utilization, which the replicas on one GPU share."""
     args = list(serve_args)
@@ -180,10 +220,12 @@ def plan_scale(
     replicas: int | None = None,
     api_servers: int | None = None,
     data_parallel: int | None = None,
+    vllm_version: str | None = None,
 ) -> ScalePlan:
     """Flags override; otherwise replicas per GPU from the GPU's compute against the model's size (a rough
     estimate, calibrated on the H200), bounded by its memory and the CPU cores, and on fast GPUs up to 4 API
-    servers per replica from the cores left."""
+    servers per replica from the cores left. Replicas sharing a GPU under a vLLM that takes their KV cache in
+    bytes (`vllm_version`, the recipe's pin) get it, so that they can start together."""
     if data_parallel is not None and data_parallel > 1:
         return ScalePlan(machine, 1, api_servers or data_parallel, data_parallel, None, "--data-parallel-size")
     gpus = max(1, len(machine.gpus))
@@ -198,10 +240,31 @@ def plan_scale(
     cores_each = machine.cpus // (per_gpu * gpus)
     servers = api_servers or (max(1, min(MAX_API_SERVERS, cores_each - 1)) if fast else 1)
     share = None
+    kv_bytes = None
     if per_gpu > 1 and machine.gpus:
         base = memory_utilization or VLLM_MEMORY_UTILIZATION
         share = math.floor(100 * base * SHARED_GPU_HEADROOM / per_gpu) / 100
-    return ScalePlan(machine, per_gpu, servers, 1, share, why)
+        if takes_kv_cache_bytes(vllm_version):
+            kv_bytes = replica_kv_bytes(machine.gpus[0], share, params_b)
+    return ScalePlan(machine, per_gpu, servers, 1, share, why, kv_bytes)
+
+
+def takes_kv_cache_bytes(vllm_version: str | None) -> bool:
+    """Whether this vLLM release has --kv-cache-memory-bytes; an unknown or unparsable version is taken as not."""
+    try:
+        release = tuple(int(part) for part in (vllm_version or "").split(".")[:3])
+    except ValueError:
+        return False
+    return bool(release) and release >= KV_CACHE_BYTES_SINCE
+
+
+def replica_kv_bytes(gpu: Gpu, share: float, params_b: float | None) -> int | None:
+    """The KV cache that leaves a replica inside its share of the GPU: the share, less its bf16 weights and what
+    an engine holds beside them (NON_KV_GIB); None where nothing would be left, so that the plan falls back to a
+    start one after another."""
+    weights_gib = 2 * (params_b or 0.0)
+    kv_gib = gpu.memory_mib / 1024 * share - weights_gib - NON_KV_GIB
+    return int(kv_gib * GIB) if kv_gib >= 1 else None
 
 
 def fast_gpu(gpu_name: str) -> bool:

@@ -2,9 +2,10 @@
 hangs, stopped at the end.
 
 Recovery is single-flight: when many pages in flight fail together because the engine died, one recovery restarts
-it and the others see the new generation number and simply retry. Starts are serialised across the fleet by one
-lock, since two engines that profile GPU memory at once both misjudge it (one died with "No available memory for the
-cache blocks" on an H200). Death is decided from the process for a server
+it and the others see the new generation number and simply retry. Where the machine plan cannot make starts safe
+together (scale.py), they are serialised across the fleet by one shared lock, since two engines that profile the
+memory of one GPU at once both misjudge it (one died with "No available memory for the cache blocks" on an H200);
+otherwise each handle has its own. Death is decided from the process for a server
 this run spawned (exited means dead, at once) and from /health over a long budget while it runs, because one failed
 look at a server busy with a large window proves nothing; a hung engine is reported by the stall watcher.
 """
@@ -131,6 +132,10 @@ class ServerHandle:
             if not await self.poll_health(self.settings.startup_timeout):
                 raise ServerError(f"{self.url} did not answer /health within {self.settings.startup_timeout:.0f} s")
         return Target(self.url, self.check_reused(), self.headers)
+
+    def answering(self) -> bool:
+        """Whether a server already answers /health at this address (then `open` uses it rather than start one)."""
+        return healthy(self.url, self.headers)
 
     def spawned_name(self) -> str:
         assert self.spawned is not None

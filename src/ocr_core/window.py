@@ -4,6 +4,10 @@ Continuous batching only stays full when the server always has more pages than i
 keeps a window of requests open. A fixed window is predictable; the adaptive one widens like TCP slow start while
 pages come back and the server's queue is empty, and stops at a cap set by host memory (every page in flight
 holds its image in RAM on both sides).
+
+The fixed window is sized per engine from what the engine reports, so that it fills the engine's batch: the
+scheduler runs at most max_num_seqs sequences, and fewer when its KV cache holds fewer full-length sequences. It
+grows by that much as each replica of the fleet joins, within what host memory holds, and does not adapt otherwise.
 """
 
 from __future__ import annotations
@@ -60,9 +64,22 @@ class Window:
             self.limit = max(1, self.limit - 1)
         self.peak_limit = max(self.peak_limit, self.limit)
 
+    async def resize(self, size: int) -> None:
+        """A fixed window's new size (a replica joined the fleet), within its cap: admits at once up to it."""
+        async with self._changed:
+            self.limit = max(1, min(size, self.cap))
+            self.peak_limit = max(self.peak_limit, self.limit)
+            self._changed.notify_all()
+
     async def set_cap(self, cap: int) -> None:
         """A lower cap stops admissions until pages in flight drain below it; nothing in flight is cancelled."""
         async with self._changed:
             self.cap = max(1, cap)
             self.limit = min(self.limit, self.cap)
             self._changed.notify_all()
+
+
+def engine_window(capacity: int | None, max_num_seqs: int, fallback: int) -> int:
+    """Pages one engine can decode at once: its scheduler's max_num_seqs, or fewer when its KV cache holds fewer
+    full-length sequences; `fallback` where the server publishes no cache size (its batch is unknown)."""
+    return max(1, min(max_num_seqs, capacity)) if capacity else fallback
