@@ -7,6 +7,7 @@ import ast
 import shutil
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,16 @@ def test_the_package_declares_every_package_the_core_imports():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {spec.split(">")[0].split("=")[0].strip().lower() for spec in declared}
     assert {IMPORT_TO_DISTRIBUTION.get(name, name).lower() for name in outside} <= names
+
+
+@pytest.fixture(scope="module", autouse=True)
+def online_builds() -> Iterator[None]:
+    """The release builds its wheel as a maintainer's machine does, with build isolation: uv fetches the build
+    backend from the package index. The session's UV_OFFLINE (tests/conftest.py: script runs resolve from uv's cache
+    alone) would fail that build on a machine whose uv cache lacks the newest setuptools."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("UV_OFFLINE", raising=False)
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -16,12 +16,15 @@ same source finds the same wheel and changes nothing.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,14 +148,25 @@ def uv_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "uv"]
 
 
+@contextmanager
+def building(root: Path) -> Iterator[None]:
+    """One build of this tree at a time, across processes: setuptools writes its scratch (build/, src/*.egg-info)
+    into the tree and the build deletes it after, so a second build beside the first (the demo's, the release's, the
+    test suite's on another worker) would lose its scratch mid-build."""
+    with (root / "pyproject.toml").open("rb") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def build_wheel(root: Path, folder: Path) -> Path:
     """The core's wheel, built by uv with a fixed timestamp, so the same source gives the same bytes."""
     env = {**os.environ, "SOURCE_DATE_EPOCH": BUILD_EPOCH}
-    subprocess.run(
-        [*uv_command(), "build", "--wheel", "--quiet", "--out-dir", str(folder), str(root)], check=True, env=env
-    )
-    for left in [root / "build", *(root / "src").glob("*.egg-info")]:
-        shutil.rmtree(left)  # setuptools' scratch in the tree: its metadata would make src/ look installed
+    with building(root):
+        subprocess.run(
+            [*uv_command(), "build", "--wheel", "--quiet", "--out-dir", str(folder), str(root)], check=True, env=env
+        )
+        for left in [root / "build", *(root / "src").glob("*.egg-info")]:
+            shutil.rmtree(left)  # setuptools' scratch in the tree: its metadata would make src/ look installed
     built = folder / wheel_name(core_version(root))
     if not built.is_file():
         raise ReleaseRefused(f"uv build did not write {built.name} into {folder}")

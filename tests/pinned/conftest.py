@@ -9,7 +9,10 @@ wheel, never src/.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,15 @@ def core_in_pinned_venvs(core_wheels: Path) -> None:
                 check=True,
             )
             mark_installed(venv)
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temporary folder with a short path, for a process whose sockets live under TMPDIR: a pytest-xdist worker's
+    tmp_path is long enough to push vLLM's ZMQ socket paths past the 107 bytes a Unix socket path may have."""
+    folder = Path(tempfile.mkdtemp(prefix="pin-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

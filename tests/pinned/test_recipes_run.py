@@ -86,7 +86,8 @@ def small_pages(folder: Path) -> Path:
 
 def run(twins: Twins, script: str, *args: str, tmp: Path) -> subprocess.CompletedProcess:
     """A recipe with the pinned venv's python and `vllm` (its core: the session's wheel, tests/pinned/conftest.py);
-    TMPDIR keeps its server log here."""
+    TMPDIR (`tmp`, a short path: vLLM puts its ZMQ sockets there, and a socket path is at most 107 bytes) keeps its
+    server log and sockets apart from other tests'."""
     env = {**twins.vllm.env(), "TMPDIR": str(tmp)}
     command = [str(twins.vllm.python), str(REPO_ROOT / script), *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
@@ -147,7 +148,7 @@ def expected_prompt_tokens(twins: Twins, model: Path, width: int, height: int) -
 
 
 @pytest.mark.parametrize("twins", TWINS, ids=[twins.module for twins in TWINS])
-def test_recipe_runs_on_its_pinned_vllm(twins, pinned_model, tmp_path):
+def test_recipe_runs_on_its_pinned_vllm(twins, pinned_model, tmp_path, short_tmp):
     assert twins.vllm.level == "runs"
     pages = small_pages(tmp_path)
     model = ["--model", str(pinned_model), *COMMON, EXTRA]
@@ -155,14 +156,14 @@ def test_recipe_runs_on_its_pinned_vllm(twins, pinned_model, tmp_path):
 
     served = run(
         twins, twins.server, str(pages), str(tmp_path / "server"), *model, "--server", f"http://127.0.0.1:{port}",
-        "--max-inflight", "1", tmp=tmp_path,
+        "--max-inflight", "1", tmp=short_tmp,
     )  # fmt: skip
     assert served.returncode == 0, served.stderr[-4000:]
     flags = [*twins.facts.serve_args, "--max-model-len", str(MAX_MODEL_LEN), *TEST_SERVE_ARGS]
     assert spawned_argv(served.stderr) == serve_command(str(pinned_model), flags, port)
 
     offline = run(
-        twins, twins.offline, str(pages), str(tmp_path / "offline"), *model, "--batch-size", "1", tmp=tmp_path
+        twins, twins.offline, str(pages), str(tmp_path / "offline"), *model, "--batch-size", "1", tmp=short_tmp
     )
     assert offline.returncode == 0, offline.stderr[-4000:]
     assert json.loads(offline.stdout.strip().splitlines()[-1])["mode"] == "offline"

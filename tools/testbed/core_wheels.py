@@ -14,6 +14,7 @@ script. Its version contains "cpu", which vLLM reads to pick its CPU platform.
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import re
 import shutil
@@ -21,6 +22,8 @@ import subprocess
 import sys
 import sysconfig
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,13 +36,24 @@ def uv_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "uv"]
 
 
+@contextmanager
+def building(root: Path) -> Iterator[None]:
+    """One build of this tree at a time, across processes: setuptools writes its scratch (build/, src/*.egg-info)
+    into the tree and the build deletes it after, so a second build beside the first (the demo's, the release's, the
+    test suite's on another worker) would lose its scratch mid-build."""
+    with (root / "pyproject.toml").open("rb") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def build_core_wheel(folder: Path) -> Path:
     """The core's wheel, built from this checkout by uv with the test bed's own setuptools (no build isolation,
     so no download: the demo runs with a bare environment)."""
     command = [*uv_command(), "build", "--wheel", "--quiet", "--no-build-isolation", "--python", sys.executable]
-    subprocess.run([*command, "--out-dir", str(folder), str(ROOT)], check=True, cwd=folder)
-    for left in [ROOT / "build", *(ROOT / "src").glob("*.egg-info")]:
-        shutil.rmtree(left)  # setuptools' scratch in the tree: its metadata would make src/ look installed
+    with building(ROOT):
+        subprocess.run([*command, "--out-dir", str(folder), str(ROOT)], check=True, cwd=folder)
+        for left in [ROOT / "build", *(ROOT / "src").glob("*.egg-info")]:
+            shutil.rmtree(left)  # setuptools' scratch in the tree: its metadata would make src/ look installed
     return next(folder.glob("ocr_vllm_core-*.whl"))
 
 
