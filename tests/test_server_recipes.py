@@ -20,7 +20,11 @@ import httpx
 import pytest
 from PIL import Image
 
+from ocr_core.cli import SERVER_WINDOW
 from ocr_core.recipes import run_saturate
+from ocr_core.scale import max_num_seqs
+from ocr_core.server import kv_capacity
+from ocr_core.window import engine_window
 from tests.testbed.env import REPO_ROOT, ran_the_installed_wheel, script_command
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.hub_double import FolderHub
@@ -113,7 +117,13 @@ def test_server_path_keeps_order_and_resumes(vllm_server, tmp_path):
     assert output["ocr_error"] == [None] * 12
     info = json.loads(output[0]["inference_info"])
     assert info[0]["mode"] == "server" and info[0]["column_name"] == "markdown"
-    assert "window" in info[0] and info[0]["window"]["final"] == 32
+    window = info[0]["window"]
+    engine = engine_window(
+        kv_capacity(httpx.get(f"{vllm_server.url}/metrics", timeout=30).text, 1024),
+        max_num_seqs(facts_of("ovis-ocr2-server.py").serve_args, None),
+        SERVER_WINDOW,
+    )
+    assert window["final"] == (min(engine, window["cap"]) if window["cap"] else engine), (window, engine)
     assert "configs:" in (out / "README.md").read_text()
 
     again = run_recipe("ovis-ocr2-server.py", *args)
