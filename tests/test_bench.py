@@ -80,17 +80,29 @@ def run_gpu_script(script: str, args: list[str], out: Path, work: Path, **knobs:
     assert done.returncode == 0, f"{script} failed:\n{done.stderr[-4000:]}"
 
 
+@pytest.mark.heavy
 def test_the_gpu_kit_runs_on_a_fake_engine_and_writes_the_efficiency_file(tmp_path, cpu_benches):
-    """run_all.sh, sweep.sh and hand_replicas.sh as shipped, one warm machine's calls in a row: every arm lands in
-    one h200-efficiency file with the issue's fields, and says which core ran (src/ of this checkout)."""
+    """run_all.sh, efficiency.sh (sweep.sh, then fleet_arms.sh) and hand_replicas.sh as shipped, one warm machine's
+    calls in a row: every arm lands in one h200-efficiency file with the issue's fields, and says which core ran
+    (src/ of this checkout)."""
     out, work = tmp_path / "out", tmp_path / "work"
     run_gpu_script("run_all.sh", ["server", "hand"], out, work, HAND_CONCURRENCY="4")
-    run_gpu_script("sweep.sh", ["base||"], out, work, BUDGET_S="300", MIN_LEFT_S="60")
+    efficiency = {"RESULTS": str(out), "BUDGET_S": "400", "MIN_LEFT_S": "60", "ARMS": "p1|1|0||full:24:1,vp:24:1:1"}
+    run_gpu_script(
+        "efficiency.sh",
+        ["start", "qwen2_5_vl@lighton-ocr3-saturate.py@base||--max-samples 24"],
+        out,
+        work,
+        **efficiency,
+    )
     run_gpu_script("hand_replicas.sh", [], out, work, REPLICAS="1", MANY_PAGES="24", ONE_PAGES="8")
     (found,) = out.glob("h200-efficiency-*.json")
     document = json.loads(found.read_text())
     arms = {arm["arm"]: arm for arm in document["arms"]}
-    assert set(arms) == {"server", "hand", "base", "replicas-1", "one"}
+    assert set(arms) == {"server", "hand", "p1-full", "p1-vp", "base", "replicas-1", "one"}, (
+        out / "job.log"
+    ).read_text()
+    assert arms["p1-vp"]["recipe"].endswith("1 output tokens") and arms["p1-full"]["recipe"].endswith("8 output tokens")
     for name, arm in arms.items():
         assert set(arm) >= EFFICIENCY_FIELDS, name
         assert arm["ok"] and arm["pages"] in (8, 24), name
@@ -104,6 +116,7 @@ def test_the_gpu_kit_runs_on_a_fake_engine_and_writes_the_efficiency_file(tmp_pa
     assert core["location"] == str(REPO_ROOT / "src" / "ocr_core") and core["version"].endswith("not installed)")
 
 
+@pytest.mark.heavy
 def test_the_cpu_benches_run_at_tiny_sizes(cpu_benches):
     results, started = cpu_benches
     for name, process in started.items():

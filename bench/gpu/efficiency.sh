@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # On the device, after install.sh: the measurements of bench/results/h200-efficiency-*.json (issue 30) back to back
 # on one machine, as one job that outlives a device call (start it with setsid; poll with `wait`):
-#   1. fleet_arms.sh: 3 replicas started together under CUDA MPS (over 3, then 2 of them) and without it;
-#   2. lighton-ocr3-saturate.py with its defaults on 3,072 pages (the recipe starts its own fleet);
-#   3. ovis-ocr2-server.py with its defaults on the same pages.
-# Each writes into $OUT (default /tmp/results); a line per step in $OUT/job.log, with the compile and kernel
-# caches' file counts around the recipe runs (which cache a start fills tells what its first forward compiled).
+#   1. the recipe runs, each 'SHAPE@RECIPE@SETTING' (SETTING is sweep.sh's 'NAME|SERVE FLAGS|RECIPE FLAGS'; the
+#      recipe starts its own fleet, so these are the figures a user gets); by default lighton-ocr3-saturate.py,
+#      then ovis-ocr2-server.py, with their defaults on PAGES_N (3,072) pages;
+#   2. fleet_arms.sh's phases (ARMS, one per line): replicas started together, engine settings, and the rate per
+#      busy second; by default 3 replicas under CUDA MPS (over 3, then 2 of them) and without it. ARMS=none skips
+#      them.
+# The recipe runs go first: a cold machine's first start pays the compile caches either way, and the runs that
+# meet the issue's targets should not be the ones a short budget leaves out. Each writes into $OUT (default
+# /tmp/results); a line per step in $OUT/job.log, with the compile and kernel caches' file counts around each
+# step (which cache a start fills tells what its first forward compiled).
 #
-#   setsid nohup bash bench/gpu/efficiency.sh start > /tmp/job.out 2>&1 < /dev/null &
+#   setsid nohup bash bench/gpu/efficiency.sh start [SHAPE@RECIPE@SETTING ...] > /tmp/job.out 2>&1 < /dev/null &
 #   bash bench/gpu/efficiency.sh wait 560      # in each later call: waits, then copies the results to $OUT
 set -uo pipefail
 
@@ -15,7 +20,7 @@ results=${RESULTS:-/tmp/results}
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" = wait ]; then
     for ((i = 0; i < ${2:-560}; i += 5)); do [ -f "$results/DONE" ] && break; sleep 5; done
-    cp "$results"/*.jsonl "$results"/*.tar.gz "$results"/job.log "${OUT:-/tmp/out}/" 2>/dev/null
+    cp "$results"/*.json "$results"/*.jsonl "$results"/*.tar.gz "$results"/job.log "${OUT:-/tmp/out}/" 2>/dev/null
     tail -40 "$results/job.log"
     exit 0
 fi
@@ -29,11 +34,18 @@ census() {
         printf '%s=%s ' "$d" "$(find "$d" -type f 2>/dev/null | wc -l)"
     done
 }
-log "arms: start; caches: $(census)"
-bash "$here/fleet_arms.sh" ${ARMS:-'mps3|3|1||r3:1024:3,r2:512:2' 'nomps3|3|0||r3:1024:3'} >> "$results/job.log" 2>&1
-log "arms: done; caches: $(census)"
-SHAPE=qwen3_5 bash "$here/sweep.sh" 'lighton||--no-canary' >> "$results/job.log" 2>&1
-log "lighton: done; caches: $(census)"
-SHAPE=qwen3_5 RECIPE=ovis-ocr2-server.py bash "$here/sweep.sh" 'ovis||--no-canary' >> "$results/job.log" 2>&1
-log "ovis: done; caches: $(census)"
+shift
+[ $# -gt 0 ] || set -- 'qwen3_5@lighton-ocr3-saturate.py@lighton||--no-canary' 'qwen3_5@ovis-ocr2-server.py@ovis||--no-canary'
+log "start; caches: $(census)"
+for run in "$@"; do
+    IFS=@ read -r shape recipe setting <<<"$run"
+    SHAPE=$shape RECIPE=$recipe bash "$here/sweep.sh" "$setting" >> "$results/job.log" 2>&1
+    log "$recipe ($shape) ${setting%%|*}: done; caches: $(census)"
+done
+arms=${ARMS:-$'mps3|3|1||r3:1024:3,r2:512:2\nnomps3|3|0||r3:1024:3'}
+if [ "$arms" != none ]; then
+    mapfile -t phases <<<"$arms"
+    bash "$here/fleet_arms.sh" "${phases[@]}" >> "$results/job.log" 2>&1
+    log "arms: done; caches: $(census)"
+fi
 touch "$results/DONE"

@@ -48,9 +48,10 @@ gpu_idle() {
     say "GPU still holds ${used:-?} MiB after 60 s"
 }
 
-# Model TFLOP of one page of the bench's pages for a model folder (flops.py), for each arm's mfu_sustained.
+# Model TFLOP of one page of the bench's pages for a model folder (flops.py), for each arm's mfu_sustained; the
+# output tokens are MAX_TOKENS unless given.
 tflop_per_page() {
-    "$py" "$here/flops.py" "$1" --output "$max_tokens" | "$py" -c 'import json, sys; print(json.load(sys.stdin)["total_tflop"])'
+    "$py" "$here/flops.py" "$1" --output "${2:-$max_tokens}" | "$py" -c 'import json, sys; print(json.load(sys.stdin)["total_tflop"])'
 }
 
 # Folds merged arm results into this day's h200-efficiency file, kept in $work across the calls of a warm machine

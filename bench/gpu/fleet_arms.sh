@@ -5,9 +5,11 @@
 # under a CUDA MPS daemon when MPS is 1; then each run feeds PAGES pages through lighton-ocr3-saturate.py over the
 # first USE replicas (--server URL,...: the recipe's own pump and window), so every replica is serving before the
 # first page and the figure is the steady rate. One JSON line per run in $OUT/fleet-arms.jsonl, with the phase's
-# start times and what each engine's log says of its start (profiling run, KV cache).
+# start times and what each engine's log says of its start (profiling run, KV cache). A run's optional fourth
+# field sets its output tokens (MAX_TOKENS otherwise): a run of 1 token costs the vision encoder and the prefill
+# alone, so beside a full run on the same replicas it splits a page's time between them and the decode.
 #
-#   bash bench/gpu/fleet_arms.sh 'PHASE|REPLICAS|MPS|SERVE FLAGS|NAME:PAGES:USE,NAME:PAGES:USE' ...
+#   bash bench/gpu/fleet_arms.sh 'PHASE|REPLICAS|MPS|SERVE FLAGS|NAME:PAGES:USE[:TOKENS],NAME:PAGES:USE' ...
 set -uo pipefail
 
 source "$(dirname "$0")/env.sh"
@@ -70,22 +72,23 @@ while len(ready) < len(sys.argv) - 2 and time.monotonic() - began < 420:
 print(json.dumps({"ready_s": ready}))
 PY
     say "$name: ready $(cat "$logs/$name-ready.json"); caches after: $(census)"
-    local spec run pages_n use server
+    local spec run pages_n use tokens server
     IFS=, read -ra spec <<<"$runs"
     for run in "${spec[@]}"; do
-        IFS=: read -r rname pages_n use <<<"$run"
+        IFS=: read -r rname pages_n use tokens <<<"$run"
+        tokens=${tokens:-$max_tokens}
         left=$((budget - (SECONDS - t0) - 25))
         if [ "$left" -lt 60 ]; then say "$name/$rname: skipped, $left s left"; continue; fi
         server=$(IFS=,; echo "${urls[*]:0:$use}")
-        say "$name/$rname: $pages_n pages over $use replica(s)"
+        say "$name/$rname: $pages_n pages of $tokens tokens over $use replica(s)"
         "$py" "$here/monitor.py" run --stats "$logs/$name-$rname-stats.json" --gpu-log "$logs/$name-$rname-gpu.csv" \
             --timeout "$left" --grace 15 -- "$py" lighton-ocr3-saturate.py "$pages" "$work/out-$name-$rname" \
-            --model "$model" --max-model-len "$max_len" --max-tokens "$max_tokens" --temperature 0 --ignore-eos \
+            --model "$model" --max-model-len "$max_len" --max-tokens "$tokens" --temperature 0 --ignore-eos \
             --no-canary --server "$server" --max-samples "$pages_n" \
             > "$logs/$name-$rname-stdout.txt" 2> "$logs/$name-$rname-stderr.txt"
-        extra=$("$py" - "$logs" "$name" "$n" "$mps" "$plan_flags $serve" "$use" <<'PY'
+        extra=$("$py" - "$logs" "$name" "$n" "$mps" "$plan_flags $serve" "$use" "$tokens" <<'PY'
 import glob, json, re, sys
-logs, name, n, mps, flags, use = sys.argv[1:]
+logs, name, n, mps, flags, use, tokens = sys.argv[1:]
 starts = []
 for path in sorted(glob.glob(f"{logs}/{name}-serve-*.log")):
     text = open(path, errors="replace").read()
@@ -94,13 +97,16 @@ for path in sorted(glob.glob(f"{logs}/{name}-serve-*.log")):
                    "torch_compile_s": grab(r"torch.compile took ([\d.]+) s"), "model_loading_gib": grab(r"Model loading took ([\d.]+) GiB"),
                    "kv_cache_tokens": grab(r"GPU KV cache size: ([\d,]+) tokens"), "init_engine_s": grab(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+)")})
 ready = json.load(open(f"{logs}/{name}-ready.json"))
-print(json.dumps({"phase": name, "replicas": int(n), "mps": mps == "1", "serve_flags": flags.split(), "replicas_used": int(use),
-                  "ready": ready, "engine_starts": starts}))
+print(json.dumps({"recipe": f"lighton-ocr3-saturate.py --server over {use} of {n} replicas started together, {tokens} output tokens",
+                  "shape": "qwen3_5", "defaults": False, "phase": name, "replicas": int(n), "mps": mps == "1", "serve_flags": flags.split(), "replicas_used": int(use),
+                  "max_tokens": int(tokens), "ready": ready, "engine_starts": starts}))
 PY
 )
         "$py" "$here/monitor.py" merge --arm "$name-$rname" --stdout "$logs/$name-$rname-stdout.txt" \
             --stats "$logs/$name-$rname-stats.json" --gpu-log "$logs/$name-$rname-gpu.csv" --extra "$extra" \
-            >> "$OUT/fleet-arms.jsonl"
+            --tflop-per-page "$(tflop_per_page "$model" "$tokens")" > "$logs/$name-$rname-merged.json"
+        cat "$logs/$name-$rname-merged.json" >> "$OUT/fleet-arms.jsonl"
+        collect_efficiency "$logs/$name-$rname-merged.json"
         say "$name/$rname: $(grep -o '"\(sustained_\|billed_\)\?pages_per_s": [0-9.]*' "$logs/$name-$rname-stdout.txt" | tr '\n' ' ')"
     done
     for group in "${groups[@]}"; do kill -TERM -- "-$group" 2>/dev/null; done

@@ -66,9 +66,12 @@ run_setting() {
 import json, sys
 path, name, shape, recipe, serve, flags, n, max_tokens, max_len = sys.argv[1:]
 row = json.load(open(path))
-row.update(setting=name, shape=shape, recipe=recipe, serve_flags=serve.split(), recipe_flags=flags.split(),
+# Flags of the bench, not settings: random weights need --no-canary, and --max-samples picks how many pages.
+words = flags.split()
+settings = [w for i, w in enumerate(words) if w != "--no-canary" and w != "--max-samples" and words[i - 1 : i] != ["--max-samples"]]
+row.update(setting=name, shape=shape, recipe=recipe, serve_flags=serve.split(), recipe_flags=words,
            pages_n=int(n), max_tokens=int(max_tokens), max_model_len=int(max_len),
-           defaults=not serve.replace("--gdn-prefill-backend triton", "").split() and not flags.split())
+           defaults=not serve.replace("--gdn-prefill-backend triton", "").split() and not settings)
 print(json.dumps(row))
 PY
     tail -1 "$work/sweep.jsonl" > "$logs/$name-row.json" && collect_efficiency "$logs/$name-row.json"
