@@ -26,6 +26,13 @@ from tests.testbed.tiny_model import build_tiny_model
 from tests.testbed.wheels import WHEELS_DIR, ready_wheels
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The heavy tests first, in their usual order, then the rest: pytest-xdist deals the first tests out to its
+    workers in turn, so the few that run for minutes start together at the beginning rather than one of them
+    starting last and keeping the whole suite waiting on one worker while the other sits idle."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def core_wheels() -> Iterator[Path]:
     """The core's wheel built from src/ (and the vLLM stand-ins), with every shipped script's uv environment synced

@@ -61,6 +61,7 @@ def test_input_and_output_may_follow_the_demo_command_and_flags_go_to_the_recipe
     assert "--max-tokens 4096" in summary["failure"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("script", [recipe.script for recipe in RECIPES])
 def test_every_recipe_ocrs_a_folder_of_your_own_images_through_the_demo(tmp_path, script):
     mine = tmp_path / "my scans"

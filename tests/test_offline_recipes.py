@@ -24,6 +24,7 @@ TWINS = [
 ]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("offline", "server"), TWINS, ids=[offline for offline, _ in TWINS])
 def test_offline_output_equals_the_server_twin(vllm_server, tmp_path, offline, server):
     """Both arms send each page alone (a batch of one, a window of one), so the engine computes every page the same
@@ -66,6 +67,7 @@ def test_offline_bad_pages_fail_alone(tiny_model, tmp_path):
             assert text == "[OCR ERROR]" and error.startswith("bad image:"), (name, error)
 
 
+@pytest.mark.heavy
 def test_offline_run_resumes_after_sigterm(tiny_model, tmp_path):
     source = repeated_dataset(tmp_path / "in", copies=4)
     out = tmp_path / "out"

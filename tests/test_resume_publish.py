@@ -101,6 +101,7 @@ def hub_parts(hub: FolderHub, config: str = "default") -> list[str]:
 # ---- 1. offline recipes mirror their parts like the server recipes ----
 
 
+@pytest.mark.heavy
 def test_offline_run_killed_leaves_parts_on_the_hub_and_a_fresh_machine_resumes(tiny_model, tmp_path):
     source = repeated(tmp_path / "in", copies=4)
     hub_folder = tmp_path / "hub"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import datasets
 import httpx
+import pytest
 
 from ocr_core.stall import PROGRESS_COUNTERS
 from tests.testbed.env import REPO_ROOT, script_command
@@ -198,6 +199,7 @@ def test_killing_the_driver_takes_its_server_along(tiny_model, tmp_path):
             leftover(group)
 
 
+@pytest.mark.heavy
 def test_sighup_stops_the_run_like_sigterm(tiny_model, tmp_path):
     recipe = Recipe(tmp_path, tiny_model)
     group = None
@@ -226,6 +228,7 @@ def engine_core(group: int) -> int:
     raise AssertionError(f"no engine core process in group {group}")
 
 
+@pytest.mark.heavy
 def test_hung_engine_is_restarted_and_the_run_completes(tiny_model, tmp_path):
     recipe = Recipe(tmp_path, tiny_model, "--stall-timeout", str(STALL_TIMEOUT_S))
     group = None

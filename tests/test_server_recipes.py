@@ -262,6 +262,7 @@ def server_group(port: int) -> int:
     raise AssertionError(f"no vllm serve on port {port}")
 
 
+@pytest.mark.heavy
 def test_spawned_engine_is_restarted_when_killed(tiny_model, tmp_path):
     source = repeated_dataset(tmp_path / "in", copies=4)
     port = free_port()

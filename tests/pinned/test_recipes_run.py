@@ -147,6 +147,7 @@ def expected_prompt_tokens(twins: Twins, model: Path, width: int, height: int) -
     return len(ids) - 1 + image_tokens(width, height, processor, band)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("twins", TWINS, ids=[twins.module for twins in TWINS])
 def test_recipe_runs_on_its_pinned_vllm(twins, pinned_model, tmp_path, short_tmp):
     assert twins.vllm.level == "runs"
