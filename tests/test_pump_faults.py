@@ -749,6 +749,44 @@ def test_every_page_failing_still_stops_the_run_after_the_budget_without_condemn
     assert outcome.results == {}
 
 
+def answers_then_fails(answers: int, failure: Handler) -> Handler:
+    """Answers the first `answers` chat requests, then fails every request with `failure` (an outage)."""
+    seen: list[int] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/chat/completions":
+            return httpx.Response(404)
+        seen.append(1)
+        return answer() if len(seen) <= answers else failure(request)
+
+    return server
+
+
+@pytest.mark.parametrize("failure", [lambda request: refusal(500, "boom"), timing_out], ids=["5xx", "timeout"])
+def test_an_outage_in_the_last_window_stops_the_run_and_strikes_no_page(tmp_path, failure):
+    """Rows 0-3 are answered; the outage starts once the last two rows are admitted, so nothing else is left to
+    ask. That is the servers, as it is mid-run: the job stops (a rerun retries them) and no page is set aside."""
+    outcome = pump_rows(tmp_path, answers_then_fails(4, failure), rows(6), fleet_of(FakeEndpoint()), retry_budget=0.2)
+    assert outcome.failure is not None and "--retry-budget" in str(outcome.failure)
+    assert sorted(outcome.results) == [f"train-{index}" for index in range(4)]
+    assert strike_records(tmp_path) == {}
+
+
+def test_a_page_failing_alone_at_the_end_is_set_aside_while_the_servers_answer_a_blank_page(tmp_path):
+    """The poison page is the last and alone: nothing else is answered meanwhile, but the servers answer the blank
+    probe page, so the failures are the page's own."""
+
+    def server(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/chat/completions":
+            return httpx.Response(404)
+        return refusal(500, "boom") if is_poison(request) else answer()
+
+    outcome = pump_rows(tmp_path, server, poisoned_rows(2), fleet_of(FakeEndpoint()), window=1, retry_budget=0.1)
+    assert outcome.failure is None, outcome.failure
+    assert outcome.results[POISON]["error"].startswith("failed every attempt: 3 attempts got no answer")
+    assert outcome.results["train-0"]["error"] is None
+
+
 class KillableEngine(FakeEndpoint):
     """A spawned engine that the poison page kills: every request in flight then fails, later ones are refused
     until the recovery restarts it; past `max_restarts` its recovery ends it, as --max-restarts does."""

@@ -4,7 +4,8 @@ One asyncio task per page in flight; image preparation runs in a thread pool so 
 Whatever happens to a page, exactly one result row is logged for it, except pages still in flight when the run is
 stopped: those are redone by the next run (at most one window). A transient failure is never a row's outcome: the
 page is retried with backoff until its retry budget is spent; then, when nothing else was answered meanwhile, the
-job stops so that a rerun retries it (the servers are down), and otherwise the page has a strike. A page with
+job stops so that a rerun retries it (the servers are down), and otherwise the page has a strike; at the tail of
+a run, where no other page is left to ask, a blank probe page is the witness (probe.py). A page with
 MAX_STRIKES strikes, this run's and earlier runs', is set aside as an error row (poison.py). An exception nobody
 expected while preparing, sending or parsing a page becomes that page's error.
 """
@@ -31,6 +32,7 @@ from .hostmem import MemoryGuard
 from .images import BadImage, PreparedImage, placeholder_part, with_note
 from .pdf import PREP_THREADS, prepare_page
 from .poison import Lane, Strikes, fault_of_the_page
+from .probe import probe_body, servers_answer
 from .progress import ResultLog, RowResult, read_strikes
 from .report import ProgressBar, say
 from .server import parse_metrics
@@ -109,6 +111,7 @@ class Pump:
         self.failing: set[str] = set()
         self.fed_all = False
         self.first_sent: dict[str, float] = {}
+        self.probe_body: bytes | None = None
 
     async def run(self, rows: Iterator[RowInput]) -> None:
         """Pumps every row."""
@@ -241,7 +244,7 @@ class Pump:
                 return False
             failed_on = None
             if sent.retry is not None:
-                streak = await self.pause(sent, result, streak)
+                streak = await self.pause(sent, result, streak, client)
                 failed_on = sent.replica
                 continue
             streak = None
@@ -294,19 +297,21 @@ class Pump:
             if suspect:
                 await self.lane.leave(answered)
 
-    async def pause(self, sent: Sent, result: RowResult, streak: Streak | None) -> Streak:
+    async def pause(self, sent: Sent, result: RowResult, streak: Streak | None, client: httpx.AsyncClient) -> Streak:
         """Lets the replica recover (out of the fleet meanwhile), then waits before the next attempt; returns the
         page's failing streak. Past the retry budget the page has a strike when other pages were answered meanwhile
-        (or none is left to ask), else the job stops. A restart anywhere in the fleet gives the page a fresh budget:
-        restarts are bounded by --max-restarts."""
+        (or, with none left to ask, a blank probe page was), else the job stops. A restart anywhere in the fleet
+        gives the page a fresh budget: restarts are bounded by --max-restarts."""
         error, now, budget = sent.retry, time.monotonic(), self.settings.retry_budget
         self.failing.add(result.row_id)
         if streak is None or self.fleet.restarts != streak.restarts:
             streak = Streak(now, self.fleet.restarts, self.fleet.answered)
         failing_for = now - streak.since
         if failing_for >= budget:
+            answered_since = self.fleet.answered > streak.answered
             others_left = not self.fed_all or len(self.failing) < self.open
-            if not fault_of_the_page(self.fleet.answered > streak.answered, others_left):
+            probe_answered = not (answered_since or others_left) and await self.probe(client)
+            if not fault_of_the_page(answered_since, others_left, probe_answered):
                 raise JobFailed(
                     f"page {result.row_id} kept failing for {failing_for:.0f} s over {result.attempts} attempts "
                     f"(--retry-budget {budget:.0f} s); last failure: {error}. The server is overloaded, restarting "
@@ -318,6 +323,12 @@ class Pump:
         self.fleet.trouble(sent.replica, error, sent.generation)
         await asyncio.sleep(min(retry_delay(result.attempts, error.retry_after), budget - failing_for))
         return streak
+
+    async def probe(self, client: httpx.AsyncClient) -> bool:
+        """Whether the servers answer a blank page (probe.py): the witness a failing page lacks at the tail."""
+        if self.probe_body is None:
+            self.probe_body = probe_body(self.facts, self.fleet.model, self.sampling)
+        return await servers_answer(self.fleet, client, self.probe_body)
 
     def count_deaths(self, result: RowResult) -> None:
         """The engine deaths and hangs the fleet saw with this page in flight that it has not counted yet."""
