@@ -145,11 +145,12 @@ def fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeV
 
 
 class FakeServer:
-    """A vLLM look-alike on a free port: /health answers as scripted, /v1/models and /metrics as set."""
+    """A vLLM look-alike on a free port: /health answers as scripted, /v1/models and /metrics as set (`models`
+    None: /v1/models answers 404, as a server that is not vLLM does)."""
 
     def __init__(self) -> None:
         self.health: list[tuple[int, float]] = []
-        self.models: list[dict] = []
+        self.models: list[dict] | None = []
         self.metrics: str | None = None
         self.health_calls = 0
         fake = self
@@ -161,7 +162,7 @@ class FakeServer:
                     status, delay = fake.health.pop(0) if fake.health else (200, 0.0)
                     time.sleep(delay)
                     self.answer(status, b"")
-                elif self.path == "/v1/models":
+                elif self.path == "/v1/models" and fake.models is not None:
                     self.answer(200, json.dumps({"object": "list", "data": fake.models}).encode())
                 elif self.path == "/metrics" and fake.metrics is not None:
                     self.answer(200, fake.metrics.encode())
@@ -384,6 +385,29 @@ def test_reused_server_too_short_for_max_tokens_is_refused(fake_server):
     fake_server.models = listing("org/model", max_model_len=1000)
     with pytest.raises(ServerError, match="--max-tokens"):
         asyncio.run(engine_for(fake_server.url, max_tokens=1000).open())
+
+
+def test_a_server_without_v1_models_is_refused_at_once_naming_what_to_pass(fake_server):
+    """/health answers but /v1/models is 404: before, an internal error (exit 1, "rerun to resume") that every
+    rerun met again; now a command error (exit 2) that says the URL is not a vLLM root."""
+    fake_server.models = None
+    with pytest.raises(ServerError) as refused:
+        asyncio.run(engine_for(fake_server.url).open())
+    message = str(refused.value)
+    assert f"{fake_server.url}/v1/models answered 404" in message
+    assert "not the root of a vLLM server" in message and "--server http://HOST:8000" in message
+
+
+@pytest.mark.parametrize("spawn", [True, False], ids=["local", "given"])
+def test_a_server_url_ending_in_v1_is_refused_at_once_with_its_root(fake_server, spawn):
+    """/v1/health answers 404 at every look: before, the run waited out --startup-timeout and then said /health
+    did not answer (or, locally, tried to start a server on the taken port); now it names the root to pass."""
+    engine = engine_for(f"{fake_server.url}/v1", startup_timeout=3.0)
+    with pytest.raises(ServerError) as refused:
+        asyncio.run(engine.open(spawn=spawn))
+    message = str(refused.value)
+    assert f"{fake_server.url}/v1/health answered 404" in message
+    assert f"pass --server {fake_server.url} " in message
 
 
 # ---- 7: a spawned server dies with its driver -------------------------------------------------------------------
