@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from .chat import Answer, Retryable, RowFailed, post_chat
-from .errors import JobFailed
+from .errors import CommandError, JobFailed
 from .facts import ModelFacts
 from .launch import Launch
 from .report import say
@@ -39,6 +39,7 @@ from .settings import Settings
 from .stall import watch_for_stalls
 
 STARTING, SERVING, RECOVERING, GONE = "starting", "serving", "recovering", "gone"
+MAX_PORT = 65535
 
 
 @dataclass(eq=False)
@@ -375,11 +376,17 @@ def server_urls(text: str) -> list[str]:
 
 
 def free_ports(after: int, count: int) -> list[int]:
-    """`count` loopback ports above `after` that nothing listens on now, for the replicas after the first."""
+    """`count` loopback ports above `after` that nothing listens on now, for the replicas after the first; none
+    past the last port there is (a CommandError then)."""
     ports: list[int] = []
     port = after
     while len(ports) < count:
         port += 1
+        if port > MAX_PORT:
+            raise CommandError(
+                f"no free port above {after} for {count} more replica(s) (ports end at {MAX_PORT}): pass a --server "
+                "with a lower port, such as --server http://127.0.0.1:8000, or fewer --replicas"
+            )
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
