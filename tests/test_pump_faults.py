@@ -598,6 +598,19 @@ def test_a_dead_replica_hands_its_pages_to_the_other(tmp_path):
     assert outcome.recovered, "the dead replica was never asked to recover"
 
 
+def test_the_fleet_description_counts_pages_and_servers_apart(tmp_path):
+    """Before: 12 pages from 2 servers read "2 server(s) given with --server, 2 answered pages" in the summary,
+    the card and inference_info: the servers that answered, counted as pages."""
+    fleet = two_replicas()
+    fleet.given = True
+    outcome = run_pump(tmp_path, lambda request: answer(), count=12, fleet=fleet, window=4)
+    assert outcome.failure is None
+    assert fleet.describe() == "2 server(s) given with --server, 2 of them answered 12 page(s)"
+    first, _ = answered(fleet)
+    fleet.replicas[1].answered = 0
+    assert fleet.describe().endswith(f", 1 of them answered {first} page(s)")
+
+
 class BudgetSpent(FakeEndpoint):
     """A spawned server already restarted --max-restarts times: its recovery ends it."""
 

@@ -319,14 +319,16 @@ class Fleet:
         return [replica.report() for replica in self.replicas]
 
     def describe(self) -> str:
-        """What ran, in one line for the summary, the card and inference_info."""
+        """What ran, in one line for the summary, the card and inference_info: the servers, how many of them
+        answered, and the pages they answered."""
         served = len([replica for replica in self.replicas if replica.answered])
+        answers = f"{served} of them answered {self.answered} page(s)"
         if self.given:
-            return f"{len(self.replicas)} server(s) given with --server, {served} answered pages"
+            return f"{len(self.replicas)} server(s) given with --server, {answers}"
         if self.replicas[0].handle.spawned is None:
             return "1 server this run did not start"
         plan = f" ({self.plan.describe()})" if self.plan is not None else ""
-        return f"{len(self.replicas)} vllm serve replica(s) planned{plan}, {served} answered pages"
+        return f"{len(self.replicas)} vllm serve replica(s) planned{plan}, {answers}"
 
     def cancel_background(self) -> None:
         """Recoveries still running end with the run (in the event loop's thread; `close` then stops the servers)."""
