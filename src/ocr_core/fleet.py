@@ -9,12 +9,15 @@ kills its engine (poison.py). Spawned
 replicas start together where the machine plan says that is safe (scale.py: each on its own GPU, or each with its
 KV cache in bytes), so that the whole fleet serves in about the time one replica takes to start; otherwise the
 later ones start one after another while the first already works. Either way the GPU is busy from the first
-healthy server on, and `joined` hears of each replica that joins (the fixed window grows with the fleet).
+healthy server on, and `joined` hears of each replica that joins (the fixed window grows with the fleet). Servers
+given with --server are never started: the run serves on those that answer and each other one joins once it
+answers, so that one server down at the start holds back none of the others.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import socket
@@ -34,7 +37,7 @@ from .launch import Launch
 from .report import say
 from .scale import ScalePlan
 from .server import ServerError, is_local, url_port
-from .server_handle import ServerHandle, Target, metrics_page, model_serve_args
+from .server_handle import ServerHandle, StartupTimeout, Target, metrics_page, model_serve_args
 from .settings import Settings
 from .stall import watch_for_stalls
 
@@ -127,13 +130,9 @@ class Fleet:
         return [replica for replica in self.replicas if replica.state == SERVING]
 
     async def open(self) -> Target:
-        """Checks every given server, or finds or starts the first replica; the rest start in `start_rest`."""
+        """Checks the given servers, or finds or starts the first replica; the rest start in `start_rest`."""
         if self.given:
-            targets = await asyncio.gather(*(replica.handle.open(spawn=False) for replica in self.replicas))
-            self.model = same_model(targets)
-            for replica in self.replicas:
-                replica.state = SERVING
-            return targets[0]
+            return await self.open_given()
         first = self.replicas[0]
         if self.together and len(self.replicas) > 1 and not await asyncio.to_thread(first.handle.answering):
             self.early = {replica: self.spawn_now(replica) for replica in self.replicas[1:]}
@@ -150,6 +149,40 @@ class Fleet:
             self.replicas = [first]
         return target
 
+    async def open_given(self) -> Target:
+        """Serves on the given servers that answer now and keeps looking at the others (each joins in `start_rest`
+        once it answers). One that answers wrong (not a vLLM root, another model) is refused at once; while none
+        answers, the run waits for the first, up to --startup-timeout."""
+        answering = await asyncio.gather(*(asyncio.to_thread(replica.handle.answering) for replica in self.replicas))
+        ready = [replica for replica, up in zip(self.replicas, answering) if up]
+        targets = await asyncio.gather(*(replica.handle.open(spawn=False) for replica in ready))
+        self.early = {
+            replica: asyncio.ensure_future(replica.handle.open(spawn=False))
+            for replica in self.replicas
+            if replica not in ready
+        }
+        if not targets:
+            targets = [await self.first_to_answer()]
+        self.model = same_model(targets)
+        for target in targets:
+            replica = next(replica for replica in self.replicas if replica.url == target.url)
+            replica.state = SERVING
+        return targets[0]
+
+    async def first_to_answer(self) -> Target:
+        """The first given server that answers; one that answers wrong ends the run at once."""
+        waits = list(self.early.values())
+        for opened in asyncio.as_completed(waits):
+            with contextlib.suppress(StartupTimeout):
+                target = await opened
+                self.early = {replica: wait for replica, wait in self.early.items() if replica.url != target.url}
+                return target
+        timeout = self.replicas[0].handle.settings.startup_timeout
+        raise ServerError(f"none of the --server URLs answered /health within {timeout:.0f} s: {self.urls()}")
+
+    def urls(self) -> str:
+        return ", ".join(replica.url for replica in self.replicas)
+
     @staticmethod
     def spawn_now(replica: Replica) -> asyncio.Future:
         """Starts a replica in a worker thread; its failure is read by `start`, or dropped if the run ends first."""
@@ -158,20 +191,24 @@ class Fleet:
         return spawning
 
     async def start_rest(self) -> None:
-        """Brings the spawned replicas after the first into the fleet: together where the plan allows (those
-        `open` already started), else one after another; one that fails leaves the fleet."""
-        if self.together:
-            await asyncio.gather(*(self.start(replica) for replica in self.replicas[1:]))
+        """Brings the replicas that do not serve yet into the fleet: the given servers each once it answers, the
+        spawned ones together where the plan allows (those `open` already started), else one after another; one
+        that fails leaves the fleet."""
+        if self.given or self.together:
+            await asyncio.gather(*(self.start(replica) for replica in self.replicas))
             return
         for replica in self.replicas[1:]:
             await self.start(replica)
 
     async def start(self, replica: Replica) -> None:
-        """Waits for a replica's start (begun in `open`, or begun here), then lets it take pages."""
+        """Waits for a replica's start (begun in `open`, or begun here), then lets it take pages; a given server
+        that answers late must serve the fleet's model under its name."""
         if replica.state != STARTING:
             return
         try:
-            await (self.early.pop(replica, None) or asyncio.to_thread(replica.handle.spawn))
+            started = await (self.early.pop(replica, None) or asyncio.to_thread(replica.handle.spawn))
+            if self.given and started.model != self.model:
+                raise ServerError(f"it serves the model as {started.model}, the fleet's other servers as {self.model}")
         except ServerError as exc:
             await self.retire(replica, f"did not start: {exc}")
             return

@@ -83,6 +83,10 @@ def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[st
     )
 
 
+class StartupTimeout(ServerError):
+    """A server this run did not start never answered /health within --startup-timeout."""
+
+
 @dataclass
 class Target:
     """Where requests go: base URL, served model name, headers (an API key for remote servers)."""
@@ -136,7 +140,7 @@ class ServerHandle:
                 return Target(self.url, self.spawned_name(), self.headers)
             say(f"waiting up to {self.settings.startup_timeout:.0f} s for {self.url} to answer /health")
             if not await self.poll_health(self.settings.startup_timeout, at_start=True):
-                raise ServerError(f"{self.url} did not answer /health within {self.settings.startup_timeout:.0f} s")
+                raise StartupTimeout(f"{self.url} did not answer /health within {self.settings.startup_timeout:.0f} s")
         return Target(self.url, self.check_reused(), self.headers)
 
     def answering(self) -> bool:
