@@ -260,8 +260,9 @@ def test_an_answer_without_content_is_empty_text():
         (refusal(408), False),
         (refusal(429), False),
         (httpx.ReadTimeout("slow", request=request()), False),
+        (httpx.ConnectTimeout("unreachable", request=request()), True),
     ],
-    ids=["500", "503", "refused", "408", "429", "timeout"],
+    ids=["500", "503", "refused", "408", "429", "timeout", "connect-timeout"],
 )
 def test_only_server_errors_and_refused_connections_ask_for_a_health_check(reply, engine_dead):
     outcome = outcome_of(reply)
@@ -609,6 +610,33 @@ def test_the_fleet_description_counts_pages_and_servers_apart(tmp_path):
     first, _ = answered(fleet)
     fleet.replicas[1].answered = 0
     assert fleet.describe().endswith(f", 1 of them answered {first} page(s)")
+
+
+class Unreachable(FakeEndpoint):
+    """A server this run did not start that nothing reaches: its recovery looks at /health, which never answers."""
+
+    async def recover(self, error: Retryable, generation: int) -> int:
+        self.recovered.append(error)
+        await asyncio.Event().wait()
+        return self.generation
+
+
+def test_an_unreachable_replica_is_taken_out_and_its_pages_go_to_the_others(tmp_path):
+    """Before: a connect timeout counted as a slow page, so the unreachable member stayed in the fleet and, with the
+    fewest requests outstanding, took the first attempt of every page (27 of 67 in the review's reproduction)."""
+    fleet = two_replicas(Unreachable(URL))
+    tried: list[str] = []
+
+    def unreachable(request: httpx.Request) -> httpx.Response:
+        tried.append(str(request.url))
+        raise httpx.ConnectTimeout("timed out connecting", request=request)
+
+    outcome = run_pump(tmp_path, by_host({URL: unreachable, OTHER: lambda request: answer()}), count=6, fleet=fleet)
+    assert outcome.failure is None
+    assert [row["error"] for row in outcome.results.values()] == [None] * 6
+    assert len(tried) == 1, "pages kept going to the unreachable replica"
+    assert answered(fleet) == [0, 6] and len(outcome.recovered) == 1
+    assert fleet.replicas[0].state == "recovering"
 
 
 class BudgetSpent(FakeEndpoint):
