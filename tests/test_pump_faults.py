@@ -25,6 +25,7 @@ import pytest
 from PIL import Image
 
 from ocr_core import pump as pump_module
+from ocr_core.canary import Canary, CanaryContext
 from ocr_core.chat import Retryable, RowFailed, post_chat
 from ocr_core.cli import build_parser, parse_arguments
 from ocr_core.errors import JobFailed
@@ -637,6 +638,62 @@ def test_an_unreachable_replica_is_taken_out_and_its_pages_go_to_the_others(tmp_
     assert len(tried) == 1, "pages kept going to the unreachable replica"
     assert answered(fleet) == [0, 6] and len(outcome.recovered) == 1
     assert fleet.replicas[0].state == "recovering"
+
+
+def test_each_server_of_a_fleet_passes_its_own_canary(tmp_path):
+    """Before: with B on a vLLM build on which the model writes "!!!!", A's answers cleared the run's one canary and
+    B's pages were published as "!!!!" with exit 0. Now each server has its own canary, judged on its own answers
+    (at the end of the run when it answered fewer than the canary's pages), and every row names its server."""
+    fleet = two_replicas()
+    fleet.replicas[0].version, fleet.replicas[1].version = "0.10.2", "0.11.0"
+    log = ResultLog(tmp_path, "20260101T000000Z-aaaaaa", flush_rows=1000)
+    facts, args = recipe()
+    settings = dataclasses.replace(args, request_timeout=5.0)
+    server = by_host({URL: lambda request: answer(), OTHER: lambda request: answer("!" * 200)})
+
+    def canary(replica: Replica) -> Canary:
+        context = CanaryContext("m", "image:v0.10.2", "the job command", f"vLLM {replica.version}", replica.url)
+        return Canary(log, context, 8)
+
+    pump = Pump(fleet, facts, settings, Window(4, 4), log, ProgressBar(12, 0), transport=httpx.MockTransport(server),
+                canary=canary)  # fmt: skip
+    with pytest.raises(JobFailed) as stopped:
+        asyncio.run(pump.run(iter(rows(12))))
+    message = str(stopped.value)
+    assert f"at {OTHER}" in message and "vLLM 0.11.0" in message
+    results = read_results(tmp_path).to_pylist()
+    by_other = [row for row in results if json.loads(row["server"])["server"] == OTHER]
+    by_first = [row for row in results if json.loads(row["server"])["server"] == URL]
+    assert by_other and by_first and len(by_other) + len(by_first) == len(results)
+    assert all(row["error"].startswith("degenerate answer") for row in by_other)
+    assert all(row["error"] is None for row in by_first)
+    assert {json.loads(row["server"])["vllm_version"] for row in by_other} == {"0.11.0"}
+
+
+def test_a_given_server_on_trial_gets_no_more_than_its_canary_pages_until_a_real_answer(tmp_path):
+    """A server the user gave is on trial until its canary sees one real answer: the one writing "!!!!" gets its
+    canary's 3 pages and no more, however wide the window, and the job stops on its canary."""
+    fleet = two_replicas()
+    fleet.given, fleet.trial_pages = True, 3
+    log = ResultLog(tmp_path, "20260101T000000Z-aaaaaa", flush_rows=1000)
+    facts, args = recipe()
+    sent = {URL: 0, OTHER: 0}
+
+    def server(request: httpx.Request) -> httpx.Response:
+        host = f"{request.url.scheme}://{request.url.host}"
+        sent[host] += 1
+        return answer("!" * 200 if host == OTHER else "page text")
+
+    def canary(replica: Replica) -> Canary:
+        return Canary(log, CanaryContext("m", "image", "the job command", None, replica.url), 3)
+
+    pump = Pump(fleet, facts, dataclasses.replace(args, request_timeout=5.0), Window(16, 16), log,
+                ProgressBar(40, 0), transport=httpx.MockTransport(by_host({URL: server, OTHER: server})),
+                canary=canary)  # fmt: skip
+    with pytest.raises(JobFailed, match=f"at {OTHER}"):
+        asyncio.run(pump.run(iter(rows(40))))
+    assert sent[OTHER] == 3
+    assert fleet.replicas[0].cleared and not fleet.replicas[1].cleared
 
 
 class BudgetSpent(FakeEndpoint):

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import functools
 import itertools
+import json
 import socket
 import threading
 from collections import Counter
@@ -37,12 +38,13 @@ from .launch import Launch
 from .report import say
 from .scale import ScalePlan
 from .server import ServerError, is_local, url_port
-from .server_handle import ServerHandle, StartupTimeout, Target, metrics_page, model_serve_args
+from .server_handle import ServerHandle, StartupTimeout, Target, metrics_page, model_serve_args, server_version
 from .settings import Settings
 from .stall import watch_for_stalls
 
 STARTING, SERVING, RECOVERING, GONE = "starting", "serving", "recovering", "gone"
 MAX_PORT = 65535
+TRIAL_POLL_S = 0.05
 
 
 @dataclass(eq=False)
@@ -60,10 +62,17 @@ class Replica:
     in_flight: set[str] = field(default_factory=set)
     unanswered: dict[str, int] = field(default_factory=dict)
     clock: itertools.count = field(default_factory=itertools.count)
+    version: str | None = None
+    judged: int = 0
+    cleared: bool = False
 
     @property
     def url(self) -> str:
         return self.handle.url
+
+    def provenance(self) -> str:
+        """What a row this replica answered records of where its text came from (progress.RowResult.server)."""
+        return json.dumps({"server": self.url, "vllm_version": self.version})
 
     def hand_back(self, reason: str) -> None:
         """The pages in flight here go back to the pump at once (the server is hung or gone); later ones wait anew."""
@@ -94,7 +103,8 @@ class Replica:
 
 
 class Fleet:
-    """`given`: the user named these servers (several --server URLs), so none is started, only waited for."""
+    """`given`: the user named these servers (several --server URLs), so none is started, only waited for.
+    `trial_pages`: pages a server may hold until its canary sees a real answer (0: no trial)."""
 
     def __init__(self, replicas: Sequence[Replica], plan: ScalePlan | None = None, given: bool = False) -> None:
         self.replicas = list(replicas)
@@ -107,6 +117,7 @@ class Fleet:
         self.death_causes: dict[str, str] = {}
         self.early: dict[Replica, asyncio.Future] = {}
         self.joined: Callable[[], Awaitable[None]] | None = None
+        self.trial_pages = 0
 
     @property
     def together(self) -> bool:
@@ -138,6 +149,7 @@ class Fleet:
             self.early = {replica: self.spawn_now(replica) for replica in self.replicas[1:]}
         target = await first.handle.open()
         self.model = target.model
+        await self.learn_version(first)
         first.state = SERVING
         if first.handle.spawned is None and len(self.replicas) > 1:
             say(
@@ -166,6 +178,7 @@ class Fleet:
         self.model = same_model(targets)
         for target in targets:
             replica = next(replica for replica in self.replicas if replica.url == target.url)
+            await self.learn_version(replica)
             replica.state = SERVING
         return targets[0]
 
@@ -212,10 +225,16 @@ class Fleet:
         except ServerError as exc:
             await self.retire(replica, f"did not start: {exc}")
             return
+        await self.learn_version(replica)
         await self.set_state(replica, SERVING)
         say(f"replica {replica.index + 1}/{len(self.replicas)} at {replica.url} joined the fleet")
         if self.joined is not None:
             await self.joined()
+
+    @staticmethod
+    async def learn_version(replica: Replica) -> None:
+        """The vLLM version the replica reports, before it takes a page: each row names the build that wrote it."""
+        replica.version = await server_version(replica.url, replica.handle.headers)
 
     async def wait_serving(self) -> list[Replica]:
         """The serving replicas, once there is one; waits while every replica recovers or starts (a death's
@@ -229,10 +248,19 @@ class Fleet:
 
     async def pick(self, failed_on: Replica | None = None) -> Replica:
         """The serving replica with the fewest requests outstanding, other than the one the page just failed on
-        while another serves; waits while every replica recovers or starts."""
-        serving = await self.wait_serving()
-        others = [replica for replica in serving if replica is not failed_on]
-        return min(others or serving, key=lambda replica: (replica.outstanding, replica.index))
+        while another serves; waits while every replica recovers or starts, or holds all the pages its trial
+        allows."""
+        while not (takers := [replica for replica in await self.wait_serving() if self.takes_pages(replica)]):
+            await asyncio.sleep(TRIAL_POLL_S)
+        others = [replica for replica in takers if replica is not failed_on]
+        return min(others or takers, key=lambda replica: (replica.outstanding, replica.index))
+
+    def takes_pages(self, replica: Replica) -> bool:
+        """A server on trial (given servers may run other builds) holds no more than its canary's pages, in flight
+        or judged, until one of its answers is real text: a wrong build then writes only those pages."""
+        if not self.trial_pages or replica.cleared:
+            return True
+        return replica.outstanding + replica.judged < self.trial_pages
 
     def full(self) -> bool:
         """Every replica has started (or left): from here on the fleet runs at the rate a long job sees."""

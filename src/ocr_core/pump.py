@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -86,10 +86,11 @@ class Pump:
         progress: ProgressBar,
         guard: MemoryGuard | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
-        canary: Canary | None = None,
+        canary: Callable[[Replica], Canary | None] | None = None,
     ) -> None:
         """`transport` replaces the network (tests pass an httpx.MockTransport). The strikes earlier runs left in
-        the log's folder count on here."""
+        the log's folder count on here. `canary` makes each replica's own canary: in a fleet of mixed builds, one
+        server's good answers must not clear another's."""
         self.fleet = fleet
         self.facts = facts
         self.settings = settings
@@ -101,6 +102,8 @@ class Pump:
         self.transport = transport
         self.breaker = Breaker(settings.max_error_rate, image=facts.image)
         self.canary = canary
+        self.canaries: dict[Replica, Canary | None] = {}
+        self.writers: dict[str, Replica] = {}
         self.cap_logged = 0.0
         self.waiting: float | None = None
         self.running: float | None = None
@@ -151,6 +154,9 @@ class Pump:
             await asyncio.wait(set(tasks), return_when=asyncio.FIRST_COMPLETED)
         if self.failure is not None:
             raise self.failure
+        for canary in self.canaries.values():
+            if canary is not None:
+                canary.conclude()
 
     async def process(self, row: RowInput, client: httpx.AsyncClient, prep: ThreadPoolExecutor) -> None:
         """Logs the page's outcome and frees its slot.
@@ -166,8 +172,7 @@ class Pump:
             if result.error is not None and self.settings.verbose:
                 say(f"{row.row_id}: {result.error}")
             self.progress.record(result.error, result.completion_tokens, self.first_sent.pop(row.row_id, None))
-            if self.canary is not None:
-                self.canary.record(result)
+            self.judge_writer(row.row_id, result)
             self.breaker.record(result.error)
         except Exception as exc:
             self.failure = self.failure or exc
@@ -199,6 +204,19 @@ class Pump:
             result.error = with_note(result.error, request.image.note)
         result.seconds = time.monotonic() - started
         return result, answered
+
+    def judge_writer(self, row_id: str, result: RowResult) -> None:
+        """Hands an answered page to the canary of the replica that wrote it."""
+        writer = self.writers.pop(row_id, None)
+        if writer is None or self.canary is None:
+            return
+        if writer not in self.canaries:
+            self.canaries[writer] = self.canary(writer)
+        canary = self.canaries[writer]
+        if canary is not None:
+            writer.judged += 1
+            canary.record(result)
+            writer.cleared = writer.cleared or canary.cleared
 
     def build_request(self, cell: object) -> PageRequest:
         """Runs in the prep threads: reading, checking, rendering (a PDF page) and encoding is the driver's CPU cost."""
@@ -251,6 +269,8 @@ class Pump:
             self.failing.discard(result.row_id)
             try:
                 if self.take_answer(sent.answer, result, resampled):
+                    result.server = sent.replica.provenance()
+                    self.writers[result.row_id] = sent.replica
                     return True
             except Exception as exc:
                 result.error = internal_error("parsing the answer", exc)

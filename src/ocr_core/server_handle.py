@@ -294,6 +294,16 @@ async def metrics_page(client: httpx.AsyncClient, target: Target) -> str:
     return ""
 
 
+async def server_version(url: str, headers: Mapping[str, str]) -> str | None:
+    """The vLLM version a server reports at /version, or None when it does not say."""
+    try:
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            response = await client.get(f"{url}/version", headers=headers)
+        return response.json().get("version") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+
+
 def model_serve_args(facts: ModelFacts, settings: Settings) -> list[str]:
     """The model card's serve flags, after the model's own `prepare_serve` hook (which may fetch files)."""
     serve_args = list(facts.serve_args)
