@@ -448,6 +448,13 @@ def test_given_servers_none_of_which_answers_are_a_command_error_after_the_timeo
         asyncio.run(fleet.open())
 
 
+def test_a_given_url_that_is_not_a_vllm_root_is_refused_at_once_beside_one_that_serves(fake_server):
+    fake_server.models = listing("org/model")
+    fleet = given_fleet(fake_server.url, f"{fake_server.url}/v1", startup_timeout=600.0)
+    with pytest.raises(ServerError, match=f"pass --server {fake_server.url} "):
+        asyncio.run(fleet.open())
+
+
 def test_a_given_server_of_another_model_is_refused_at_once_while_another_is_down(fake_server):
     fake_server.models = listing("other/model")
     fleet = given_fleet(f"http://127.0.0.1:{free_port()}", fake_server.url, startup_timeout=600.0)

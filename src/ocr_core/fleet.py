@@ -37,7 +37,7 @@ from .facts import ModelFacts
 from .launch import Launch
 from .report import say
 from .scale import ScalePlan
-from .server import ServerError, is_local, url_port
+from .server import NotAVllmRoot, ServerError, is_local, url_port
 from .server_handle import ServerHandle, StartupTimeout, Target, metrics_page, model_serve_args, server_version
 from .settings import Settings
 from .stall import watch_for_stalls
@@ -165,8 +165,11 @@ class Fleet:
         """Serves on the given servers that answer now and keeps looking at the others (each joins in `start_rest`
         once it answers). One that answers wrong (not a vLLM root, another model) is refused at once; while none
         answers, the run waits for the first, up to --startup-timeout."""
-        answering = await asyncio.gather(*(asyncio.to_thread(replica.handle.answering) for replica in self.replicas))
-        ready = [replica for replica, up in zip(self.replicas, answering) if up]
+        statuses = await asyncio.gather(*(asyncio.to_thread(replica.handle.health) for replica in self.replicas))
+        for replica, status in zip(self.replicas, statuses):
+            if status == 404:
+                raise NotAVllmRoot(replica.url, "/health")
+        ready = [replica for replica, status in zip(self.replicas, statuses) if status == 200]
         targets = await asyncio.gather(*(replica.handle.open(spawn=False) for replica in ready))
         self.early = {
             replica: asyncio.ensure_future(replica.handle.open(spawn=False))

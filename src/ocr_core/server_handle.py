@@ -131,7 +131,7 @@ class ServerHandle:
     async def open(self, spawn: bool = True) -> Target:
         """Spawns a server for a local address where none answers; checks what a server it did not start serves.
         An address whose /health answers 404 is not a vLLM root: refused at once, since waiting cannot fix it."""
-        status = health_status(self.url, self.headers)
+        status = self.health()
         if status == 404:
             raise NotAVllmRoot(self.url, "/health")
         if status != 200:
@@ -142,6 +142,10 @@ class ServerHandle:
             if not await self.poll_health(self.settings.startup_timeout, at_start=True):
                 raise StartupTimeout(f"{self.url} did not answer /health within {self.settings.startup_timeout:.0f} s")
         return Target(self.url, self.check_reused(), self.headers)
+
+    def health(self) -> int | None:
+        """What /health answers at this address now (None: nothing answers)."""
+        return health_status(self.url, self.headers)
 
     def answering(self) -> bool:
         """Whether a server already answers /health at this address (then `open` uses it rather than start one)."""
