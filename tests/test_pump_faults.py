@@ -614,11 +614,16 @@ def test_the_fleet_description_counts_pages_and_servers_apart(tmp_path):
 
 
 class Unreachable(FakeEndpoint):
-    """A server this run did not start that nothing reaches: its recovery looks at /health, which never answers."""
+    """A server this run did not start that nothing reaches: its recovery looks at /health, which answers once
+    `reachable` is set (never, unless a test sets it)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.reachable = asyncio.Event()
 
     async def recover(self, error: Retryable, generation: int) -> int:
         self.recovered.append(error)
-        await asyncio.Event().wait()
+        await self.reachable.wait()
         return self.generation
 
 
@@ -638,6 +643,26 @@ def test_an_unreachable_replica_is_taken_out_and_its_pages_go_to_the_others(tmp_
     assert len(tried) == 1, "pages kept going to the unreachable replica"
     assert answered(fleet) == [0, 6] and len(outcome.recovered) == 1
     assert fleet.replicas[0].state == "recovering"
+
+
+def test_an_unreachable_replica_rejoins_once_it_answers(tmp_path):
+    member = Unreachable(URL)
+    fleet = two_replicas(member)
+
+    def first(request: httpx.Request) -> httpx.Response:
+        if not member.reachable.is_set():
+            raise httpx.ConnectTimeout("timed out connecting", request=request)
+        return answer()
+
+    def other(request: httpx.Request) -> httpx.Response:
+        if fleet.replicas[1].answered == 2:
+            member.reachable.set()
+        return answer()
+
+    outcome = run_pump(tmp_path, by_host({URL: first, OTHER: other}), count=8, fleet=fleet)
+    assert outcome.failure is None
+    assert [row["error"] for row in outcome.results.values()] == [None] * 8
+    assert fleet.replicas[0].state == "serving" and answered(fleet)[0] > 0
 
 
 def test_each_server_of_a_fleet_passes_its_own_canary(tmp_path):
