@@ -13,8 +13,12 @@ import itertools
 import threading
 import time
 
+import pytest
+
 from ocr_core import run_server
-from ocr_core.fleet import SERVING, Fleet, Replica
+from ocr_core.cli import build_parser, parse_arguments
+from ocr_core.errors import CommandError
+from ocr_core.fleet import SERVING, Fleet, Replica, free_ports
 from ocr_core.hostmem import GIB, MemoryGuard
 from ocr_core.run_server import replica_window
 from ocr_core.scale import Gpu, Machine, ScalePlan, Slot, plan_scale
@@ -136,3 +140,21 @@ def test_the_fixed_window_stays_within_host_memory(monkeypatch):
     monkeypatch.setattr(run_server, "MemoryGuard", functools.partial(MemoryGuard, reading=lambda: 1000 * GIB))
     roomy, _ = run_server.make_window(settings, "server", 3, 924, fixed=308, full=924)
     assert (roomy.limit, roomy.cap) == (308, 924)
+
+
+def test_no_replica_port_is_planned_past_65535():
+    """Before: `--server http://127.0.0.1:65535 --replicas 2` looked for a port above 65535 and ended in an
+    OverflowError, reported as an internal error (exit 1)."""
+    with pytest.raises(CommandError, match="no free port above 65535") as refused:
+        free_ports(65535, 1)
+    assert "--server http://127.0.0.1:8000" in str(refused.value)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:65536", "http://gpu-box:70000,http://other:8000"])
+def test_a_server_port_past_65535_is_a_command_error(url, capsys):
+    facts, _ = recipe()
+    with pytest.raises(SystemExit) as refused:
+        parse_arguments(build_parser("recipe.py", facts, "server"), ["in", "./out", "--server", url])
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert "--server" in err and "port" in err and "65535" in err

@@ -89,6 +89,27 @@ def test_final_dataset_keeps_input_order_and_columns(tmp_path):
     assert output[0]["image"].size == (originals[source.selected[0]]["width"], originals[source.selected[0]]["height"])
 
 
+def test_each_row_names_the_server_and_the_vllm_build_that_wrote_it(tmp_path):
+    """Before: every row's inference_info named the run's one vLLM version, that of the first server, also for the
+    rows another server of the fleet wrote."""
+    source = load_source(str(SAMPLE_DATASET), max_samples=4)
+    log = ResultLog(tmp_path / "progress", "20260101T000000Z-aaaaaa")
+    servers = [
+        json.dumps({"server": f"http://gpu-{index % 2}:8000", "vllm_version": f"0.1{index % 2}.0"})
+        for index in range(4)
+    ]
+    for index, row_id in zip(source.selected, source.ids):
+        log.add(RowResult(index, row_id, text="text", server=servers[index]))
+    log.flush()
+    files = assemble(source, read_results(tmp_path / "progress"), Columns("markdown", "ocr_error", {}),
+                     {"model_id": "m", "vllm_version": "0.10.0"}, tmp_path / "out", "data")  # fmt: skip
+    output = datasets.Dataset.from_parquet(str(*files.values()), cache_dir=str(tmp_path))
+    entries = [json.loads(info)[-1] for info in output["inference_info"]]
+    assert [(entry["server"], entry["vllm_version"]) for entry in entries] == [
+        (f"http://gpu-{index % 2}:8000", f"0.1{index % 2}.0") for index in source.selected
+    ]
+
+
 def test_card_merges_configs():
     facts = CardFacts(
         source="in/ds",

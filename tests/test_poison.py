@@ -11,15 +11,16 @@ from ocr_core.poison import MAX_STRIKES, Lane, Strikes, fault_of_the_page, set_a
 
 
 @pytest.mark.parametrize(
-    ("answered_since", "others_left", "page"),
+    ("answered_since", "others_left", "probe_answered", "page"),
     [
-        (True, True, True),  # the servers answer others: the page is at fault
-        (False, False, True),  # nothing else is left to ask: every rerun would meet this page alone
-        (False, True, False),  # nothing answered while others wait: the servers are down, the run stops
+        (True, True, False, True),  # the servers answer others: the page is at fault
+        (False, False, True, True),  # nothing else is left to ask, but the servers answer a blank page
+        (False, False, False, False),  # nothing answered at the tail, the probe neither: an outage, no strike
+        (False, True, False, False),  # nothing answered while others wait: the servers are down, the run stops
     ],
 )
-def test_a_spent_budget_is_the_pages_fault_only_with_evidence(answered_since, others_left, page):
-    assert fault_of_the_page(answered_since, others_left) is page
+def test_a_spent_budget_is_the_pages_fault_only_with_evidence(answered_since, others_left, probe_answered, page):
+    assert fault_of_the_page(answered_since, others_left, probe_answered) is page
 
 
 def test_strikes_count_on_from_earlier_runs_and_deaths_only_once():

@@ -25,6 +25,7 @@ import pytest
 from PIL import Image
 
 from ocr_core import pump as pump_module
+from ocr_core.canary import Canary, CanaryContext
 from ocr_core.chat import Retryable, RowFailed, post_chat
 from ocr_core.cli import build_parser, parse_arguments
 from ocr_core.errors import JobFailed
@@ -260,8 +261,9 @@ def test_an_answer_without_content_is_empty_text():
         (refusal(408), False),
         (refusal(429), False),
         (httpx.ReadTimeout("slow", request=request()), False),
+        (httpx.ConnectTimeout("unreachable", request=request()), True),
     ],
-    ids=["500", "503", "refused", "408", "429", "timeout"],
+    ids=["500", "503", "refused", "408", "429", "timeout", "connect-timeout"],
 )
 def test_only_server_errors_and_refused_connections_ask_for_a_health_check(reply, engine_dead):
     outcome = outcome_of(reply)
@@ -598,6 +600,127 @@ def test_a_dead_replica_hands_its_pages_to_the_other(tmp_path):
     assert outcome.recovered, "the dead replica was never asked to recover"
 
 
+def test_the_fleet_description_counts_pages_and_servers_apart(tmp_path):
+    """Before: 12 pages from 2 servers read "2 server(s) given with --server, 2 answered pages" in the summary,
+    the card and inference_info: the servers that answered, counted as pages."""
+    fleet = two_replicas()
+    fleet.given = True
+    outcome = run_pump(tmp_path, lambda request: answer(), count=12, fleet=fleet, window=4)
+    assert outcome.failure is None
+    assert fleet.describe() == "2 server(s) given with --server, 2 of them answered 12 page(s)"
+    first, _ = answered(fleet)
+    fleet.replicas[1].answered = 0
+    assert fleet.describe().endswith(f", 1 of them answered {first} page(s)")
+
+
+class Unreachable(FakeEndpoint):
+    """A server this run did not start that nothing reaches: its recovery looks at /health, which answers once
+    `reachable` is set (never, unless a test sets it)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.reachable = asyncio.Event()
+
+    async def recover(self, error: Retryable, generation: int) -> int:
+        self.recovered.append(error)
+        await self.reachable.wait()
+        return self.generation
+
+
+def test_an_unreachable_replica_is_taken_out_and_its_pages_go_to_the_others(tmp_path):
+    """Before: a connect timeout counted as a slow page, so the unreachable member stayed in the fleet and, with the
+    fewest requests outstanding, took the first attempt of every page (27 of 67 in the review's reproduction)."""
+    fleet = two_replicas(Unreachable(URL))
+    tried: list[str] = []
+
+    def unreachable(request: httpx.Request) -> httpx.Response:
+        tried.append(str(request.url))
+        raise httpx.ConnectTimeout("timed out connecting", request=request)
+
+    outcome = run_pump(tmp_path, by_host({URL: unreachable, OTHER: lambda request: answer()}), count=6, fleet=fleet)
+    assert outcome.failure is None
+    assert [row["error"] for row in outcome.results.values()] == [None] * 6
+    assert len(tried) == 1, "pages kept going to the unreachable replica"
+    assert answered(fleet) == [0, 6] and len(outcome.recovered) == 1
+    assert fleet.replicas[0].state == "recovering"
+
+
+def test_an_unreachable_replica_rejoins_once_it_answers(tmp_path):
+    member = Unreachable(URL)
+    fleet = two_replicas(member)
+
+    def first(request: httpx.Request) -> httpx.Response:
+        if not member.reachable.is_set():
+            raise httpx.ConnectTimeout("timed out connecting", request=request)
+        return answer()
+
+    def other(request: httpx.Request) -> httpx.Response:
+        if fleet.replicas[1].answered == 2:
+            member.reachable.set()
+        return answer()
+
+    outcome = run_pump(tmp_path, by_host({URL: first, OTHER: other}), count=8, fleet=fleet)
+    assert outcome.failure is None
+    assert [row["error"] for row in outcome.results.values()] == [None] * 8
+    assert fleet.replicas[0].state == "serving" and answered(fleet)[0] > 0
+
+
+def test_each_server_of_a_fleet_passes_its_own_canary(tmp_path):
+    """Before: with B on a vLLM build on which the model writes "!!!!", A's answers cleared the run's one canary and
+    B's pages were published as "!!!!" with exit 0. Now each server has its own canary, judged on its own answers
+    (at the end of the run when it answered fewer than the canary's pages), and every row names its server."""
+    fleet = two_replicas()
+    fleet.replicas[0].version, fleet.replicas[1].version = "0.10.2", "0.11.0"
+    log = ResultLog(tmp_path, "20260101T000000Z-aaaaaa", flush_rows=1000)
+    facts, args = recipe()
+    settings = dataclasses.replace(args, request_timeout=5.0)
+    server = by_host({URL: lambda request: answer(), OTHER: lambda request: answer("!" * 200)})
+
+    def canary(replica: Replica) -> Canary:
+        context = CanaryContext("m", "image:v0.10.2", "the job command", f"vLLM {replica.version}", replica.url)
+        return Canary(log, context, 8)
+
+    pump = Pump(fleet, facts, settings, Window(4, 4), log, ProgressBar(12, 0), transport=httpx.MockTransport(server),
+                canary=canary)  # fmt: skip
+    with pytest.raises(JobFailed) as stopped:
+        asyncio.run(pump.run(iter(rows(12))))
+    message = str(stopped.value)
+    assert f"at {OTHER}" in message and "vLLM 0.11.0" in message
+    results = read_results(tmp_path).to_pylist()
+    by_other = [row for row in results if json.loads(row["server"])["server"] == OTHER]
+    by_first = [row for row in results if json.loads(row["server"])["server"] == URL]
+    assert by_other and by_first and len(by_other) + len(by_first) == len(results)
+    assert all(row["error"].startswith("degenerate answer") for row in by_other)
+    assert all(row["error"] is None for row in by_first)
+    assert {json.loads(row["server"])["vllm_version"] for row in by_other} == {"0.11.0"}
+
+
+def test_a_given_server_on_trial_gets_no_more_than_its_canary_pages_until_a_real_answer(tmp_path):
+    """A server the user gave is on trial until its canary sees one real answer: the one writing "!!!!" gets its
+    canary's 3 pages and no more, however wide the window, and the job stops on its canary."""
+    fleet = two_replicas()
+    fleet.given, fleet.trial_pages = True, 3
+    log = ResultLog(tmp_path, "20260101T000000Z-aaaaaa", flush_rows=1000)
+    facts, args = recipe()
+    sent = {URL: 0, OTHER: 0}
+
+    def server(request: httpx.Request) -> httpx.Response:
+        host = f"{request.url.scheme}://{request.url.host}"
+        sent[host] += 1
+        return answer("!" * 200 if host == OTHER else "page text")
+
+    def canary(replica: Replica) -> Canary:
+        return Canary(log, CanaryContext("m", "image", "the job command", None, replica.url), 3)
+
+    pump = Pump(fleet, facts, dataclasses.replace(args, request_timeout=5.0), Window(16, 16), log,
+                ProgressBar(40, 0), transport=httpx.MockTransport(by_host({URL: server, OTHER: server})),
+                canary=canary)  # fmt: skip
+    with pytest.raises(JobFailed, match=f"at {OTHER}"):
+        asyncio.run(pump.run(iter(rows(40))))
+    assert sent[OTHER] == 3
+    assert fleet.replicas[0].cleared and not fleet.replicas[1].cleared
+
+
 class BudgetSpent(FakeEndpoint):
     """A spawned server already restarted --max-restarts times: its recovery ends it."""
 
@@ -747,6 +870,44 @@ def test_every_page_failing_still_stops_the_run_after_the_budget_without_condemn
     )
     assert outcome.failure is not None and "--retry-budget" in str(outcome.failure)
     assert outcome.results == {}
+
+
+def answers_then_fails(answers: int, failure: Handler) -> Handler:
+    """Answers the first `answers` chat requests, then fails every request with `failure` (an outage)."""
+    seen: list[int] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/chat/completions":
+            return httpx.Response(404)
+        seen.append(1)
+        return answer() if len(seen) <= answers else failure(request)
+
+    return server
+
+
+@pytest.mark.parametrize("failure", [lambda request: refusal(500, "boom"), timing_out], ids=["5xx", "timeout"])
+def test_an_outage_in_the_last_window_stops_the_run_and_strikes_no_page(tmp_path, failure):
+    """Rows 0-3 are answered; the outage starts once the last two rows are admitted, so nothing else is left to
+    ask. That is the servers, as it is mid-run: the job stops (a rerun retries them) and no page is set aside."""
+    outcome = pump_rows(tmp_path, answers_then_fails(4, failure), rows(6), fleet_of(FakeEndpoint()), retry_budget=0.2)
+    assert outcome.failure is not None and "--retry-budget" in str(outcome.failure)
+    assert sorted(outcome.results) == [f"train-{index}" for index in range(4)]
+    assert strike_records(tmp_path) == {}
+
+
+def test_a_page_failing_alone_at_the_end_is_set_aside_while_the_servers_answer_a_blank_page(tmp_path):
+    """The poison page is the last and alone: nothing else is answered meanwhile, but the servers answer the blank
+    probe page, so the failures are the page's own."""
+
+    def server(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/chat/completions":
+            return httpx.Response(404)
+        return refusal(500, "boom") if is_poison(request) else answer()
+
+    outcome = pump_rows(tmp_path, server, poisoned_rows(2), fleet_of(FakeEndpoint()), window=1, retry_budget=0.1)
+    assert outcome.failure is None, outcome.failure
+    assert outcome.results[POISON]["error"].startswith("failed every attempt: 3 attempts got no answer")
+    assert outcome.results["train-0"]["error"] is None
 
 
 class KillableEngine(FakeEndpoint):

@@ -111,6 +111,20 @@ def test_flags_override_the_plan():
         plan_scale(machine(H200, 2, 32), params_b=0.8, replicas=3)
 
 
+@pytest.mark.parametrize("asked", [20, 100])
+def test_more_replicas_than_the_gpu_holds_are_refused_with_the_largest_count_that_fits(asked):
+    """Before: --replicas 20 on one H200 planned --gpu-memory-utilization 0.04 and --replicas 100 planned 0.00, in
+    which no engine starts. Each replica of the 0.8B shape needs its 1.6 GiB of weights and 8 GiB beside them."""
+    with pytest.raises(CommandError) as refused:
+        plan_scale(machine(H200, 1, 16), params_b=0.8, replicas=asked)
+    message = str(refused.value)
+    assert f"--replicas {asked} does not fit" in message and "pass --replicas 12 or fewer" in message
+    most = plan_scale(machine(H200, 1, 16), params_b=0.8, replicas=12)
+    assert most.memory_share * 143771 / 1024 >= 1.6 + 8.0
+    with pytest.raises(CommandError, match="pass --replicas 24 or fewer"):
+        plan_scale(machine(H200, 2, 32), params_b=0.8, replicas=26)
+
+
 def test_cuda_visible_devices_picks_and_names_the_gpus():
     listed = [Gpu(str(index), "NVIDIA H200", 143771) for index in range(4)]
     assert [gpu.device for gpu in visible_gpus(listed, "2,3")] == ["2", "3"]

@@ -30,7 +30,8 @@ from ocr_core.chat import Retryable
 from ocr_core.cli import build_parser, parse_arguments
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts
-from ocr_core.server import ServerError, SpawnedServer
+from ocr_core.fleet import SERVING, STARTING, Fleet, Replica
+from ocr_core.server import ServerError, SpawnedServer, url_port
 from ocr_core.server_handle import ServerHandle, Target
 from ocr_core.stall import PROGRESS_COUNTERS, StallDetector, watch_for_stalls
 from tests.testbed.env import REPO_ROOT
@@ -145,11 +146,12 @@ def fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeV
 
 
 class FakeServer:
-    """A vLLM look-alike on a free port: /health answers as scripted, /v1/models and /metrics as set."""
+    """A vLLM look-alike on a free port: /health answers as scripted, /v1/models and /metrics as set (`models`
+    None: /v1/models answers 404, as a server that is not vLLM does)."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.health: list[tuple[int, float]] = []
-        self.models: list[dict] = []
+        self.models: list[dict] | None = []
         self.metrics: str | None = None
         self.health_calls = 0
         fake = self
@@ -161,7 +163,7 @@ class FakeServer:
                     status, delay = fake.health.pop(0) if fake.health else (200, 0.0)
                     time.sleep(delay)
                     self.answer(status, b"")
-                elif self.path == "/v1/models":
+                elif self.path == "/v1/models" and fake.models is not None:
                     self.answer(200, json.dumps({"object": "list", "data": fake.models}).encode())
                 elif self.path == "/metrics" and fake.metrics is not None:
                     self.answer(200, fake.metrics.encode())
@@ -178,7 +180,7 @@ class FakeServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -384,6 +386,80 @@ def test_reused_server_too_short_for_max_tokens_is_refused(fake_server):
     fake_server.models = listing("org/model", max_model_len=1000)
     with pytest.raises(ServerError, match="--max-tokens"):
         asyncio.run(engine_for(fake_server.url, max_tokens=1000).open())
+
+
+def test_a_server_without_v1_models_is_refused_at_once_naming_what_to_pass(fake_server):
+    """/health answers but /v1/models is 404: before, an internal error (exit 1, "rerun to resume") that every
+    rerun met again; now a command error (exit 2) that says the URL is not a vLLM root."""
+    fake_server.models = None
+    with pytest.raises(ServerError) as refused:
+        asyncio.run(engine_for(fake_server.url).open())
+    message = str(refused.value)
+    assert f"{fake_server.url}/v1/models answered 404" in message
+    assert "not the root of a vLLM server" in message and "--server http://HOST:8000" in message
+
+
+@pytest.mark.parametrize("spawn", [True, False], ids=["local", "given"])
+def test_a_server_url_ending_in_v1_is_refused_at_once_with_its_root(fake_server, spawn):
+    """/v1/health answers 404 at every look: before, the run waited out --startup-timeout and then said /health
+    did not answer (or, locally, tried to start a server on the taken port); now it names the root to pass."""
+    engine = engine_for(f"{fake_server.url}/v1", startup_timeout=3.0)
+    with pytest.raises(ServerError) as refused:
+        asyncio.run(engine.open(spawn=spawn))
+    message = str(refused.value)
+    assert f"{fake_server.url}/v1/health answered 404" in message
+    assert f"pass --server {fake_server.url} " in message
+
+
+def given_fleet(*urls: str, startup_timeout: float) -> Fleet:
+    """The fleet of several --server URLs, as build_fleet makes it."""
+    handles = [engine_for(url, startup_timeout=startup_timeout) for url in urls]
+    return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], given=True)
+
+
+def test_a_given_server_down_at_the_start_joins_the_fleet_once_it_answers(fake_server, capsys):
+    """Before: `--server A,B` with B down waited out --startup-timeout, sent A nothing and exited 2. Now A serves
+    at once, B is looked at until it answers, then joins."""
+    fake_server.models = listing("org/model")
+    down = f"http://127.0.0.1:{free_port()}"
+    fleet = given_fleet(fake_server.url, down, startup_timeout=8.0)
+    late: list[FakeServer] = []
+
+    async def scenario() -> list[str]:
+        target = await fleet.open()
+        assert target.url == fake_server.url
+        assert [replica.state for replica in fleet.replicas] == [SERVING, STARTING]
+        late.append(FakeServer(url_port(down)))
+        late[0].models = listing("org/model")
+        await fleet.start_rest()
+        return [replica.state for replica in fleet.replicas]
+
+    try:
+        assert asyncio.run(scenario()) == [SERVING, SERVING]
+    finally:
+        for server in late:
+            server.close()
+    assert f"{down} joined the fleet" in capsys.readouterr().err
+
+
+def test_given_servers_none_of_which_answers_are_a_command_error_after_the_timeout():
+    fleet = given_fleet(f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}", startup_timeout=1.0)
+    with pytest.raises(ServerError, match="none of the --server URLs answered /health within 1 s"):
+        asyncio.run(fleet.open())
+
+
+def test_a_given_url_that_is_not_a_vllm_root_is_refused_at_once_beside_one_that_serves(fake_server):
+    fake_server.models = listing("org/model")
+    fleet = given_fleet(fake_server.url, f"{fake_server.url}/v1", startup_timeout=600.0)
+    with pytest.raises(ServerError, match=f"pass --server {fake_server.url} "):
+        asyncio.run(fleet.open())
+
+
+def test_a_given_server_of_another_model_is_refused_at_once_while_another_is_down(fake_server):
+    fake_server.models = listing("other/model")
+    fleet = given_fleet(f"http://127.0.0.1:{free_port()}", fake_server.url, startup_timeout=600.0)
+    with pytest.raises(ServerError, match="other/model"):
+        asyncio.run(fleet.open())
 
 
 # ---- 7: a spawned server dies with its driver -------------------------------------------------------------------

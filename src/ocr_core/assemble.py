@@ -150,7 +150,8 @@ def shard_table(
     extras = [json.loads(value) if value else {} for value in picked["extra"].to_pylist()]
     for name, arrow_type in columns.extra.items():
         table = table.append_column(name, pa.array([extra.get(name) for extra in extras], type=arrow_type))
-    return table.append_column(INFO_COLUMN, pa.array(info_values(previous_info, info, len(ids)), pa.string()))
+    entries = [row_entry(info, server) for server in picked["server"].to_pylist()]
+    return table.append_column(INFO_COLUMN, pa.array(info_values(previous_info, entries), pa.string()))
 
 
 def text_or_failed(results: pa.Table, failed_text: str | None) -> pa.ChunkedArray:
@@ -171,12 +172,18 @@ def inference_history(source: Source) -> list[dict[str, Any]]:
     return history if isinstance(history, list) else [history]
 
 
-def info_values(previous: list[str | None] | None, entry: dict[str, Any], count: int) -> list[str]:
-    """`inference_info` is a JSON list per row; an earlier model's entries are kept and this run's appended."""
+def row_entry(info: dict[str, Any], server: str | None) -> dict[str, Any]:
+    """This run's entry for one row: the run's, with the server that wrote the row's text and its vLLM version
+    (progress.RowResult.server) where the row records them, since a fleet may mix servers and builds."""
+    return {**info, **json.loads(server)} if server else info
+
+
+def info_values(previous: list[str | None] | None, entries: list[dict[str, Any]]) -> list[str]:
+    """`inference_info` is a JSON list per row; an earlier model's entries are kept and this row's appended."""
     if previous is None:
-        return [json.dumps([entry])] * count
+        return [json.dumps([entry]) for entry in entries]
     values = []
-    for item in previous:
+    for item, entry in zip(previous, entries):
         history = json.loads(item) if item else []
         history = history if isinstance(history, list) else [history]
         values.append(json.dumps([*history, entry]))

@@ -64,6 +64,7 @@ class CanaryContext:
     image: str
     command: str
     served: str | None = None
+    server: str | None = None
 
 
 def repeated_unit(text: str) -> str | None:
@@ -128,10 +129,24 @@ class Canary:
             self.kinds.append(kind)
         verdict = canary_verdict(self.kinds) if self.seen == self.pages else None
         if verdict is not None:
-            self.stopped = True
-            for answer, found in zip(self.answers, self.kinds):
-                self.flag(answer, found)
-            raise JobFailed(self.explain(verdict))
+            self.stop(verdict)
+
+    @property
+    def cleared(self) -> bool:
+        """One real answer among those seen, or its pages seen without a verdict: it will never stop the job."""
+        return any(kind is None for kind in self.kinds) or (self.seen >= self.pages and not self.stopped)
+
+    def conclude(self) -> None:
+        """At the end of the run: judges the answers seen when fewer than `pages` came (one server of a fleet may
+        answer only a few pages), so that no answer goes unjudged."""
+        if not self.stopped and self.seen < self.pages and (verdict := canary_verdict(self.kinds)) is not None:
+            self.stop(verdict)
+
+    def stop(self, verdict: str) -> None:
+        self.stopped = True
+        for answer, found in zip(self.answers, self.kinds):
+            self.flag(answer, found)
+        raise JobFailed(self.explain(verdict))
 
     def flag(self, result: RowResult, kind: str | None) -> None:
         """Records a degenerate row again as failed (the newer record wins), so --retry-errors redoes it."""
@@ -149,8 +164,10 @@ class Canary:
             image=context.image, command=context.command, served=context.served or "an unknown vLLM version"
         )
         answers = len(self.kinds)
+        where = f" at {context.server}" if context.server else ""
         return (
-            f"canary: the first {answers} answers are all degenerate ({kind}: {self.kinds.count(kind)} of {answers}), "
+            f"canary: the first {answers} answers{where} are all degenerate ({kind}: {self.kinds.count(kind)} of "
+            f"{answers}), "
             f"for example {shown[:SAMPLE_CHARS]!r}. Likely cause for {context.model}: {cause}. Fix: "
             f"{fix}\nThose rows are marked as failed; --retry-errors redoes them. If these pages really are blank "
             "or repetitive, rerun with --no-canary."

@@ -2,7 +2,9 @@
 
 Transport errors, timeouts, 408, 425, 429 and 5xx say nothing about the page, so they are retried (after the pause
 the server asks for in Retry-After, if it names one); a 400 says the page itself was refused, so that row fails at
-once; 401/403/404 say the whole job is misconfigured, so it stops. A 200 the driver cannot read fails its row.
+once; 401/403/404 say the whole job is misconfigured, so it stops. A 200 the driver cannot read fails its row. A
+server that refuses the connection, cannot be reached within the connect timeout or answers 5xx may be dead: its
+replica is looked at (a health check) before it gets pages again.
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ async def post_chat(
         response = await client.post(
             f"{url}/v1/chat/completions", content=body, headers={**(headers or {}), **JSON_HEADERS}
         )
+    except httpx.ConnectTimeout as exc:
+        raise Retryable(f"could not connect within the connect timeout: {exc}", engine_dead=True) from exc
     except httpx.TimeoutException as exc:
         raise Retryable(f"request timed out ({type(exc).__name__}); raise --request-timeout for long pages") from exc
     except httpx.TransportError as exc:

@@ -13,6 +13,7 @@ import re
 import shlex
 from collections.abc import Sequence
 from typing import NoReturn
+from urllib.parse import urlsplit
 
 from .breaker import MAX_ERROR_RATE
 from .canary import CANARY_PAGES
@@ -426,6 +427,8 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Set
     if getattr(args, "retry_budget", 1.0) <= 0:
         parser.error("--retry-budget must be more than 0 seconds")
     check_counts(parser, args)
+    if (problem := server_port_problem(getattr(args, "server", None) or "")) is not None:
+        parser.error(problem)
     if args.config is not None and (problem := config_name_problem(args.config)):
         parser.error(problem)
     return Settings.from_namespace(args)
@@ -444,6 +447,18 @@ def check_counts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             f"--upload-every must be at least {MIN_UPLOAD_EVERY_S:.0f} second (got {args.upload_every:g}): each upload "
             "is a commit, and the Hub rate-limits a repo that commits without pause (default: 300)"
         )
+
+
+def server_port_problem(servers: str) -> str | None:
+    """Why a --server URL names no port there can be (past 65535), before anything waits on or binds it."""
+    for url in (part.strip() for part in servers.split(",")):
+        try:
+            if urlsplit(url).port != 0:
+                continue
+        except ValueError:
+            pass
+        return f"--server {url} names no valid port (ports go from 1 to 65535): pass one such as :8000"
+    return None
 
 
 def config_name_problem(name: str) -> str | None:

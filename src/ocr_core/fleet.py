@@ -9,14 +9,18 @@ kills its engine (poison.py). Spawned
 replicas start together where the machine plan says that is safe (scale.py: each on its own GPU, or each with its
 KV cache in bytes), so that the whole fleet serves in about the time one replica takes to start; otherwise the
 later ones start one after another while the first already works. Either way the GPU is busy from the first
-healthy server on, and `joined` hears of each replica that joins (the fixed window grows with the fleet).
+healthy server on, and `joined` hears of each replica that joins (the fixed window grows with the fleet). Servers
+given with --server are never started: the run serves on those that answer and each other one joins once it
+answers, so that one server down at the start holds back none of the others.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
+import json
 import socket
 import threading
 from collections import Counter
@@ -28,17 +32,19 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from .chat import Answer, Retryable, RowFailed, post_chat
-from .errors import JobFailed
+from .errors import CommandError, JobFailed
 from .facts import ModelFacts
 from .launch import Launch
 from .report import say
 from .scale import ScalePlan
-from .server import ServerError, is_local, url_port
-from .server_handle import ServerHandle, Target, metrics_page, model_serve_args
+from .server import NotAVllmRoot, ServerError, is_local, url_port
+from .server_handle import ServerHandle, StartupTimeout, Target, metrics_page, model_serve_args, server_version
 from .settings import Settings
 from .stall import watch_for_stalls
 
 STARTING, SERVING, RECOVERING, GONE = "starting", "serving", "recovering", "gone"
+MAX_PORT = 65535
+TRIAL_POLL_S = 0.05
 
 
 @dataclass(eq=False)
@@ -56,10 +62,17 @@ class Replica:
     in_flight: set[str] = field(default_factory=set)
     unanswered: dict[str, int] = field(default_factory=dict)
     clock: itertools.count = field(default_factory=itertools.count)
+    version: str | None = None
+    judged: int = 0
+    cleared: bool = False
 
     @property
     def url(self) -> str:
         return self.handle.url
+
+    def provenance(self) -> str:
+        """What a row this replica answered records of where its text came from (progress.RowResult.server)."""
+        return json.dumps({"server": self.url, "vllm_version": self.version})
 
     def hand_back(self, reason: str) -> None:
         """The pages in flight here go back to the pump at once (the server is hung or gone); later ones wait anew."""
@@ -90,7 +103,8 @@ class Replica:
 
 
 class Fleet:
-    """`given`: the user named these servers (several --server URLs), so none is started, only waited for."""
+    """`given`: the user named these servers (several --server URLs), so none is started, only waited for.
+    `trial_pages`: pages a server may hold until its canary sees a real answer (0: no trial)."""
 
     def __init__(self, replicas: Sequence[Replica], plan: ScalePlan | None = None, given: bool = False) -> None:
         self.replicas = list(replicas)
@@ -103,6 +117,7 @@ class Fleet:
         self.death_causes: dict[str, str] = {}
         self.early: dict[Replica, asyncio.Future] = {}
         self.joined: Callable[[], Awaitable[None]] | None = None
+        self.trial_pages = 0
 
     @property
     def together(self) -> bool:
@@ -126,18 +141,15 @@ class Fleet:
         return [replica for replica in self.replicas if replica.state == SERVING]
 
     async def open(self) -> Target:
-        """Checks every given server, or finds or starts the first replica; the rest start in `start_rest`."""
+        """Checks the given servers, or finds or starts the first replica; the rest start in `start_rest`."""
         if self.given:
-            targets = await asyncio.gather(*(replica.handle.open(spawn=False) for replica in self.replicas))
-            self.model = same_model(targets)
-            for replica in self.replicas:
-                replica.state = SERVING
-            return targets[0]
+            return await self.open_given()
         first = self.replicas[0]
         if self.together and len(self.replicas) > 1 and not await asyncio.to_thread(first.handle.answering):
             self.early = {replica: self.spawn_now(replica) for replica in self.replicas[1:]}
         target = await first.handle.open()
         self.model = target.model
+        await self.learn_version(first)
         first.state = SERVING
         if first.handle.spawned is None and len(self.replicas) > 1:
             say(
@@ -149,6 +161,44 @@ class Fleet:
             self.replicas = [first]
         return target
 
+    async def open_given(self) -> Target:
+        """Serves on the given servers that answer now and keeps looking at the others (each joins in `start_rest`
+        once it answers). One that answers wrong (not a vLLM root, another model) is refused at once; while none
+        answers, the run waits for the first, up to --startup-timeout."""
+        statuses = await asyncio.gather(*(asyncio.to_thread(replica.handle.health) for replica in self.replicas))
+        for replica, status in zip(self.replicas, statuses):
+            if status == 404:
+                raise NotAVllmRoot(replica.url, "/health")
+        ready = [replica for replica, status in zip(self.replicas, statuses) if status == 200]
+        targets = await asyncio.gather(*(replica.handle.open(spawn=False) for replica in ready))
+        self.early = {
+            replica: asyncio.ensure_future(replica.handle.open(spawn=False))
+            for replica in self.replicas
+            if replica not in ready
+        }
+        if not targets:
+            targets = [await self.first_to_answer()]
+        self.model = same_model(targets)
+        for target in targets:
+            replica = next(replica for replica in self.replicas if replica.url == target.url)
+            await self.learn_version(replica)
+            replica.state = SERVING
+        return targets[0]
+
+    async def first_to_answer(self) -> Target:
+        """The first given server that answers; one that answers wrong ends the run at once."""
+        waits = list(self.early.values())
+        for opened in asyncio.as_completed(waits):
+            with contextlib.suppress(StartupTimeout):
+                target = await opened
+                self.early = {replica: wait for replica, wait in self.early.items() if replica.url != target.url}
+                return target
+        timeout = self.replicas[0].handle.settings.startup_timeout
+        raise ServerError(f"none of the --server URLs answered /health within {timeout:.0f} s: {self.urls()}")
+
+    def urls(self) -> str:
+        return ", ".join(replica.url for replica in self.replicas)
+
     @staticmethod
     def spawn_now(replica: Replica) -> asyncio.Future:
         """Starts a replica in a worker thread; its failure is read by `start`, or dropped if the run ends first."""
@@ -157,27 +207,37 @@ class Fleet:
         return spawning
 
     async def start_rest(self) -> None:
-        """Brings the spawned replicas after the first into the fleet: together where the plan allows (those
-        `open` already started), else one after another; one that fails leaves the fleet."""
-        if self.together:
-            await asyncio.gather(*(self.start(replica) for replica in self.replicas[1:]))
+        """Brings the replicas that do not serve yet into the fleet: the given servers each once it answers, the
+        spawned ones together where the plan allows (those `open` already started), else one after another; one
+        that fails leaves the fleet."""
+        if self.given or self.together:
+            await asyncio.gather(*(self.start(replica) for replica in self.replicas))
             return
         for replica in self.replicas[1:]:
             await self.start(replica)
 
     async def start(self, replica: Replica) -> None:
-        """Waits for a replica's start (begun in `open`, or begun here), then lets it take pages."""
+        """Waits for a replica's start (begun in `open`, or begun here), then lets it take pages; a given server
+        that answers late must serve the fleet's model under its name."""
         if replica.state != STARTING:
             return
         try:
-            await (self.early.pop(replica, None) or asyncio.to_thread(replica.handle.spawn))
+            started = await (self.early.pop(replica, None) or asyncio.to_thread(replica.handle.spawn))
+            if self.given and started.model != self.model:
+                raise ServerError(f"it serves the model as {started.model}, the fleet's other servers as {self.model}")
         except ServerError as exc:
             await self.retire(replica, f"did not start: {exc}")
             return
+        await self.learn_version(replica)
         await self.set_state(replica, SERVING)
         say(f"replica {replica.index + 1}/{len(self.replicas)} at {replica.url} joined the fleet")
         if self.joined is not None:
             await self.joined()
+
+    @staticmethod
+    async def learn_version(replica: Replica) -> None:
+        """The vLLM version the replica reports, before it takes a page: each row names the build that wrote it."""
+        replica.version = await server_version(replica.url, replica.handle.headers)
 
     async def wait_serving(self) -> list[Replica]:
         """The serving replicas, once there is one; waits while every replica recovers or starts (a death's
@@ -191,10 +251,19 @@ class Fleet:
 
     async def pick(self, failed_on: Replica | None = None) -> Replica:
         """The serving replica with the fewest requests outstanding, other than the one the page just failed on
-        while another serves; waits while every replica recovers or starts."""
-        serving = await self.wait_serving()
-        others = [replica for replica in serving if replica is not failed_on]
-        return min(others or serving, key=lambda replica: (replica.outstanding, replica.index))
+        while another serves; waits while every replica recovers or starts, or holds all the pages its trial
+        allows."""
+        while not (takers := [replica for replica in await self.wait_serving() if self.takes_pages(replica)]):
+            await asyncio.sleep(TRIAL_POLL_S)
+        others = [replica for replica in takers if replica is not failed_on]
+        return min(others or takers, key=lambda replica: (replica.outstanding, replica.index))
+
+    def takes_pages(self, replica: Replica) -> bool:
+        """A server on trial (given servers may run other builds) holds no more than its canary's pages, in flight
+        or judged, until one of its answers is real text: a wrong build then writes only those pages."""
+        if not self.trial_pages or replica.cleared:
+            return True
+        return replica.outstanding + replica.judged < self.trial_pages
 
     def full(self) -> bool:
         """Every replica has started (or left): from here on the fleet runs at the rate a long job sees."""
@@ -318,14 +387,16 @@ class Fleet:
         return [replica.report() for replica in self.replicas]
 
     def describe(self) -> str:
-        """What ran, in one line for the summary, the card and inference_info."""
+        """What ran, in one line for the summary, the card and inference_info: the servers, how many of them
+        answered, and the pages they answered."""
         served = len([replica for replica in self.replicas if replica.answered])
+        answers = f"{served} of them answered {self.answered} page(s)"
         if self.given:
-            return f"{len(self.replicas)} server(s) given with --server, {served} answered pages"
+            return f"{len(self.replicas)} server(s) given with --server, {answers}"
         if self.replicas[0].handle.spawned is None:
             return "1 server this run did not start"
         plan = f" ({self.plan.describe()})" if self.plan is not None else ""
-        return f"{len(self.replicas)} vllm serve replica(s) planned{plan}, {served} answered pages"
+        return f"{len(self.replicas)} vllm serve replica(s) planned{plan}, {answers}"
 
     def cancel_background(self) -> None:
         """Recoveries still running end with the run (in the event loop's thread; `close` then stops the servers)."""
@@ -375,11 +446,17 @@ def server_urls(text: str) -> list[str]:
 
 
 def free_ports(after: int, count: int) -> list[int]:
-    """`count` loopback ports above `after` that nothing listens on now, for the replicas after the first."""
+    """`count` loopback ports above `after` that nothing listens on now, for the replicas after the first; none
+    past the last port there is (a CommandError then)."""
     ports: list[int] = []
     port = after
     while len(ports) < count:
         port += 1
+        if port > MAX_PORT:
+            raise CommandError(
+                f"no free port above {after} for {count} more replica(s) (ports end at {MAX_PORT}): pass a --server "
+                "with a lower port, such as --server http://127.0.0.1:8000, or fewer --replicas"
+            )
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))

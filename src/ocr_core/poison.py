@@ -5,8 +5,9 @@ otherwise keep the dataset from ever publishing: its retries end the run, and ev
 each failed round of a page is a strike, written to the progress store as it happens (a rerun on any machine goes
 on counting from there):
 
-- its --retry-budget spent on transient failures while the servers answered other pages, or while no other page
-  was left to ask them (when nothing was answered and other pages wait, the servers are down: the run stops);
+- its --retry-budget spent on transient failures while the servers answered other pages, or, with no other page
+  left to ask them, while they answered a blank probe page (probe.py); when nothing at all is answered, the
+  servers are down, at the tail of a run as anywhere: the run stops and no page is struck;
 - an engine death or hang, or its server leaving the fleet, while the page was in flight.
 
 At MAX_STRIKES the page gets its outcome, an error row that says why, and is not sent again: an engine it kills
@@ -29,10 +30,11 @@ MAX_STRIKES = 3
 SET_ASIDE = "failed every attempt"
 
 
-def fault_of_the_page(answered_since: bool, others_left: bool) -> bool:
+def fault_of_the_page(answered_since: bool, others_left: bool, probe_answered: bool) -> bool:
     """Whether a page's spent retry budget says more about the page than about the servers: they answered other
-    pages meanwhile, or no other page is left to ask them (then every rerun would meet the same page alone)."""
-    return answered_since or not others_left
+    pages meanwhile, or, with no other page left to ask them, a blank probe page (else every rerun would meet the
+    same page alone). Nothing answered at all is an outage, never the page's fault."""
+    return answered_since or (not others_left and probe_answered)
 
 
 def set_aside_error(strikes: int, earlier: int, cause: str | None) -> str:

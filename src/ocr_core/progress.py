@@ -44,6 +44,7 @@ RESULT_SCHEMA = pa.schema(
         ("extra", pa.string()),
         ("recorded_at", pa.float64()),
         ("strikes", pa.int64()),
+        ("server", pa.string()),
     ]
 )
 PART_GLOB = "*.parquet"
@@ -65,6 +66,8 @@ class RowResult:
     extra: str | None = None
     recorded_at: float = field(default_factory=time.time)
     strikes: int | None = None
+    server: str | None = None
+    """The server that wrote the text and its vLLM version (JSON), for the row's inference_info entry."""
 
 
 def new_run_id() -> str:

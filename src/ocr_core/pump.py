@@ -4,7 +4,8 @@ One asyncio task per page in flight; image preparation runs in a thread pool so 
 Whatever happens to a page, exactly one result row is logged for it, except pages still in flight when the run is
 stopped: those are redone by the next run (at most one window). A transient failure is never a row's outcome: the
 page is retried with backoff until its retry budget is spent; then, when nothing else was answered meanwhile, the
-job stops so that a rerun retries it (the servers are down), and otherwise the page has a strike. A page with
+job stops so that a rerun retries it (the servers are down), and otherwise the page has a strike; at the tail of
+a run, where no other page is left to ask, a blank probe page is the witness (probe.py). A page with
 MAX_STRIKES strikes, this run's and earlier runs', is set aside as an error row (poison.py). An exception nobody
 expected while preparing, sending or parsing a page becomes that page's error.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from .hostmem import MemoryGuard
 from .images import BadImage, PreparedImage, placeholder_part, with_note
 from .pdf import PREP_THREADS, prepare_page
 from .poison import Lane, Strikes, fault_of_the_page
+from .probe import probe_body, servers_answer
 from .progress import ResultLog, RowResult, read_strikes
 from .report import ProgressBar, say
 from .server import parse_metrics
@@ -84,10 +86,11 @@ class Pump:
         progress: ProgressBar,
         guard: MemoryGuard | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
-        canary: Canary | None = None,
+        canary: Callable[[Replica], Canary | None] | None = None,
     ) -> None:
         """`transport` replaces the network (tests pass an httpx.MockTransport). The strikes earlier runs left in
-        the log's folder count on here."""
+        the log's folder count on here. `canary` makes each replica's own canary: in a fleet of mixed builds, one
+        server's good answers must not clear another's."""
         self.fleet = fleet
         self.facts = facts
         self.settings = settings
@@ -99,6 +102,8 @@ class Pump:
         self.transport = transport
         self.breaker = Breaker(settings.max_error_rate, image=facts.image)
         self.canary = canary
+        self.canaries: dict[Replica, Canary | None] = {}
+        self.writers: dict[str, Replica] = {}
         self.cap_logged = 0.0
         self.waiting: float | None = None
         self.running: float | None = None
@@ -109,6 +114,7 @@ class Pump:
         self.failing: set[str] = set()
         self.fed_all = False
         self.first_sent: dict[str, float] = {}
+        self.probe_body: bytes | None = None
 
     async def run(self, rows: Iterator[RowInput]) -> None:
         """Pumps every row."""
@@ -148,6 +154,9 @@ class Pump:
             await asyncio.wait(set(tasks), return_when=asyncio.FIRST_COMPLETED)
         if self.failure is not None:
             raise self.failure
+        for canary in self.canaries.values():
+            if canary is not None:
+                canary.conclude()
 
     async def process(self, row: RowInput, client: httpx.AsyncClient, prep: ThreadPoolExecutor) -> None:
         """Logs the page's outcome and frees its slot.
@@ -163,8 +172,7 @@ class Pump:
             if result.error is not None and self.settings.verbose:
                 say(f"{row.row_id}: {result.error}")
             self.progress.record(result.error, result.completion_tokens, self.first_sent.pop(row.row_id, None))
-            if self.canary is not None:
-                self.canary.record(result)
+            self.judge_writer(row.row_id, result)
             self.breaker.record(result.error)
         except Exception as exc:
             self.failure = self.failure or exc
@@ -196,6 +204,19 @@ class Pump:
             result.error = with_note(result.error, request.image.note)
         result.seconds = time.monotonic() - started
         return result, answered
+
+    def judge_writer(self, row_id: str, result: RowResult) -> None:
+        """Hands an answered page to the canary of the replica that wrote it."""
+        writer = self.writers.pop(row_id, None)
+        if writer is None or self.canary is None:
+            return
+        if writer not in self.canaries:
+            self.canaries[writer] = self.canary(writer)
+        canary = self.canaries[writer]
+        if canary is not None:
+            writer.judged += 1
+            canary.record(result)
+            writer.cleared = writer.cleared or canary.cleared
 
     def build_request(self, cell: object) -> PageRequest:
         """Runs in the prep threads: reading, checking, rendering (a PDF page) and encoding is the driver's CPU cost."""
@@ -241,13 +262,15 @@ class Pump:
                 return False
             failed_on = None
             if sent.retry is not None:
-                streak = await self.pause(sent, result, streak)
+                streak = await self.pause(sent, result, streak, client)
                 failed_on = sent.replica
                 continue
             streak = None
             self.failing.discard(result.row_id)
             try:
                 if self.take_answer(sent.answer, result, resampled):
+                    result.server = sent.replica.provenance()
+                    self.writers[result.row_id] = sent.replica
                     return True
             except Exception as exc:
                 result.error = internal_error("parsing the answer", exc)
@@ -294,19 +317,21 @@ class Pump:
             if suspect:
                 await self.lane.leave(answered)
 
-    async def pause(self, sent: Sent, result: RowResult, streak: Streak | None) -> Streak:
+    async def pause(self, sent: Sent, result: RowResult, streak: Streak | None, client: httpx.AsyncClient) -> Streak:
         """Lets the replica recover (out of the fleet meanwhile), then waits before the next attempt; returns the
         page's failing streak. Past the retry budget the page has a strike when other pages were answered meanwhile
-        (or none is left to ask), else the job stops. A restart anywhere in the fleet gives the page a fresh budget:
-        restarts are bounded by --max-restarts."""
+        (or, with none left to ask, a blank probe page was), else the job stops. A restart anywhere in the fleet
+        gives the page a fresh budget: restarts are bounded by --max-restarts."""
         error, now, budget = sent.retry, time.monotonic(), self.settings.retry_budget
         self.failing.add(result.row_id)
         if streak is None or self.fleet.restarts != streak.restarts:
             streak = Streak(now, self.fleet.restarts, self.fleet.answered)
         failing_for = now - streak.since
         if failing_for >= budget:
+            answered_since = self.fleet.answered > streak.answered
             others_left = not self.fed_all or len(self.failing) < self.open
-            if not fault_of_the_page(self.fleet.answered > streak.answered, others_left):
+            probe_answered = not (answered_since or others_left) and await self.probe(client)
+            if not fault_of_the_page(answered_since, others_left, probe_answered):
                 raise JobFailed(
                     f"page {result.row_id} kept failing for {failing_for:.0f} s over {result.attempts} attempts "
                     f"(--retry-budget {budget:.0f} s); last failure: {error}. The server is overloaded, restarting "
@@ -318,6 +343,12 @@ class Pump:
         self.fleet.trouble(sent.replica, error, sent.generation)
         await asyncio.sleep(min(retry_delay(result.attempts, error.retry_after), budget - failing_for))
         return streak
+
+    async def probe(self, client: httpx.AsyncClient) -> bool:
+        """Whether the servers answer a blank page (probe.py): the witness a failing page lacks at the tail."""
+        if self.probe_body is None:
+            self.probe_body = probe_body(self.facts, self.fleet.model, self.sampling)
+        return await servers_answer(self.fleet, client, self.probe_body)
 
     def count_deaths(self, result: RowResult) -> None:
         """The engine deaths and hangs the fleet saw with this page in flight that it has not counted yet."""

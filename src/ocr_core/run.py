@@ -309,8 +309,9 @@ def capture(action: Callable[[], str | None]) -> tuple[str | None, BaseException
         return None, exc
 
 
-def make_canary(job: Job, log: ResultLog, version: str | None) -> Canary | None:
-    """The canary over this run's first answers (all of them when fewer are to do), or None with --no-canary.
+def make_canary(job: Job, log: ResultLog, version: str | None, server: str | None = None) -> Canary | None:
+    """The canary over this run's first answers (all of them when fewer are to do; `server`: those of one server),
+    or None with --no-canary.
 
     Its message shows the exact job command on the model's image, with --retry-errors to redo the rows it flags.
     """
@@ -320,7 +321,7 @@ def make_canary(job: Job, log: ResultLog, version: str | None) -> Canary | None:
     argv = given if "--retry-errors" in given else [*given, "--retry-errors"]
     served = f"vLLM {version}" if version else None
     command = job_command(job.launch.script, job.facts, argv)
-    context = CanaryContext(job.settings.model, job.facts.image, command, served)
+    context = CanaryContext(job.settings.model, job.facts.image, command, served, server)
     return Canary(log, context, min(job.settings.canary_pages, job.todo))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TextIO
 
 import httpx
@@ -126,9 +126,9 @@ async def drive_fleet(
             if job.launch.mode == "server" and not settings.max_inflight:
                 fleet.joined = lambda: window.resize(each * len(fleet.serving()))
             metrics_before = await read_metrics(fleet)
-            drive.version = await server_version(target.url, target.headers)
+            drive.version = next((replica.version for replica in fleet.serving() if replica.url == target.url), None)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
-            await pump_pages(job, fleet, window, guard, progress, drive.version)
+            await pump_pages(job, fleet, window, guard, progress)
             if job.facts.summary_metrics:
                 drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(fleet))
     except asyncio.CancelledError:
@@ -156,12 +156,13 @@ async def finish_in_thread(action: Callable[[], None]) -> None:
     done.result()
 
 
-async def pump_pages(
-    job: Job, fleet: Fleet, window: Window, guard: MemoryGuard | None, progress: ProgressBar, version: str | None
-) -> None:
-    """Pumps the rows still to do, with the fleet's start-up of later replicas and its stall watch beside it."""
+async def pump_pages(job: Job, fleet: Fleet, window: Window, guard: MemoryGuard | None, progress: ProgressBar) -> None:
+    """Pumps the rows still to do, with the fleet's start-up of later replicas and its stall watch beside it. Each
+    replica's answers go to a canary of its own: a fleet may mix builds, and one good server must not clear another."""
     log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit))
-    canary = make_canary(job, log, version)
+    canary = None if job.settings.no_canary else lambda replica: make_canary(job, log, replica.version, replica.url)
+    if canary is not None and fleet.given:
+        fleet.trial_pages = min(job.settings.canary_pages, job.todo)
     pump = Pump(fleet, job.facts, job.settings, window, log, progress, guard, canary=canary)
     progress.start()
     await beside(pump.run(job.source.rows(job.skip)), fleet.watch(job.settings.stall_timeout))
@@ -180,12 +181,3 @@ async def metrics_text(fleet: Fleet) -> str:
 
 async def read_metrics(fleet: Fleet) -> dict[str, float]:
     return parse_metrics(await metrics_text(fleet))
-
-
-async def server_version(url: str, headers: Mapping[str, str]) -> str | None:
-    try:
-        async with httpx.AsyncClient(timeout=10.0) as client:
-            response = await client.get(f"{url}/version", headers=headers)
-        return response.json().get("version") if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError):
-        return None

@@ -236,17 +236,38 @@ def plan_scale(
                 f"--replicas {replicas} does not split evenly over {gpus} GPUs: pass a multiple of {gpus}"
             )
         per_gpu, why = (replicas // gpus if machine.gpus else replicas), "--replicas"
+        if machine.gpus and per_gpu > (most := replicas_that_fit(machine.gpus[0], params_b, memory_utilization)):
+            raise CommandError(
+                f"--replicas {replicas} does not fit: each replica needs its weights and "
+                f"{REPLICA_OVERHEAD_GIB:g} GiB beside them, so one {machine.gpus[0].name} holds {most}; pass "
+                f"--replicas {most * gpus} or fewer (or leave it out for the machine plan)"
+            )
     fast = bool(machine.gpus) and fast_gpu(machine.gpus[0].name)
     cores_each = machine.cpus // (per_gpu * gpus)
     servers = api_servers or (max(1, min(MAX_API_SERVERS, cores_each - 1)) if fast else 1)
     share = None
     kv_bytes = None
     if per_gpu > 1 and machine.gpus:
-        base = memory_utilization or VLLM_MEMORY_UTILIZATION
-        share = math.floor(100 * base * SHARED_GPU_HEADROOM / per_gpu) / 100
+        share = memory_share(per_gpu, memory_utilization)
         if takes_kv_cache_bytes(vllm_version):
             kv_bytes = replica_kv_bytes(machine.gpus[0], share, params_b)
     return ScalePlan(machine, per_gpu, servers, 1, share, why, kv_bytes)
+
+
+def memory_share(per_gpu: int, memory_utilization: float | None) -> float:
+    """Each replica's --gpu-memory-utilization: the card's (or vLLM's) share of the GPU split between them."""
+    base = memory_utilization or VLLM_MEMORY_UTILIZATION
+    return math.floor(100 * base * SHARED_GPU_HEADROOM / per_gpu) / 100
+
+
+def replicas_that_fit(gpu: Gpu, params_b: float | None, memory_utilization: float | None) -> int:
+    """The most replicas whose shares of one GPU each still hold a replica's weights and what it needs beside them
+    (an unknown size counts as no weights); at least one, which takes the card's share whole."""
+    needed_gib = 2 * (params_b or 0.0) + REPLICA_OVERHEAD_GIB
+    count = 1
+    while gpu.memory_mib / 1024 * memory_share(count + 1, memory_utilization) >= needed_gib:
+        count += 1
+    return count
 
 
 def takes_kv_cache_bytes(vllm_version: str | None) -> bool:

@@ -50,16 +50,44 @@ def url_port(url: str) -> int:
     return parts.port or (443 if parts.scheme == "https" else 80)
 
 
-def healthy(url: str, headers: Mapping[str, str] | None = None, timeout: float = 5.0) -> bool:
+def health_status(url: str, headers: Mapping[str, str] | None = None, timeout: float = 5.0) -> int | None:
+    """What /health answers, or None when nothing does (refused, timed out)."""
     try:
-        return httpx.get(f"{url}/health", headers=headers, timeout=timeout).status_code == 200
+        return httpx.get(f"{url}/health", headers=headers, timeout=timeout).status_code
     except httpx.HTTPError:
-        return False
+        return None
+
+
+def healthy(url: str, headers: Mapping[str, str] | None = None, timeout: float = 5.0) -> bool:
+    return health_status(url, headers, timeout) == 200
+
+
+def root_url(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+class NotAVllmRoot(ServerError):
+    """Something answers at the URL, but not as the root of a vLLM OpenAI server does: no wait can fix it."""
+
+    def __init__(self, url: str, path: str) -> None:
+        root = root_url(url)
+        instead = (
+            f"pass --server {root} (without {url[len(root) :]})"
+            if root != url
+            else "pass the address vLLM listens on, such as --server http://HOST:8000"
+        )
+        super().__init__(
+            f"{url}{path} answered 404: {url} is not the root of a vLLM server (vLLM answers /health and /v1/models "
+            f"at its root). {instead}"
+        )
 
 
 def list_models(url: str, headers: Mapping[str, str] | None = None) -> list[dict]:
     """The entries of /v1/models: `id` (the name requests use), `root` (what was loaded), `max_model_len`."""
     response = httpx.get(f"{url}/v1/models", headers=headers, timeout=30.0)
+    if response.status_code == 404:
+        raise NotAVllmRoot(url, "/v1/models")
     if response.status_code in (401, 403):
         raise ServerError(
             f"{url} refused the API key ({response.status_code}); set VLLM_API_KEY (or HF_TOKEN for an HF Jobs "

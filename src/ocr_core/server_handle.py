@@ -35,8 +35,10 @@ from .report import say
 from .scale import Slot
 from .server import (
     STOPPING,
+    NotAVllmRoot,
     ServerError,
     SpawnedServer,
+    health_status,
     healthy,
     is_local,
     list_models,
@@ -81,6 +83,10 @@ def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[st
     )
 
 
+class StartupTimeout(ServerError):
+    """A server this run did not start never answered /health within --startup-timeout."""
+
+
 @dataclass
 class Target:
     """Where requests go: base URL, served model name, headers (an API key for remote servers)."""
@@ -123,15 +129,23 @@ class ServerHandle:
         self.closed = False
 
     async def open(self, spawn: bool = True) -> Target:
-        """Spawns a server for a local address where none answers; checks what a server it did not start serves."""
-        if not healthy(self.url, self.headers):
+        """Spawns a server for a local address where none answers; checks what a server it did not start serves.
+        An address whose /health answers 404 is not a vLLM root: refused at once, since waiting cannot fix it."""
+        status = self.health()
+        if status == 404:
+            raise NotAVllmRoot(self.url, "/health")
+        if status != 200:
             if spawn and is_local(self.url):
                 await asyncio.to_thread(self.spawn)
                 return Target(self.url, self.spawned_name(), self.headers)
             say(f"waiting up to {self.settings.startup_timeout:.0f} s for {self.url} to answer /health")
-            if not await self.poll_health(self.settings.startup_timeout):
-                raise ServerError(f"{self.url} did not answer /health within {self.settings.startup_timeout:.0f} s")
+            if not await self.poll_health(self.settings.startup_timeout, at_start=True):
+                raise StartupTimeout(f"{self.url} did not answer /health within {self.settings.startup_timeout:.0f} s")
         return Target(self.url, self.check_reused(), self.headers)
+
+    def health(self) -> int | None:
+        """What /health answers at this address now (None: nothing answers)."""
+        return health_status(self.url, self.headers)
 
     def answering(self) -> bool:
         """Whether a server already answers /health at this address (then `open` uses it rather than start one)."""
@@ -193,17 +207,24 @@ class ServerHandle:
             server.wait_ready(self.settings.startup_timeout)
         say(f"server is ready ({self.url})")
 
-    async def poll_health(self, seconds: float, running: Callable[[], bool] = lambda: True) -> bool:
-        """Looks at /health until it answers 200 or `seconds` pass; stops early once `running` says no."""
+    async def poll_health(
+        self, seconds: float, running: Callable[[], bool] = lambda: True, at_start: bool = False
+    ) -> bool:
+        """Looks at /health until it answers 200 or `seconds` pass; stops early once `running` says no. `at_start`:
+        a 404 is no server starting up but something else at that address (NotAVllmRoot); mid-run a recovery only
+        waits, and its budget decides."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
         async with httpx.AsyncClient(timeout=HEALTH_CHECK_TIMEOUT_S) as client:
             while loop.time() < deadline and running():
                 try:
-                    if (await client.get(f"{self.url}/health", headers=self.headers)).status_code == 200:
-                        return True
+                    status = (await client.get(f"{self.url}/health", headers=self.headers)).status_code
                 except httpx.HTTPError:
-                    pass
+                    status = None
+                if status == 200:
+                    return True
+                if status == 404 and at_start:
+                    raise NotAVllmRoot(self.url, "/health")
                 await asyncio.sleep(HEALTH_CHECK_GAP_S)
         return False
 
@@ -275,6 +296,16 @@ async def metrics_page(client: httpx.AsyncClient, target: Target) -> str:
         if response.status_code == 200:
             return response.text
     return ""
+
+
+async def server_version(url: str, headers: Mapping[str, str]) -> str | None:
+    """The vLLM version a server reports at /version, or None when it does not say."""
+    try:
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            response = await client.get(f"{url}/version", headers=headers)
+        return response.json().get("version") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
 
 
 def model_serve_args(facts: ModelFacts, settings: Settings) -> list[str]:
