@@ -4,6 +4,7 @@ serves, and a released wheel is never overwritten."""
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import sys
 import zipfile
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from ocr_core.provenance import script_source
 from ocr_models import RECIPES
 from tools import release
 
@@ -26,7 +28,7 @@ def test_every_script_pins_the_core_this_checkout_builds():
 
 
 def test_a_script_pinning_another_version_is_named_with_the_fix():
-    text = (ROOT / "lighton-ocr3.py").read_text().replace("ocr-vllm-core==0.2.0", "ocr-vllm-core==0.1.9")
+    text = (ROOT / "lighton-ocr3.py").read_bytes().replace(b"ocr-vllm-core==0.2.0", b"ocr-vllm-core==0.1.9")
     problems = release.script_problems("lighton-ocr3.py", text, release.core_version())
     assert any("core '0.1.9'" in problem and "'0.2.0'" in problem for problem in problems), problems
     assert any("RELEASED_SHA256" in problem and "release.py stamp" in problem for problem in problems)
@@ -100,3 +102,25 @@ def test_a_checkout_whose_scripts_disagree_is_not_laid_out(tmp_path):
     with pytest.raises(release.ReleaseRefused, match=r"0\.3\.0"):
         release.layout(tmp_path / "hub-repo", root)
     assert not (tmp_path / "hub-repo").exists()
+
+
+def crlf_checkout(tmp_path: Path) -> Path:
+    """This checkout's scripts with Windows line endings, as a checkout with git's autocrlf writes them."""
+    root = tmp_path / "crlf-checkout"
+    root.mkdir()
+    shutil.copyfile(ROOT / "pyproject.toml", root / "pyproject.toml")
+    for entry in RECIPES:
+        (root / entry.script).write_bytes((ROOT / entry.script).read_bytes().replace(b"\n", b"\r\n"))
+    return root
+
+
+def test_a_crlf_checkout_is_checked_on_the_bytes_a_run_hashes(tmp_path):
+    root = crlf_checkout(tmp_path)
+    assert any("release.py stamp" in problem for problem in release.check(root))
+    release.stamp(root)
+    assert release.check(root) == []
+    for entry in RECIPES:
+        path = root / entry.script
+        assert b"\r\n" in path.read_bytes()
+        recorded = re.search(rb'RELEASED_SHA256 = "([0-9a-f]*)"', path.read_bytes())[1].decode()
+        assert script_source(path, recorded).url is not None, entry.script

@@ -93,8 +93,10 @@ def read_pins(text: str) -> Pins:
     )
 
 
-def script_problems(script: str, text: str, version: str) -> list[str]:
-    """What in one script disagrees with this release: the core pin, its wheel URL, the image, the vLLM pin."""
+def script_problems(script: str, data: bytes, version: str) -> list[str]:
+    """What in one script disagrees with this release: the core pin, its wheel URL, the image, the vLLM pin, and
+    the stamp, checked on the very bytes a run hashes."""
+    text = data.decode().replace("\r\n", "\n")  # the header and docstring are read as uv and python read them
     pins, facts = read_pins(text), facts_of(script)
     offline = next(entry for entry in RECIPES if entry.script == script).shape == "offline"
     expected = Pins(
@@ -112,8 +114,8 @@ def script_problems(script: str, text: str, version: str) -> list[str]:
     ]
     if job_command(script, facts) not in text:
         problems.append(f"{script}: its docstring lacks its job command: {job_command(script, facts)}")
-    recorded = RELEASE_HASH_LINE.search(text)
-    if recorded is None or recorded[0] != f'{RELEASE_HASH_NAME} = "{release_digest(text)}"':
+    recorded = RELEASE_HASH_LINE.search(data)
+    if recorded is None or recorded[0] != f'{RELEASE_HASH_NAME} = "{release_digest(data)}"'.encode():
         problems.append(
             f"{script}: its {RELEASE_HASH_NAME} is not the hash of its text; run python tools/release.py stamp"
         )
@@ -125,7 +127,7 @@ def check(root: Path = ROOT) -> list[str]:
     return [
         problem
         for entry in RECIPES
-        for problem in script_problems(entry.script, (root / entry.script).read_text(), version)
+        for problem in script_problems(entry.script, (root / entry.script).read_bytes(), version)
     ]
 
 
@@ -134,10 +136,10 @@ def stamp(root: Path = ROOT) -> list[str]:
     changed = []
     for entry in RECIPES:
         path = root / entry.script
-        text = path.read_text()
-        stamped = RELEASE_HASH_LINE.sub(f'{RELEASE_HASH_NAME} = "{release_digest(text)}"', text, count=1)
-        if stamped != text:
-            path.write_text(stamped)
+        data = path.read_bytes()
+        stamped = RELEASE_HASH_LINE.sub(f'{RELEASE_HASH_NAME} = "{release_digest(data)}"'.encode(), data, count=1)
+        if stamped != data:
+            path.write_bytes(stamped)
             changed.append(entry.script)
     return changed
 

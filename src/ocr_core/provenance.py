@@ -19,14 +19,17 @@ from .cli import script_url
 from .inputs import LOCAL_PREFIXES
 
 RELEASE_HASH_NAME = "RELEASED_SHA256"
-RELEASE_HASH_LINE = re.compile(rf'^{RELEASE_HASH_NAME} = "[0-9a-f]*"$', re.M)
+RELEASE_HASH_LINE = re.compile(rf'^{RELEASE_HASH_NAME} = "[0-9a-f]*"(?=\r?$)'.encode(), re.M)
 VERSION_TAG = re.compile(r"v?(\d+\.\d+\.\d+)")
 
 
-def release_digest(text: str) -> str:
-    """The sha256 of a script's text with its recorded hash blanked: what the build records, and a run checks."""
-    blanked = RELEASE_HASH_LINE.sub(f'{RELEASE_HASH_NAME} = ""', text, count=1)
-    return hashlib.sha256(blanked.encode()).hexdigest()
+def release_digest(data: bytes) -> str:
+    """The sha256 of a script's bytes with its recorded hash blanked: what the build records, and a run checks.
+
+    Bytes, never decoded text: text read with newline translation hashes a CRLF checkout as its LF twin, which the
+    release would then accept while every run of those bytes found them modified."""
+    blanked = RELEASE_HASH_LINE.sub(f'{RELEASE_HASH_NAME} = ""'.encode(), data, count=1)
+    return hashlib.sha256(blanked).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ def script_source(path: Path, recorded: str | None) -> ScriptSource:
         data = None
     if data is None:
         return ScriptSource(path.name, None, None)
-    if release_digest(data.decode(errors="replace")) == recorded:
+    if release_digest(data) == recorded:
         return ScriptSource(path.name, script_url(path.name), hashlib.sha256(data).hexdigest())
     return ScriptSource(path.name, None, hashlib.sha256(data).hexdigest())
 
