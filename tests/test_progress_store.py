@@ -3,6 +3,7 @@ merging that keeps every row, what in OUTPUT counts as ours, the card merge, and
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -148,6 +149,29 @@ def test_the_fingerprint_sees_every_setting_that_changes_a_rows_text():
     assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2.py", None, 12)) == ["script"]
     assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2-server.py", "abc123", 12)) == ["input_revision"]
     assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2-server.py", None, 13)) == ["input_rows"]
+
+
+def edited_facts(facts, **changes):
+    """The facts of an edited copy of the script: its FACTS with `changes`."""
+    return dataclasses.replace(facts, **changes)
+
+
+def test_the_fingerprint_sees_the_facts_that_change_text_whatever_their_source():
+    settings, facts = manifest_args()
+    base = fingerprint(settings, facts, "ovis-ocr2-server.py", None, 12)
+    band = list(facts.serve_args)
+    band[band.index("--mm-processor-kwargs") + 1] = '{"images_kwargs": {"min_pixels": 3136, "max_pixels": 1003520}}'
+    for changes, field in [
+        ({"serve_args": band}, "serve_args"),
+        ({"prompt": "Read the page."}, "prompt"),
+        ({"sampling": {**facts.sampling, "top_p": 0.5}}, "sampling"),
+        ({"max_pixels": 1003520}, "image_limits"),
+        ({"retry_temperature": 0.7}, "retry_temperature"),
+    ]:
+        edited = fingerprint(settings, edited_facts(facts, **changes), "ovis-ocr2-server.py", None, 12)
+        assert differences(json.loads(json.dumps(base)), edited) == [field], changes
+    faster = edited_facts(facts, serve_args=[*facts.serve_args, "--max-num-seqs", "8"])
+    assert differences(base, fingerprint(settings, faster, "ovis-ocr2-server.py", None, 12)) == []
 
 
 def test_the_mismatch_message_names_the_fields_and_both_ways_out():
