@@ -27,6 +27,7 @@ from huggingface_hub.errors import (
 from PIL import Image
 
 from ocr_core import hub as hub_module
+from ocr_core import run as run_module
 from ocr_core.cli import build_parser, job_command
 from ocr_core.cost import price_known
 from ocr_core.inputs import input_problem
@@ -37,7 +38,7 @@ from tests.testbed.env import REPO_ROOT, VENV_PYTHON, script_command
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub
-from tests.testbed.recipes import facts_of, run_entry
+from tests.testbed.recipes import ENTRIES, facts_of, load_script, run_entry
 
 
 @pytest.fixture
@@ -287,6 +288,24 @@ def test_a_script_edited_by_the_user_is_recorded_as_modified_not_as_the_release(
     assert url not in card
     assert "modified" in card and hashlib.sha256(edited.read_bytes()).hexdigest() in card
     assert last_run_info(tmp_path / "out-edited")["script_sha256"] == hashlib.sha256(edited.read_bytes()).hexdigest()
+
+
+def test_a_modified_copys_card_never_gives_the_released_job_command(server, tmp_path, capsys, monkeypatch):
+    """Even where a job command could redo the run (Hub input, output and model: stood in for here, the tests reach
+    no Hub), the released URL runs the released bytes, which write other text than the edited copy did."""
+    monkeypatch.setattr(run_module, "reproducible", lambda *names: True)
+    script = "lighton-ocr3-saturate.py"
+    released = load_script(script)
+    edited = tmp_path / script
+    edited.write_bytes((REPO_ROOT / script).read_bytes().replace(b'"top_p": 1.0', b'"top_p": 0.9'))
+    out = tmp_path / "out"
+    argv = [str(SAMPLES), str(out), "--max-samples", "2", *served(server)]
+    assert ENTRIES["saturate"](released.FACTS, edited, released.RELEASED_SHA256, argv=argv) == 0
+    reproduce = (out / "README.md").read_text().split("## Reproduce", 1)[1]
+    assert "raw/main" not in reproduce and "hf jobs" not in reproduce
+    assert "modified copy" in reproduce and hashlib.sha256(edited.read_bytes()).hexdigest() in reproduce
+    assert "cannot be rerun from the Hub" in reproduce and f"{script} {SAMPLES} {out}" in reproduce
+    capsys.readouterr()
 
 
 def test_a_huge_page_that_is_then_fitted_raises_no_pillow_warning(server, tmp_path):

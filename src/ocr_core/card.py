@@ -56,6 +56,7 @@ class CardFacts:
     serving: str | None = None
     vllm_version: str | None = None
     script_source: str | None = None
+    released: bool = True
     ran: str | None = None
     sustained_pages_per_s: float | None = None
     billed_pages_per_s: float | None = None
@@ -216,7 +217,14 @@ def served_by(facts: CardFacts) -> str:
 
 
 def reproduce_section(facts: CardFacts) -> str:
-    """The job command that makes these rows again, or, when none can (a local input, output or model), that."""
+    """The job command that makes these rows again, or, when none can (a local input, output or model, or a script
+    that is not the release: its URL runs other bytes), that, with the command as it ran."""
+    if facts.command is None and not facts.released:
+        ran = f" It ran as\n\n```bash\n{facts.ran}\n```\n\n" if facts.ran else " "
+        return (
+            f"This run cannot be rerun from the Hub: it ran {facts.script_source}, and the released script's URL "
+            f"would write other text.{ran}Rerunning that copy with the same arguments resumes"
+        )
     if facts.command is None:
         ran = f"; there it ran as\n\n```bash\n{facts.ran}\n```\n\n" if facts.ran else ". "
         return (

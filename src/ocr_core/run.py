@@ -457,11 +457,12 @@ def publish_or_say(
 
 def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None, origin: ScriptSource) -> str:
     """Writes this job's slice from its own rows' results only and publishes it with its facts (slices.py); the
-    card's reproduce command only when one exists (a Hub input, output and model)."""
+    card's reproduce command only when one exists (a Hub input, output and model, and the released script: its URL
+    would run other bytes than an edited copy's)."""
     tally, owned, settings = drive.tally, job.source.owned(), job.settings
     timeout = job_timeout(len(owned), tally.pages_per_s() or None)
     command = job_command(job.launch.script, job.facts, job.launch.argv, timeout)
-    reproduce = reproducible(settings.input, settings.output, settings.model)
+    reproduce = origin.url is not None and reproducible(settings.input, settings.output, settings.model)
     template = CardFacts(
         source=job.settings.input,
         split=job.settings.split,
@@ -492,6 +493,7 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         serving=drive.serving,
         vllm_version=drive.version,
         script_source=origin.describe(),
+        released=origin.url is not None,
     )
     results = slice_results(job.destination.progress_dir, owned)
     shard = job.source.shard or (0, 1)
