@@ -11,7 +11,7 @@ memory holds one batch of images, never the slice.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,11 +109,15 @@ def slice_file_name(prefix: str, split: str, shard: tuple[int, int], part: int) 
     return f"{prefix}/{split}-{shard_label(shard)}-{part:05d}.parquet"
 
 
+EntryOf = Callable[[str | None], dict[str, Any]]
+
+
 def assemble(
-    source: Source, results: pa.Table, columns: Columns, info: dict[str, Any], folder: Path, prefix: str
+    source: Source, results: pa.Table, columns: Columns, info: EntryOf, folder: Path, prefix: str
 ) -> dict[str, Path]:
     """Writes this job's range of rows (its shard's, or all) as slice files under `folder`; returns them by path in
-    the repo. `results` needs to hold only this range's rows."""
+    the repo. `results` needs to hold only this range's rows; `info` makes a row's inference_info entry from the
+    record of the run that wrote it."""
     position = {row_id: i for i, row_id in enumerate(results["row_id"].to_pylist())}
     schema = output_features(source, columns).arrow_schema
     span = source.span
@@ -139,7 +143,7 @@ def shard_table(
     results: pa.Table,
     position: Mapping[str, int],
     columns: Columns,
-    info: dict[str, Any],
+    info: EntryOf,
 ) -> pa.Table:
     table = embed_table_storage(source.input_table(positions))
     previous_info = table[INFO_COLUMN].to_pylist() if INFO_COLUMN in table.column_names else None
@@ -150,7 +154,8 @@ def shard_table(
     extras = [json.loads(value) if value else {} for value in picked["extra"].to_pylist()]
     for name, arrow_type in columns.extra.items():
         table = table.append_column(name, pa.array([extra.get(name) for extra in extras], type=arrow_type))
-    return table.append_column(INFO_COLUMN, pa.array(info_values(previous_info, info, len(ids)), pa.string()))
+    entries = [info(record) for record in picked["provenance"].to_pylist()]
+    return table.append_column(INFO_COLUMN, pa.array(info_values(previous_info, entries), pa.string()))
 
 
 def text_or_failed(results: pa.Table, failed_text: str | None) -> pa.ChunkedArray:
@@ -171,12 +176,12 @@ def inference_history(source: Source) -> list[dict[str, Any]]:
     return history if isinstance(history, list) else [history]
 
 
-def info_values(previous: list[str | None] | None, entry: dict[str, Any], count: int) -> list[str]:
-    """`inference_info` is a JSON list per row; an earlier model's entries are kept and this run's appended."""
+def info_values(previous: list[str | None] | None, entries: list[dict[str, Any]]) -> list[str]:
+    """`inference_info` is a JSON list per row; an earlier model's entries are kept and this one's appended."""
     if previous is None:
-        return [json.dumps([entry])] * count
+        return [json.dumps([entry]) for entry in entries]
     values = []
-    for item in previous:
+    for item, entry in zip(previous, entries):
         history = json.loads(item) if item else []
         history = history if isinstance(history, list) else [history]
         values.append(json.dumps([*history, entry]))

@@ -57,6 +57,7 @@ class CardFacts:
     vllm_version: str | None = None
     script_source: str | None = None
     released: bool = True
+    measured: bool = True
     ran: str | None = None
     sustained_pages_per_s: float | None = None
     billed_pages_per_s: float | None = None
@@ -127,8 +128,8 @@ def failed_note(facts: CardFacts) -> str:
 
 def rates_rows(facts: CardFacts) -> str:
     """The rates a reader plans by (rates.py): what the job ran at once every replica served, and what each row cost
-    in wall time; a card from before they were recorded has neither row."""
-    if facts.billed_pages_per_s is None:
+    in wall time; a card from before they were recorded, or of a run that only published, has neither row."""
+    if facts.billed_pages_per_s is None or not facts.measured:
         return ""
     sustained = (
         f"{facts.sustained_pages_per_s:.2f} pages/s (every planned replica serving)"
@@ -249,7 +250,11 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
     config_arg = f', "{facts.config}"' if facts.config else ""
     cost_row = f"| cost | {facts.cost} |\n" if facts.cost else ""
     serving_row = f"| servers | {facts.serving} |\n" if facts.serving else ""
-    throughput = f"{facts.pages_per_s:.2f} pages/s over inference, {facts.tokens_per_s:.0f} output tokens/s"
+    throughput = (
+        f"{facts.pages_per_s:.2f} pages/s over inference, {facts.tokens_per_s:.0f} output tokens/s"
+        if facts.measured
+        else "not measured: this run only published rows that earlier runs wrote"
+    )
     body = f"""
 ## OCR of {facts.source}: config `{facts.config or "default"}`
 

@@ -10,10 +10,13 @@ hash of what ran, never with the released URL.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .cli import script_url
 from .inputs import LOCAL_PREFIXES
@@ -21,6 +24,8 @@ from .inputs import LOCAL_PREFIXES
 RELEASE_HASH_NAME = "RELEASED_SHA256"
 RELEASE_HASH_LINE = re.compile(rf'^{RELEASE_HASH_NAME} = "[0-9a-f]*"(?=\r?$)'.encode(), re.M)
 VERSION_TAG = re.compile(r"v?(\d+\.\d+\.\d+)")
+# What a row keeps of the run that wrote it: the fields of its inference_info entry that say what made the text.
+WRITER_FIELDS = ("model_name", "image", "vllm_version", "mode", "serving", "script", "script_url", "script_sha256")
 
 
 def release_digest(data: bytes) -> str:
@@ -83,3 +88,39 @@ def hub_id(name: str) -> bool:
 def reproducible(input_name: str, output: str, model: str) -> bool:
     """A job command can redo the run elsewhere only when what it read, wrote and served all live on the Hub."""
     return hub_id(input_name) and hub_id(output) and hub_id(model)
+
+
+def writer_record(entry: Mapping[str, Any], run_id: str) -> str:
+    """The record a row keeps of the run writing it (progress.py stores it beside the row's text)."""
+    return json.dumps({"run_id": run_id, **{name: entry.get(name) for name in WRITER_FIELDS}}, sort_keys=True)
+
+
+def row_entry(current: dict[str, Any], run_id: str, record: str | None) -> dict[str, Any]:
+    """One row's inference_info entry: this run's for a row it wrote (or one written before rows kept their
+    writer), else the writing run's record over it, without this run's window, which fed none of its pages."""
+    if record is None:
+        return current
+    written = json.loads(record)
+    if written.pop("run_id", None) == run_id:
+        return current
+    return {**{name: value for name, value in current.items() if name != "window"}, **written}
+
+
+@dataclass(frozen=True)
+class Writers:
+    """What served the rows of a slice, from their records: what the card of a run that wrote none of them says."""
+
+    vllm_version: str | None
+    serving: str | None
+    image: str | None
+
+
+def earlier_writers(records: Iterable[str | None]) -> Writers:
+    """Each field's distinct values over the rows' records, in order, joined ("0.30.0 and 0.32.0")."""
+    written = [json.loads(record) for record in records if record is not None]
+
+    def joined(name: str) -> str | None:
+        values = list(dict.fromkeys(entry[name] for entry in written if entry.get(name) is not None))
+        return " and ".join(values) or None
+
+    return Writers(joined("vllm_version"), joined("serving"), joined("image"))

@@ -40,7 +40,15 @@ from .lease import LeaseTaken
 from .mirror import ProgressMirror
 from .output import data_prefix_of, is_local_output
 from .progress import ResultLog, read_results
-from .provenance import ScriptSource, ran_image, reproducible, script_source
+from .provenance import (
+    ScriptSource,
+    earlier_writers,
+    ran_image,
+    reproducible,
+    row_entry,
+    script_source,
+    writer_record,
+)
 from .quiet import silence_notices
 from .rates import billed_pages_per_s
 from .redact import register_run_secrets
@@ -167,7 +175,9 @@ def run_recipe(
         if settings.verbose:
             say(versions())
         origin = script_source(script_path, released_sha256)
-        code = run(settings, facts, Launch(script, mode, argv), drive_pages, hub, stop, summary, streams, origin)
+        code = run(
+            settings, facts, Launch(script, mode, argv, origin), drive_pages, hub, stop, summary, streams, origin
+        )
     except BaseException as exc:
         code = failure_code(exc, stop, summary, settings.verbose)
     finally:
@@ -346,6 +356,13 @@ def inference_info(job: Job, drive: Drive, origin: ScriptSource) -> dict[str, An
     }
 
 
+def writer_of(job: Job, drive: Drive) -> str:
+    """The record each row this run writes keeps of it: the fields of its inference_info entry that say what made
+    the text, as they stand when the row is written."""
+    origin = job.launch.origin or ScriptSource(job.launch.script, None, None)
+    return writer_record(inference_info(job, drive, origin), job.run_id)
+
+
 @dataclass(frozen=True)
 class Outcome:
     """Where this job's rows stand (its shard's, or all selected rows), read from the results on disk."""
@@ -456,10 +473,13 @@ def publish_or_say(
 
 
 def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None, origin: ScriptSource) -> str:
-    """Writes this job's slice from its own rows' results only and publishes it with its facts (slices.py); the
+    """Writes this job's slice from its own rows' results only and publishes it with its facts (slices.py); each
+    row's inference_info and, for a run that wrote no row (it only publishes), the card name what wrote the text; the
     card's reproduce command only when one exists (a Hub input, output and model, and the released script: its URL
     would run other bytes than an edited copy's)."""
     tally, owned, settings = drive.tally, job.source.owned(), job.settings
+    results = slice_results(job.destination.progress_dir, owned)
+    served = earlier_writers(results["provenance"].to_pylist()) if not tally.done else None
     timeout = job_timeout(len(owned), tally.pages_per_s() or None)
     command = job_command(job.launch.script, job.facts, job.launch.argv, timeout)
     reproduce = origin.url is not None and reproducible(settings.input, settings.output, settings.model)
@@ -470,7 +490,7 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         data_prefix=job.destination.data_prefix,
         model=job.settings.model,
         script=job.launch.script,
-        image=ran_image(job.facts.image, drive.version),
+        image=served.image if served else ran_image(job.facts.image, drive.version),
         mode=job.launch.mode,
         command=command if reproduce else None,
         ran=None if reproduce else ran_command(job.launch.script, job.launch.argv),
@@ -490,19 +510,20 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         window=drive.window.limit,
         cost=cost,
         kept_columns=job.columns.keep,
-        serving=drive.serving,
-        vllm_version=drive.version,
+        serving=served.serving if served else drive.serving,
+        vllm_version=served.vllm_version if served else drive.version,
         script_source=origin.describe(),
         released=origin.url is not None,
+        measured=served is None,
     )
-    results = slice_results(job.destination.progress_dir, owned)
+    current = inference_info(job, drive, origin)
     shard = job.source.shard or (0, 1)
     with tempfile.TemporaryDirectory() as folder:
         files = assemble(
             job.source,
             results,
             job.columns,
-            inference_info(job, drive, origin),
+            lambda record: row_entry(current, job.run_id, record),
             Path(folder),
             job.destination.data_prefix,
         )
