@@ -56,7 +56,8 @@ class CardFacts:
     serving: str | None = None
     vllm_version: str | None = None
     script_source: str | None = None
-    released: bool = True
+    modified_script: bool = False
+    core: str | None = None
     measured: bool = True
     ran: str | None = None
     sustained_pages_per_s: float | None = None
@@ -220,7 +221,7 @@ def served_by(facts: CardFacts) -> str:
 def reproduce_section(facts: CardFacts) -> str:
     """The job command that makes these rows again, or, when none can (a local input, output or model, or a script
     that is not the release: its URL runs other bytes), that, with the command as it ran."""
-    if facts.command is None and not facts.released:
+    if facts.command is None and facts.modified_script:
         ran = f" It ran as\n\n```bash\n{facts.ran}\n```\n\n" if facts.ran else " "
         return (
             f"This run cannot be rerun from the Hub: it ran {facts.script_source}, and the released script's URL "
@@ -290,6 +291,6 @@ trusted = ds.filter(lambda row: row["{facts.error_column}"] is None)
 ## Reproduce
 
 {reproduce_section(facts)}: rows already done are skipped; `--retry-errors` retries the failed ones. Made with
-{facts.script_source or f"`{facts.script}`"}.
+{facts.script_source or f"`{facts.script}`"}{f", on {facts.core}" if facts.core else ""}.
 """
     return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{merged_body(prose, body, facts.config or 'default')}"

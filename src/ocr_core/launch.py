@@ -1,5 +1,6 @@
-"""How this run was started: the script's file name, its shape, its command line as given, and what the script is
-(the released bytes or a modified copy), which every row this run writes records.
+"""How this run was started: the script's file name, its shape and its command line as given.
+
+It also says what the script is (the released bytes or a modified copy), which every row this run writes records.
 
 One record for what the job command, the card, the manifest and a spawned server's error message say about the
 run, handed along with the settings instead of three loose values.

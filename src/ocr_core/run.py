@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import signal
 import sys
 import tempfile
@@ -44,6 +45,7 @@ from .provenance import (
     ScriptSource,
     earlier_writers,
     ran_image,
+    released_scripts,
     reproducible,
     row_entry,
     script_source,
@@ -52,9 +54,10 @@ from .provenance import (
 from .quiet import silence_notices
 from .rates import billed_pages_per_s
 from .redact import register_run_secrets
-from .report import RunFacts, Summary, Tally, process_seconds, say
+from .report import RunFacts, ScriptCopy, Summary, Tally, process_seconds, say
 from .settings import Settings
 from .slices import publish_slice, slice_facts, slice_results
+from .version import DISTRIBUTION, core_build, core_version
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 KEPT = "finished rows are kept; rerun the same command to resume"
@@ -142,7 +145,6 @@ DrivePages = Callable[[Job, StopSignals, list[TextIO]], Drive]
 def run_recipe(
     facts: ModelFacts,
     script_path: Path,
-    released_sha256: str | None,
     mode: str,
     drive_pages: DrivePages,
     argv: Sequence[str] | None = None,
@@ -174,7 +176,8 @@ def run_recipe(
         register_run_secrets(settings)
         if settings.verbose:
             say(versions())
-        origin = script_source(script_path, released_sha256)
+        origin = script_source(script_path, released_scripts())
+        summary.copy = ScriptCopy(origin.standing, origin.sha256, prompt_sha256(facts))
         code = run(
             settings, facts, Launch(script, mode, argv, origin), drive_pages, hub, stop, summary, streams, origin
         )
@@ -352,8 +355,15 @@ def inference_info(job: Job, drive: Drive, origin: ScriptSource) -> dict[str, An
         "script": job.launch.script,
         "script_url": origin.url,
         "script_sha256": origin.sha256,
+        "prompt_sha256": prompt_sha256(job.facts),
+        "core": {"version": core_version(), "build": core_build()},
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def prompt_sha256(facts: ModelFacts) -> str | None:
+    """The sha256 of the prompt text an edited copy may change (None: the page image alone is the prompt)."""
+    return hashlib.sha256(facts.prompt.encode()).hexdigest() if facts.prompt else None
 
 
 def writer_of(job: Job, drive: Drive) -> str:
@@ -482,7 +492,8 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
     served = earlier_writers(results["provenance"].to_pylist()) if not tally.done else None
     timeout = job_timeout(len(owned), tally.pages_per_s() or None)
     command = job_command(job.launch.script, job.facts, job.launch.argv, timeout)
-    reproduce = origin.url is not None and reproducible(settings.input, settings.output, settings.model)
+    on_the_hub = reproducible(settings.input, settings.output, settings.model)
+    reproduce = on_the_hub and origin.url is not None
     template = CardFacts(
         source=job.settings.input,
         split=job.settings.split,
@@ -513,7 +524,8 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         serving=served.serving if served else drive.serving,
         vllm_version=served.vllm_version if served else drive.version,
         script_source=origin.describe(),
-        released=origin.url is not None,
+        core=f"{DISTRIBUTION} {core_version() or '(version unknown)'} ({core_build()})",
+        modified_script=on_the_hub and origin.url is None,
         measured=served is None,
     )
     current = inference_info(job, drive, origin)
