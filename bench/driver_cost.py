@@ -121,7 +121,7 @@ def driver_pages_per_s(pages: int, window: int) -> dict:
             script = load_script(SCRIPT)
             captured = io.StringIO()
             with contextlib.redirect_stdout(captured):
-                code = run_server(script.FACTS, ROOT / SCRIPT, script.RELEASED_SHA256, argv=argv)
+                code = run_server(script.FACTS, ROOT / SCRIPT, argv=argv)
             server.terminate()
         summary = json.loads(captured.getvalue().strip().splitlines()[-1])
         assert code == 0, summary

@@ -34,7 +34,7 @@ CEILING_PARTS = ("serial_pages_per_s", "engine_only_pages_per_s", "decode_ms_per
 SERVER_MODE = (
     "import sys; from ocr_core.recipes import run_server; from tools.recipes import ROOT, load_script; "
     "script = load_script('lighton-ocr3-saturate.py'); "
-    "sys.exit(run_server(script.FACTS, ROOT / 'lighton-ocr3-saturate.py', script.RELEASED_SHA256))"
+    "sys.exit(run_server(script.FACTS, ROOT / 'lighton-ocr3-saturate.py'))"
 )
 
 

@@ -30,3 +30,12 @@ _.sustained_s
 _.sustained_pages
 _.sustained_unix
 _.billed_s
+
+# The zip entry that tools/release.py adds to the release wheel: zipfile reads these when it writes the entry.
+_.compress_type
+_.external_attr
+
+# Fields of the summary line: Summary.line writes ScriptCopy through vars().
+_.script_release
+_.script_sha256
+_.prompt_sha256

@@ -143,7 +143,7 @@ def test_rows_with_an_unstorable_value_still_publish(tmp_path):
         log.add(RowResult(index, row_id, verdict.text, verdict.error, "stop", extra=verdict.extra))
     log.flush()
     columns = Columns("markdown", "ocr_error", dict(facts.extra_columns))
-    files = assemble(source, read_results(tmp_path / "progress"), columns, {}, tmp_path / "out", "data")
+    files = assemble(source, read_results(tmp_path / "progress"), columns, lambda record: {}, tmp_path / "out", "data")
     output = datasets.Dataset.from_parquet([str(path) for path in files.values()], cache_dir=str(tmp_path / "cache"))
     assert output["markdown"] == ["Annual report\n\nBody"] * 2
     assert "cannot be stored in column hpd_blocks" in output["ocr_error"][0]

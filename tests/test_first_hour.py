@@ -27,17 +27,20 @@ from huggingface_hub.errors import (
 from PIL import Image
 
 from ocr_core import hub as hub_module
+from ocr_core import run as run_module
 from ocr_core.cli import build_parser, job_command
 from ocr_core.cost import price_known
 from ocr_core.inputs import input_problem
 from ocr_core.provenance import ran_image, reproducible
+from ocr_core.version import core_version
 from ocr_models import RECIPES, recipe
 from tests.test_resume_publish import SAMPLES, run_main, served
 from tests.testbed.env import REPO_ROOT, VENV_PYTHON, script_command
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub
-from tests.testbed.recipes import facts_of, run_entry
+from tests.testbed.recipes import ENTRIES, facts_of, load_script, run_entry
+from tools.release import release_table
 
 
 @pytest.fixture
@@ -274,19 +277,84 @@ def run_copy(script: Path, out: Path, server) -> str:
     return (out / "README.md").read_text()
 
 
-def test_a_script_edited_by_the_user_is_recorded_as_modified_not_as_the_release(server, tmp_path):
+URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/lighton-ocr3-saturate.py"
+
+
+def test_a_core_built_from_a_checkout_never_calls_a_script_the_release(server, tmp_path):
+    """The test bed's wheel is built from this checkout, as a user's `uv build` is: it holds no release table, so
+    it certifies neither the checkout's bytes nor an edit of them, and records the hash of what ran."""
     released = (REPO_ROOT / "lighton-ocr3-saturate.py").read_bytes()
-    url = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/lighton-ocr3-saturate.py"
     (tmp_path / "as-released").mkdir()
     same = tmp_path / "as-released" / "lighton-ocr3-saturate.py"
     same.write_bytes(released)
-    assert url in run_copy(same, tmp_path / "out-released", server)
     edited = tmp_path / "lighton-ocr3-saturate.py"
     edited.write_bytes(released.replace(b'"top_p": 1.0', b'"top_p": 0.9'))
-    card = run_copy(edited, tmp_path / "out-edited", server)
-    assert url not in card
-    assert "modified" in card and hashlib.sha256(edited.read_bytes()).hexdigest() in card
-    assert last_run_info(tmp_path / "out-edited")["script_sha256"] == hashlib.sha256(edited.read_bytes()).hexdigest()
+    for copy, out in [(same, tmp_path / "out-released"), (edited, tmp_path / "out-edited")]:
+        card = run_copy(copy, out, server)
+        digest = hashlib.sha256(copy.read_bytes()).hexdigest()
+        assert URL not in card and "not a release build" in card and digest in card
+        assert last_run_info(out)["script_sha256"] == digest and last_run_info(out)["script_url"] is None
+
+
+def test_on_a_release_build_the_released_bytes_are_the_release(server, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(run_module, "released_scripts", release_table)
+    out = tmp_path / "out"
+    argv = [str(SAMPLES), str(out), "--max-samples", "2", *served(server)]
+    assert run_main("lighton-ocr3-saturate.py", argv, capsys)[0] == 0
+    assert f"the released [`lighton-ocr3-saturate.py`]({URL})" in (out / "README.md").read_text()
+    assert last_run_info(out)["script_url"] == URL
+
+
+def test_a_modified_copys_card_never_gives_the_released_job_command(server, tmp_path, capsys, monkeypatch):
+    """Even where a job command could redo the run (Hub input, output and model: stood in for here, the tests reach
+    no Hub), the released URL runs the released bytes, which write other text than the edited copy did."""
+    monkeypatch.setattr(run_module, "reproducible", lambda *names: True)
+    monkeypatch.setattr(run_module, "released_scripts", release_table)
+    script = "lighton-ocr3-saturate.py"
+    released = load_script(script)
+    edited = tmp_path / script
+    edited.write_bytes((REPO_ROOT / script).read_bytes().replace(b'"top_p": 1.0', b'"top_p": 0.9'))
+    out = tmp_path / "out"
+    argv = [str(SAMPLES), str(out), "--max-samples", "2", *served(server)]
+    assert ENTRIES["saturate"](released.FACTS, edited, argv=argv) == 0
+    reproduce = (out / "README.md").read_text().split("## Reproduce", 1)[1]
+    assert "raw/main" not in reproduce and "hf jobs" not in reproduce
+    assert "modified copy" in reproduce and hashlib.sha256(edited.read_bytes()).hexdigest() in reproduce
+    assert "cannot be rerun from the Hub" in reproduce and f"{script} {SAMPLES} {out}" in reproduce
+    capsys.readouterr()
+
+
+def test_an_edited_copy_says_modified_and_records_its_prompt_and_its_core(server, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(run_module, "released_scripts", release_table)
+    script = "ovis-ocr2-server.py"
+    edited = tmp_path / script
+    edited.write_bytes((REPO_ROOT / script).read_bytes().replace(b"Preserve the original text", b"Keep the text"))
+    facts = load_script(str(edited)).FACTS
+    prompt = hashlib.sha256(facts.prompt.encode()).hexdigest()
+    out = tmp_path / "out"
+    capsys.readouterr()
+    argv = [str(SAMPLES), str(out), "--max-samples", "2", *served(server)]
+    assert ENTRIES["server"](facts, edited, argv=argv) == 0
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert (summary["script_release"], summary["prompt_sha256"]) == ("modified", prompt)
+    assert summary["script_sha256"] == hashlib.sha256(edited.read_bytes()).hexdigest()
+    info = last_run_info(out)
+    assert info["prompt_sha256"] == prompt
+    assert info["core"] == {"version": core_version(), "build": "source tree"}, "the suite's core is src/"
+    assert f"on ocr-vllm-core {core_version() or '(version unknown)'} (source tree)" in (out / "README.md").read_text()
+
+
+def test_a_misspelt_facts_field_is_exit_2_naming_the_closest_field(tmp_path):
+    script = tmp_path / "lighton-ocr3-saturate.py"
+    script.write_bytes((REPO_ROOT / "lighton-ocr3-saturate.py").read_bytes().replace(b"max_side=", b"max_sides="))
+    result = subprocess.run(
+        [str(VENV_PYTHON), str(script), "in", "out"], capture_output=True, text=True, timeout=300,
+        env={**bed_env(), "PYTHONPATH": str(REPO_ROOT / "src")},
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "did you mean 'max_side'?" in result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert summary["exit_code"] == 2 and "'max_sides' (did you mean 'max_side'?)" in summary["failure"]
 
 
 def test_a_huge_page_that_is_then_fitted_raises_no_pillow_warning(server, tmp_path):

@@ -66,7 +66,7 @@ def test_final_dataset_keeps_input_order_and_columns(tmp_path):
     results = read_results(tmp_path / "progress")
     assert missing_rows(source, results) == 0
     columns = Columns("markdown", "ocr_error", {})
-    files = assemble(source, results, columns, {"model_id": "m"}, tmp_path / "out", "data")
+    files = assemble(source, results, columns, lambda record: {"model_id": "m"}, tmp_path / "out", "data")
     assert list(files) == ["data/train-00000-of-00001-00000.parquet"]
     output = datasets.Dataset.from_parquet(str(*files.values()), cache_dir=str(tmp_path))
     assert output.column_names == [

@@ -3,6 +3,7 @@ merging that keeps every row, what in OUTPUT counts as ours, the card merge, and
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -15,7 +16,18 @@ import yaml
 
 from ocr_core.card import CardFacts, render_card, split_front_matter
 from ocr_core.compaction import FAN_IN, TOP_CLASS, compact, plan_merges, size_class
-from ocr_core.lease import Lease, LeaseTaken, LocalLocks, conflicts, lease_key, overlaps, yields_to
+from ocr_core.job import claim_lease, hold_lease, release
+from ocr_core.lease import (
+    WHOLE,
+    Lease,
+    LeaseTaken,
+    LocalLocks,
+    conflicts,
+    first_landed,
+    lease_commit_title,
+    lease_key,
+    overlaps,
+)
 from ocr_core.manifest import differences, fingerprint, settings_mismatch_message
 from ocr_core.mirror import ProgressMirror
 from ocr_core.output import Destination, foreign_files, owned_configs, unsafe_local_output
@@ -150,6 +162,29 @@ def test_the_fingerprint_sees_every_setting_that_changes_a_rows_text():
     assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2-server.py", None, 13)) == ["input_rows"]
 
 
+def edited_facts(facts, **changes):
+    """The facts of an edited copy of the script: its FACTS with `changes`."""
+    return dataclasses.replace(facts, **changes)
+
+
+def test_the_fingerprint_sees_the_facts_that_change_text_whatever_their_source():
+    settings, facts = manifest_args()
+    base = fingerprint(settings, facts, "ovis-ocr2-server.py", None, 12)
+    band = list(facts.serve_args)
+    band[band.index("--mm-processor-kwargs") + 1] = '{"images_kwargs": {"min_pixels": 3136, "max_pixels": 1003520}}'
+    for changes, field in [
+        ({"serve_args": band}, "serve_args"),
+        ({"prompt": "Read the page."}, "prompt"),
+        ({"sampling": {**facts.sampling, "top_p": 0.5}}, "sampling"),
+        ({"max_pixels": 1003520}, "image_limits"),
+        ({"retry_temperature": 0.7}, "retry_temperature"),
+    ]:
+        edited = fingerprint(settings, edited_facts(facts, **changes), "ovis-ocr2-server.py", None, 12)
+        assert differences(json.loads(json.dumps(base)), edited) == [field], changes
+    faster = edited_facts(facts, serve_args=[*facts.serve_args, "--max-num-seqs", "8"])
+    assert differences(base, fingerprint(settings, faster, "ovis-ocr2-server.py", None, 12)) == []
+
+
 def test_the_mismatch_message_names_the_fields_and_both_ways_out():
     message = settings_mismatch_message(
         "./out (config default, split train)", {"model": "a"}, {"model": "b"}, ["model"]
@@ -229,6 +264,9 @@ def test_a_single_config_dataset_info_of_the_replaced_config_goes():
 # ---- leases ----
 
 
+REPO = "someone/ocr-out"
+
+
 def lease(run_id: str, key: str, started: float, expires: float) -> Lease:
     return Lease(run_id, key, "host", 1, started, expires)
 
@@ -249,8 +287,46 @@ def test_live_overlapping_leases_of_other_runs_conflict():
         lease("twin", "0-of-2", 80.0, 1000.0),
     ]
     assert [other.run_id for other in conflicts(leases, mine, now=100.0)] == ["whole", "twin"]
-    assert yields_to(mine, lease("older", "0-of-2", 99.0, 1000.0))
-    assert not yields_to(mine, lease("younger", "0-of-2", 101.0, 1000.0))
+
+
+def two_runs_of_one_command(tmp_path):
+    """Two machines' view of one Hub output, and each run's lease, the first started before the second."""
+    from ocr_core.cli import build_parser, parse_arguments
+    from tests.testbed.recipes import model_facts
+
+    hub = FolderHub(tmp_path / "hub")
+    settings = parse_arguments(build_parser("ovis-ocr2-server.py", model_facts("ovis_ocr2"), "server"), ["in", REPO])
+    runs = []
+    for name in ("early", "late"):
+        destination = Destination(REPO, "train", None, hub, work_dir=tmp_path / name)
+        destination.progress_dir.mkdir(parents=True)
+        runs.append((destination, claim_lease(destination, destination.listing(), f"run-{name}", settings)))
+    return settings, runs
+
+
+@pytest.mark.parametrize("landing", [["late", "early"], ["early", "late"]], ids=["crossed", "in-order"])
+def test_of_two_runs_started_at_once_the_lease_that_landed_first_wins_whatever_the_start_times(tmp_path, landing):
+    """The race: the later run pushed and confirmed its lease while the earlier run's commit was in flight; the
+    earlier run then saw it but, having started first, did not step back, and both did every page."""
+    settings, runs = two_runs_of_one_command(tmp_path)
+    by_name = dict(zip(("early", "late"), runs))
+    first, second = (by_name[name] for name in landing)
+    mirror = hold_lease(first[0], first[0].listing(), first[1], settings)
+    try:
+        with pytest.raises(LeaseTaken, match=first[1].run_id):
+            hold_lease(second[0], second[0].listing(), second[1], settings)
+        assert [lease.run_id for lease in first[0].leases(first[0].listing())] == [first[1].run_id]
+    finally:
+        release(first[0], first[1], LocalLocks(first[0].progress_dir, WHOLE), mirror)
+
+
+def test_the_history_names_the_first_landed_lease_for_every_run_alike():
+    early, late = lease("early", "all", 100.0, 1000.0), lease("late", "all", 101.0, 1000.0)
+    titles = ["OCR progress: manifest", lease_commit_title(late), lease_commit_title(early), lease_commit_title(late)]
+    assert first_landed([early, late], titles) is late
+    assert first_landed([late, early], titles) is late
+    legacy = lease("legacy", "all", 102.0, 1000.0)
+    assert first_landed([early, late, legacy], titles) is legacy, "a lease older than the titles counts as first"
 
 
 def test_two_runs_on_one_machine_cannot_hold_one_slice(tmp_path):

@@ -864,6 +864,21 @@ def test_a_page_that_always_fails_becomes_one_error_row_and_the_rest_finishes(tm
     assert [outcome.results[f"train-{i}"]["error"] for i in (0, 2, 3, 4, 5)] == [None] * 5
 
 
+def test_each_strike_is_on_disk_before_the_page_is_sent_again(tmp_path):
+    """A kill -9 (the OOM killer, a preemption) after a strike must not lose it: the rerun counts on from there."""
+    on_disk_when_sent: list[int] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        if not is_poison(request):
+            return answer()
+        on_disk_when_sent.append(strike_records(tmp_path).get(POISON, 0))
+        return refusal(500, "CUDA error: an illegal memory access")
+
+    outcome = pump_rows(tmp_path, server, poisoned_rows(6), fleet_of(FakeEndpoint()), retry_budget=0.2)
+    assert outcome.results[POISON]["error"].startswith("failed every attempt: 3 attempts")
+    assert sorted(set(on_disk_when_sent)) == [0, 1, 2], "a strike sat in the buffer while its page was sent again"
+
+
 def test_every_page_failing_still_stops_the_run_after_the_budget_without_condemning_pages(tmp_path):
     outcome = pump_rows(
         tmp_path, lambda request: refusal(500, "boom"), poisoned_rows(40), fleet_of(FakeEndpoint()), retry_budget=0.2

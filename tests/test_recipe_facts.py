@@ -56,10 +56,11 @@ def test_an_offline_script_pins_the_vllm_its_facts_name(script):
     assert pins == ([facts_of(script).vllm_pin] if offline else [])
 
 
-def test_a_misspelt_fact_is_refused_when_the_script_starts():
+def test_a_misspelt_fact_is_refused_when_the_script_starts(capsys):
     fields = {field.name: getattr(LIGHTON, field.name) for field in dataclasses.fields(ModelFacts)}
-    with pytest.raises(TypeError, match="max_sides"):
+    with pytest.raises(SystemExit) as stopped:
         ModelFacts(**{**fields, "max_sides": 1024})
+    assert stopped.value.code == 2 and "'max_sides' (did you mean 'max_side'?)" in capsys.readouterr().err
     with pytest.raises(TypeError):
         ModelFacts("lightonai/LightOnOCR-3-0.8B", "image", 1024, {}, [])  # keyword-only: no fact by position
 

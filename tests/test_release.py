@@ -4,6 +4,7 @@ serves, and a released wheel is never overwritten."""
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 import sys
 import zipfile
@@ -13,6 +14,9 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from ocr_core.cli import SCRIPTS_URL
+from ocr_core.provenance import script_source
+from ocr_core.version import RELEASE_TABLE
 from ocr_models import RECIPES
 from tools import release
 
@@ -29,7 +33,6 @@ def test_a_script_pinning_another_version_is_named_with_the_fix():
     text = (ROOT / "lighton-ocr3.py").read_text().replace("ocr-vllm-core==0.2.0", "ocr-vllm-core==0.1.9")
     problems = release.script_problems("lighton-ocr3.py", text, release.core_version())
     assert any("core '0.1.9'" in problem and "'0.2.0'" in problem for problem in problems), problems
-    assert any("RELEASED_SHA256" in problem and "release.py stamp" in problem for problem in problems)
 
 
 def test_the_package_declares_every_package_the_core_imports():
@@ -100,3 +103,46 @@ def test_a_checkout_whose_scripts_disagree_is_not_laid_out(tmp_path):
     with pytest.raises(release.ReleaseRefused, match=r"0\.3\.0"):
         release.layout(tmp_path / "hub-repo", root)
     assert not (tmp_path / "hub-repo").exists()
+
+
+def crlf_checkout(tmp_path: Path) -> Path:
+    """This checkout's scripts with Windows line endings, as a checkout with git's autocrlf writes them."""
+    root = tmp_path / "crlf-checkout"
+    root.mkdir()
+    shutil.copyfile(ROOT / "pyproject.toml", root / "pyproject.toml")
+    for entry in RECIPES:
+        (root / entry.script).write_bytes((ROOT / entry.script).read_bytes().replace(b"\n", b"\r\n"))
+    return root
+
+
+def test_a_crlf_checkout_is_released_with_the_hashes_of_the_bytes_a_run_reads(tmp_path):
+    root = crlf_checkout(tmp_path)
+    assert release.check(root) == []
+    table = release.release_table(root)
+    for entry in RECIPES:
+        path = root / entry.script
+        assert b"\r\n" in path.read_bytes()
+        assert script_source(path, table).url is not None, entry.script
+
+
+def table_in(wheel: Path) -> dict[str, str]:
+    with zipfile.ZipFile(wheel) as archive:
+        record = archive.read(next(name for name in archive.namelist() if name.endswith(".dist-info/RECORD")))
+        assert f"ocr_core/{RELEASE_TABLE},sha256=".encode() in record
+        return json.loads(archive.read(f"ocr_core/{RELEASE_TABLE}"))
+
+
+def test_only_the_release_wheels_table_certifies_a_script(released, tmp_path):
+    """A script's say-so about itself certifies nothing (an edited copy re-stamped was "the released" script): the
+    table in the release wheel does, and a core without one (a source tree) certifies no script."""
+    folder, _ = released
+    table = table_in(folder / "wheels" / release.wheel_name(release.core_version()))
+    assert set(table) == {entry.script for entry in RECIPES}
+    script = "lighton-ocr3-saturate.py"
+    assert script_source(ROOT / script, table).url == f"{SCRIPTS_URL}/{script}"
+    edited = tmp_path / script
+    edited.write_bytes((ROOT / script).read_bytes().replace(b'"top_p": 1.0', b'"top_p": 0.9'))
+    copy = script_source(edited, table)
+    assert copy.url is None and "a modified copy" in copy.describe()
+    unchecked = script_source(ROOT / script, None)
+    assert unchecked.url is None and "not a release build" in unchecked.describe()

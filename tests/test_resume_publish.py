@@ -206,6 +206,28 @@ def test_a_rerun_with_the_same_settings_resumes(server, tmp_path, capsys):
     assert code == 0 and summary["resumed"] == 5 and summary["done_this_run"] == 0
 
 
+def published_info(out: Path) -> list[dict]:
+    rows = datasets.load_dataset(str(out), split="train", cache_dir=f"{out}.cache-{time.monotonic_ns()}")
+    return [json.loads(value)[-1] for value in rows["inference_info"]]
+
+
+def test_a_publish_only_rerun_keeps_the_provenance_of_the_run_that_wrote_the_text(server, tmp_path, capsys):
+    """A rerun with nothing left to do (after a failed publish, a timeout) starts no server and learns no vLLM
+    version: it must not record its own blanks over what the writing run saw."""
+    out = tmp_path / "out"
+    argv = [str(SAMPLES), str(out), *served(server, "--max-samples", "4")]
+    assert run_main("ovis-ocr2-server.py", argv, capsys)[0] == 0
+    written = published_info(out)
+    code, summary, _ = run_main("ovis-ocr2-server.py", argv, capsys)
+    assert code == 0 and summary["done_this_run"] == 0
+    kept = published_info(out)
+    assert [entry["vllm_version"] for entry in kept] == ["fake"] * 4
+    assert [entry["serving"] for entry in kept] == [entry["serving"] for entry in written]
+    card = (out / "README.md").read_text()
+    assert "vLLM fake" in card and "0.00 pages/s" not in card and "did not start" in card
+    assert "this run only published rows that earlier runs wrote" in card
+
+
 # ---- 4. publishing never replaces data it did not write ----
 
 

@@ -1,9 +1,13 @@
-"""Releases the collection: stamps each script's release hash, checks that every script pins the core version this
-checkout builds, builds that wheel, and lays out the folder to upload to the Hub repo the scripts' URLs name.
+"""Releases the collection: checks that every script pins the core version this checkout builds, builds that wheel
+with the released scripts' hashes in it, and lays out the folder to upload to the Hub repo the scripts' URLs name.
 
-    python tools/release.py stamp           # after editing a script: record the hash of its bytes in it
-    python tools/release.py check           # what the tests run: pins, sources URL, image, vLLM pin, stamps
+    python tools/release.py check           # what the tests run: pins, sources URL, image, vLLM pin
     python tools/release.py layout FOLDER   # check, build, then add this release to FOLDER (a clone of the repo)
+
+The wheel this builds carries ocr_core/released_scripts.json: each script's sha256, of the very bytes laid out. A run
+looks its own bytes up there (ocr_core.provenance), so it is recorded as the released script only when the core it
+runs on is a release build and its bytes are that release's; a copy edited by anyone, whatever it says of itself,
+is a modified copy, and a core built any other way (a source tree, `uv build`) certifies nothing.
 
 The layout is the Hub repo's: the scripts and models.json and the docs at the top, the wheels under wheels/. A wheel
 is never overwritten or deleted: a version is released once, so a FOLDER holding this version's wheel with other
@@ -16,14 +20,18 @@ same source finds the same wheel and changes nothing.
 from __future__ import annotations
 
 import argparse
+import base64
 import fcntl
+import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import zipfile
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from ocr_core.cli import DEFAULT_JOB_TIMEOUT, job_command  # noqa: E402  (src/ is on the path only from here on)
-from ocr_core.provenance import RELEASE_HASH_LINE, RELEASE_HASH_NAME, release_digest  # noqa: E402
-from ocr_core.version import DISTRIBUTION  # noqa: E402
+from ocr_core.version import DISTRIBUTION, RELEASE_TABLE  # noqa: E402
 from ocr_models import RECIPES  # noqa: E402
 from tools.recipes import facts_of  # noqa: E402  (a script's FACTS, as the script states them)
 
@@ -43,6 +50,7 @@ WHEELS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/resolve/main/w
 DOCS = ("README.md", "SERVING.md", "models.json", "compare-ocr.py")
 # 1980-01-01, the earliest a zip can record: a wheel's bytes then depend on its source only.
 BUILD_EPOCH = "315532800"
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
 class ReleaseRefused(Exception):
@@ -112,11 +120,6 @@ def script_problems(script: str, text: str, version: str) -> list[str]:
     ]
     if job_command(script, facts) not in text:
         problems.append(f"{script}: its docstring lacks its job command: {job_command(script, facts)}")
-    recorded = RELEASE_HASH_LINE.search(text)
-    if recorded is None or recorded[0] != f'{RELEASE_HASH_NAME} = "{release_digest(text)}"':
-        problems.append(
-            f"{script}: its {RELEASE_HASH_NAME} is not the hash of its text; run python tools/release.py stamp"
-        )
     return problems
 
 
@@ -129,17 +132,35 @@ def check(root: Path = ROOT) -> list[str]:
     ]
 
 
-def stamp(root: Path = ROOT) -> list[str]:
-    """Records each script's own hash in it (its value blanked while hashing); returns the scripts it changed."""
-    changed = []
-    for entry in RECIPES:
-        path = root / entry.script
-        text = path.read_text()
-        stamped = RELEASE_HASH_LINE.sub(f'{RELEASE_HASH_NAME} = "{release_digest(text)}"', text, count=1)
-        if stamped != text:
-            path.write_text(stamped)
-            changed.append(entry.script)
-    return changed
+def release_table(root: Path = ROOT) -> dict[str, str]:
+    """Each script's sha256 of its raw bytes, the very bytes layout() copies and a run reads: never of decoded
+    text, which hashes a CRLF checkout as its LF twin."""
+    return {entry.script: hashlib.sha256((root / entry.script).read_bytes()).hexdigest() for entry in RECIPES}
+
+
+def record_hash(data: bytes) -> str:
+    """A RECORD line's hash, as the wheel format writes it."""
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def add_release_table(wheel: Path, table: Mapping[str, str]) -> None:
+    """Adds the released scripts' hashes to the built wheel as ocr_core/released_scripts.json, listed in its
+    RECORD and dated like every entry, so the same source still gives the same bytes."""
+    data = (json.dumps(dict(table), indent=2, sort_keys=True) + "\n").encode()
+    name = f"ocr_core/{RELEASE_TABLE}"
+    with zipfile.ZipFile(wheel) as built:
+        entries = [(info, built.read(info)) for info in built.infolist()]
+    added = zipfile.ZipInfo(name, ZIP_EPOCH)
+    added.compress_type, added.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
+    first_metadata = next(index for index, (info, _) in enumerate(entries) if ".dist-info/" in info.filename)
+    entries.insert(first_metadata, (added, data))
+    temporary = wheel.with_name(f".{wheel.name}.tmp")
+    with zipfile.ZipFile(temporary, "w") as rewritten:
+        for info, content in entries:
+            if info.filename.endswith(".dist-info/RECORD"):
+                content = f"{name},{record_hash(data)},{len(data)}\n".encode() + content
+            rewritten.writestr(info, content)
+    os.replace(temporary, wheel)
 
 
 def uv_command() -> list[str]:
@@ -159,7 +180,8 @@ def building(root: Path) -> Iterator[None]:
 
 
 def build_wheel(root: Path, folder: Path) -> Path:
-    """The core's wheel, built by uv with a fixed timestamp, so the same source gives the same bytes."""
+    """The core's release wheel, built by uv with a fixed timestamp, so the same source gives the same bytes, with
+    the released scripts' hashes added."""
     env = {**os.environ, "SOURCE_DATE_EPOCH": BUILD_EPOCH}
     with building(root):
         subprocess.run(
@@ -170,6 +192,7 @@ def build_wheel(root: Path, folder: Path) -> Path:
     built = folder / wheel_name(core_version(root))
     if not built.is_file():
         raise ReleaseRefused(f"uv build did not write {built.name} into {folder}")
+    add_release_table(built, release_table(root))
     return built
 
 
@@ -202,16 +225,13 @@ def layout(folder: Path, root: Path = ROOT) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     actions = parser.add_subparsers(dest="action", required=True)
-    actions.add_parser("stamp", help="record each script's hash in it")
     actions.add_parser("check", help="fail if a script disagrees with this release; write nothing")
     actions.add_parser("layout", help="check, build the wheel and add this release to FOLDER").add_argument(
         "folder", type=Path
     )
     args = parser.parse_args()
     try:
-        if args.action == "stamp":
-            print("\n".join(f"stamped {name}" for name in stamp()) or "every script's stamp is current")
-        elif args.action == "check":
+        if args.action == "check":
             problems = check()
             print("\n".join(problems) or f"every script pins {DISTRIBUTION}=={core_version()}")
             return 1 if problems else 0

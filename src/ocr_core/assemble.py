@@ -11,7 +11,7 @@ memory holds one batch of images, never the slice.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,11 +109,15 @@ def slice_file_name(prefix: str, split: str, shard: tuple[int, int], part: int) 
     return f"{prefix}/{split}-{shard_label(shard)}-{part:05d}.parquet"
 
 
+EntryOf = Callable[[str | None], dict[str, Any]]
+
+
 def assemble(
-    source: Source, results: pa.Table, columns: Columns, info: dict[str, Any], folder: Path, prefix: str
+    source: Source, results: pa.Table, columns: Columns, info: EntryOf, folder: Path, prefix: str
 ) -> dict[str, Path]:
     """Writes this job's range of rows (its shard's, or all) as slice files under `folder`; returns them by path in
-    the repo. `results` needs to hold only this range's rows."""
+    the repo. `results` needs to hold only this range's rows; `info` makes a row's inference_info entry from the
+    record of the run that wrote it."""
     position = {row_id: i for i, row_id in enumerate(results["row_id"].to_pylist())}
     schema = output_features(source, columns).arrow_schema
     span = source.span
@@ -139,7 +143,7 @@ def shard_table(
     results: pa.Table,
     position: Mapping[str, int],
     columns: Columns,
-    info: dict[str, Any],
+    info: EntryOf,
 ) -> pa.Table:
     table = embed_table_storage(source.input_table(positions))
     previous_info = table[INFO_COLUMN].to_pylist() if INFO_COLUMN in table.column_names else None
@@ -150,7 +154,10 @@ def shard_table(
     extras = [json.loads(value) if value else {} for value in picked["extra"].to_pylist()]
     for name, arrow_type in columns.extra.items():
         table = table.append_column(name, pa.array([extra.get(name) for extra in extras], type=arrow_type))
-    entries = [row_entry(info, server) for server in picked["server"].to_pylist()]
+    entries = [
+        row_entry(info(record), server)
+        for record, server in zip(picked["provenance"].to_pylist(), picked["server"].to_pylist(), strict=True)
+    ]
     return table.append_column(INFO_COLUMN, pa.array(info_values(previous_info, entries), pa.string()))
 
 

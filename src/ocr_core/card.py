@@ -56,6 +56,9 @@ class CardFacts:
     serving: str | None = None
     vllm_version: str | None = None
     script_source: str | None = None
+    modified_script: bool = False
+    core: str | None = None
+    measured: bool = True
     ran: str | None = None
     sustained_pages_per_s: float | None = None
     billed_pages_per_s: float | None = None
@@ -126,8 +129,8 @@ def failed_note(facts: CardFacts) -> str:
 
 def rates_rows(facts: CardFacts) -> str:
     """The rates a reader plans by (rates.py): what the job ran at once every replica served, and what each row cost
-    in wall time; a card from before they were recorded has neither row."""
-    if facts.billed_pages_per_s is None:
+    in wall time; a card from before they were recorded, or of a run that only published, has neither row."""
+    if facts.billed_pages_per_s is None or not facts.measured:
         return ""
     sustained = (
         f"{facts.sustained_pages_per_s:.2f} pages/s (every planned replica serving)"
@@ -216,7 +219,14 @@ def served_by(facts: CardFacts) -> str:
 
 
 def reproduce_section(facts: CardFacts) -> str:
-    """The job command that makes these rows again, or, when none can (a local input, output or model), that."""
+    """The job command that makes these rows again, or, when none can (a local input, output or model, or a script
+    that is not the release: its URL runs other bytes), that, with the command as it ran."""
+    if facts.command is None and facts.modified_script:
+        ran = f" It ran as\n\n```bash\n{facts.ran}\n```\n\n" if facts.ran else " "
+        return (
+            f"This run cannot be rerun from the Hub: it ran {facts.script_source}, and the released script's URL "
+            f"would write other text.{ran}Rerunning that copy with the same arguments resumes"
+        )
     if facts.command is None:
         ran = f"; there it ran as\n\n```bash\n{facts.ran}\n```\n\n" if facts.ran else ". "
         return (
@@ -241,7 +251,11 @@ def render_card(existing: str | None, facts: CardFacts) -> str:
     config_arg = f', "{facts.config}"' if facts.config else ""
     cost_row = f"| cost | {facts.cost} |\n" if facts.cost else ""
     serving_row = f"| servers | {facts.serving} |\n" if facts.serving else ""
-    throughput = f"{facts.pages_per_s:.2f} pages/s over inference, {facts.tokens_per_s:.0f} output tokens/s"
+    throughput = (
+        f"{facts.pages_per_s:.2f} pages/s over inference, {facts.tokens_per_s:.0f} output tokens/s"
+        if facts.measured
+        else "not measured: this run only published rows that earlier runs wrote"
+    )
     body = f"""
 ## OCR of {facts.source}: config `{facts.config or "default"}`
 
@@ -277,6 +291,6 @@ trusted = ds.filter(lambda row: row["{facts.error_column}"] is None)
 ## Reproduce
 
 {reproduce_section(facts)}: rows already done are skipped; `--retry-errors` retries the failed ones. Made with
-{facts.script_source or f"`{facts.script}`"}.
+{facts.script_source or f"`{facts.script}`"}{f", on {facts.core}" if facts.core else ""}.
 """
     return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{merged_body(prose, body, facts.config or 'default')}"

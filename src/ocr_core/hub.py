@@ -36,6 +36,8 @@ class HubClient(Protocol):
 
     def input_revision(self, repo_id: str) -> str | None: ...
 
+    def commit_titles(self, repo_id: str) -> list[str]: ...
+
     def commit(
         self,
         repo_id: str,
@@ -79,6 +81,10 @@ class HfHub:
     def input_revision(self, repo_id: str) -> str | None:
         """The commit a Hub dataset's main branch points at now, so a run reads one fixed version of it."""
         return self.api.dataset_info(repo_id).sha
+
+    def commit_titles(self, repo_id: str) -> list[str]:
+        """The titles of the main branch's commits, oldest first: the order the Hub took them in."""
+        return [commit.title for commit in reversed(self.api.list_repo_commits(repo_id, repo_type="dataset"))]
 
     def commit(
         self,

@@ -28,10 +28,11 @@ from .lease import (
     LeaseTaken,
     LocalLocks,
     conflicts,
+    first_landed,
+    lease_commit_title,
     lease_key,
     lease_ttl,
     taken_message,
-    yields_to,
 )
 from .manifest import (
     ManifestUnreadable,
@@ -161,7 +162,7 @@ def hold_lease(destination: Destination, listing: list[str], lease: Lease | None
         f"{destination.progress_prefix}/{old.file_name}" for old in destination.leases(listing) if old.expires <= now
     ]
     try:
-        destination.push({name: path}, expired, "OCR progress: lease")
+        destination.push({name: path}, expired, lease_commit_title(lease))
     except HubRefused:
         if not destination.create_pr:
             raise
@@ -183,14 +184,17 @@ def hold_lease(destination: Destination, listing: list[str], lease: Lease | None
 
 
 def confirm_lease(destination: Destination, lease: Lease | None, take_over: bool) -> None:
-    """After writing our lease: of two runs that started at once, the later one steps back."""
+    """After our lease's commit is in: of runs started at once, all but the one whose lease landed first step
+    back (lease.py)."""
     if lease is None or take_over:
         return
     live = conflicts(destination.leases(destination.listing()), lease, time.time())
-    rival = next((other for other in live if yields_to(lease, other)), None)
-    if rival is not None:
+    if not live:
+        return
+    winner = first_landed([lease, *live], destination.commit_titles())
+    if winner is not lease:
         destination.push({}, [f"{destination.progress_prefix}/{lease.file_name}"], "OCR progress: lease given up")
-        raise LeaseTaken(taken_message(rival.describe(), destination.where()))
+        raise LeaseTaken(taken_message(winner.describe(), destination.where()))
 
 
 def check_ownership(destination: Destination, listing: list[str], overwrite: bool) -> None:

@@ -4,7 +4,9 @@ On one machine, runs take flock locks in the progress folder (the kernel release
 whole run holds `all` exclusively; a shard holds `all` shared and its own shard exclusively, so shards of one job
 run side by side. Across machines, a run writes a lease file to the Hub (host, pid, start, expiry), renews it with
 every progress upload and removes it at the end; a run that finds a live lease of another run on an overlapping
-slice stops with a message. A lease left by a killed job expires, or `--take-over` ignores it.
+slice stops with a message. Two runs started at once both write theirs; once its own commit is in, each reads the
+repo's history, and the run whose lease landed first goes on while the others step back. A lease left by a killed
+job expires, or `--take-over` ignores it.
 """
 
 from __future__ import annotations
@@ -87,9 +89,21 @@ def conflicts(leases: list[Lease], mine: Lease, now: float) -> list[Lease]:
     return sorted((lease for lease in others if overlaps(lease.key, mine.key)), key=lambda lease: lease.started)
 
 
-def yields_to(mine: Lease, other: Lease) -> bool:
-    """Of two runs that started together, the later one (by start time, then run id) steps back."""
-    return (other.started, other.run_id) < (mine.started, mine.run_id)
+def lease_commit_title(lease: Lease) -> str:
+    """The title of the commit that first puts a lease on the Hub: naming the file, it dates the lease in the
+    repo's history."""
+    return f"OCR progress: lease {lease.file_name}"
+
+
+def first_landed(leases: list[Lease], titles: list[str]) -> Lease:
+    """Of runs whose leases overlap, the one whose lease reached the Hub first wins, whatever their start times
+    and however their commits crossed: every run reads the same history, so all agree, and a run that found no
+    rival after its commit has the earliest lease. A lease whose commit is not in the history (written by an
+    older version) counts as earliest; ties go by start time, then run id."""
+    position: dict[str, int] = {}
+    for index, title in enumerate(titles):
+        position.setdefault(title, index)  # a commit retried after a lost answer lands twice; the first counts
+    return min(leases, key=lambda lease: (position.get(lease_commit_title(lease), -1), lease.started, lease.run_id))
 
 
 def taken_message(holder: str, where: str) -> str:

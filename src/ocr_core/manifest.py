@@ -1,8 +1,9 @@
 """What a job's results depend on, written beside them, so that a rerun never mixes two jobs' text.
 
 The manifest fingerprints everything that changes a row's text or which page a row id names: the input, its
-config and resolved revision, the split, the image and id columns, the model, the prompt, the sampling, the
-image limits, the PDF render size, the model's own parse options and the script; and how the output is cut:
+config and resolved revision, the split, the image and id columns, the model, the prompt, the sampling and the
+retry temperature, the image limits, the serve flags (the recipe's and --extra-serve-args), the PDF render size,
+the model's own parse options and the script; and how the output is cut:
 the number of shards (each shard publishes its own range of rows, so another N would cut other ranges) and, with
 --columns, which input columns the output carries (every shard's files must share one schema). A rerun whose
 fingerprint differs stops before any work and names what differs; `--overwrite` deletes the earlier results
@@ -74,7 +75,9 @@ def fingerprint(
         "parse_options": dict(settings.model_options),
         "shards": settings.shard[1] if settings.shard else 1,
     }
-    serve_args = text_serve_args(settings.extra_serve_args)
+    if facts.retry_temperature is not None:
+        manifest["retry_temperature"] = facts.retry_temperature
+    serve_args = text_serve_args([*facts.serve_args, *shlex.split(settings.extra_serve_args or "")])
     if serve_args:
         manifest["serve_args"] = serve_args
     selection = shard_selection(settings)
@@ -87,13 +90,14 @@ def fingerprint(
     return manifest
 
 
-def text_serve_args(extra: str) -> list[str]:
-    """The `--extra-serve-args` that can change a page's text (`--chat-template`, `--mm-processor-kwargs`,
-    `--override-generation-config`, a dtype, ...): every flag but those known to change only speed, memory or where
-    the server listens, so a faster rerun still resumes. Secret-looking flags are left out: the manifest is
-    published beside the results."""
+def text_serve_args(words: Sequence[str]) -> list[str]:
+    """The serve flags that can change a page's text (`--chat-template`, `--mm-processor-kwargs`,
+    `--override-generation-config`, a dtype, ...), from the recipe's FACTS and from `--extra-serve-args` alike (an
+    edited copy's pixel band changes the text as much as the same flag given on the command line): every flag but
+    those known to change only speed, memory or where the server listens, so a faster rerun still resumes.
+    Secret-looking flags are left out: the manifest is published beside the results."""
     kept: list[str] = []
-    for group in flag_groups(shlex.split(extra or "")):
+    for group in flag_groups(words):
         name = group[0].partition("=")[0]
         if name not in SPEED_ONLY_FLAGS and not is_secret_flag(name):
             kept.extend(group)

@@ -206,6 +206,12 @@ class Destination:
                     say(f"passing over lease {name}: {type(exc).__name__}: {exc}")
         return found
 
+    def commit_titles(self) -> list[str]:
+        """The output repo's commit titles, oldest first (none for a local output)."""
+        if self.local:
+            return []
+        return with_retries(lambda: self.hub.commit_titles(self.spec), "listing the output repo's commits")
+
     def lease_file(self, lease: Lease) -> tuple[str, Path]:
         """The lease written here, and its name in the repo."""
         path = self.progress_dir / lease.file_name

@@ -6,6 +6,9 @@ raced another job's): every row carries the time it was recorded and the newest 
 names, so files may be merged, mirrored and fetched in any order. A part that cannot be read (a crash between the
 rename and the data reaching the disk) is set aside with a warning; its rows count as not done and are redone.
 
+Each outcome carries `provenance`, the record of the run that wrote it (provenance.py), so that a later run that
+only publishes (nothing left to do, after a failed publish or a timeout) names what wrote the text, not itself.
+
 A row whose `strikes` is set is not an outcome but a failed-attempts record (poison.py): the page got no answer
 that many times and is still to do. It lives in the same parts, so it is mirrored, merged and fetched like a
 result, and the newest record still wins: the page's outcome replaces it, and it hides an older outcome while a
@@ -19,7 +22,7 @@ import fcntl
 import os
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,6 +48,7 @@ RESULT_SCHEMA = pa.schema(
         ("recorded_at", pa.float64()),
         ("strikes", pa.int64()),
         ("server", pa.string()),
+        ("provenance", pa.string()),
     ]
 )
 PART_GLOB = "*.parquet"
@@ -68,6 +72,7 @@ class RowResult:
     strikes: int | None = None
     server: str | None = None
     """The server that wrote the text and its vLLM version (JSON), for the row's inference_info entry."""
+    provenance: str | None = None
 
 
 def new_run_id() -> str:
@@ -101,7 +106,8 @@ def sync_folder(folder: Path) -> None:
 
 
 class ResultLog:
-    """Buffers results and writes a part every `flush_rows` rows or `flush_seconds` seconds."""
+    """Buffers results and writes a part every `flush_rows` rows or `flush_seconds` seconds; `provenance` gives
+    the record of what is writing each outcome as it is added."""
 
     def __init__(
         self,
@@ -109,8 +115,10 @@ class ResultLog:
         run_id: str,
         flush_rows: int = 64,
         flush_seconds: float = 30.0,
+        provenance: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.folder = folder
+        self.provenance = provenance
         self.run_id = run_id
         self.flush_rows = flush_rows
         self.flush_seconds = flush_seconds
@@ -123,6 +131,8 @@ class ResultLog:
         """Stamps the result with the time it is recorded (not when its page started, which would make the page's
         own failed-attempt records look newer than its outcome)."""
         result.recorded_at = max(result.recorded_at, time.time())
+        if result.strikes is None and result.provenance is None:
+            result.provenance = self.provenance()
         self.buffer.append(result)
         if len(self.buffer) >= self.flush_rows or time.monotonic() - self.last_flush >= self.flush_seconds:
             self.flush()

@@ -363,12 +363,14 @@ class Pump:
         self.record_strike(result)
 
     def record_strike(self, result: RowResult) -> None:
-        """Writes the page's strikes to the store at once, so a rerun on any machine counts on from them (the
-        page's outcome, when it comes, replaces the record)."""
+        """Writes the page's strikes through to disk before the page is sent again, so a rerun on any machine counts
+        on from them even after a kill -9 (the page's outcome, when it comes, replaces the record). Strikes are
+        rare, so a part of their own each costs little."""
         row_id = result.row_id
         count = self.strikes.count(row_id)
         cause = self.strikes.causes[row_id]
         self.log.add(RowResult(result.row_index, row_id, error=cause, attempts=result.attempts, strikes=count))
+        self.log.flush()
         if self.settings.verbose:
             say(f"{row_id}: no answer ({count} of {self.strikes.bound} strikes): {cause}")
 

@@ -1,10 +1,10 @@
 """The public entry of a shipped script: one function per shape, each taking the model's facts and the script.
 
-    raise SystemExit(run_saturate(FACTS, __file__, RELEASED_SHA256))
+    raise SystemExit(run_saturate(FACTS, __file__))
 
-`script` is the running file (its name appears in the summary, the card and the job command; its bytes are checked
-against `released_sha256`, the hash tools/release.py stamps, so an edited copy is recorded as modified). `argv`
-defaults to the command line; `hub` replaces the real Hub client (tests pass a folder-backed double).
+`script` is the running file (its name appears in the summary, the card and the job command; its bytes are looked
+up in the release table of the core's wheel, so an edited copy is recorded as modified). `argv` defaults to the
+command line; `hub` replaces the real Hub client (tests pass a folder-backed double).
 """
 
 from __future__ import annotations
@@ -22,34 +22,31 @@ from .run_server import drive_server_job
 def run_offline(
     facts: ModelFacts,
     script: str | Path,
-    released_sha256: str | None = None,
     *,
     argv: Sequence[str] | None = None,
     hub: HubClient | None = None,
 ) -> int:
     """The offline shape: an in-process `vllm.LLM` fed batches of pages."""
-    return run_recipe(facts, Path(script), released_sha256, "offline", drive_offline_job, argv, hub)
+    return run_recipe(facts, Path(script), "offline", drive_offline_job, argv, hub)
 
 
 def run_server(
     facts: ModelFacts,
     script: str | Path,
-    released_sha256: str | None = None,
     *,
     argv: Sequence[str] | None = None,
     hub: HubClient | None = None,
 ) -> int:
     """The server shape: `vllm serve` (started when none answers) with a fixed window of pages in flight."""
-    return run_recipe(facts, Path(script), released_sha256, "server", drive_server_job, argv, hub)
+    return run_recipe(facts, Path(script), "server", drive_server_job, argv, hub)
 
 
 def run_saturate(
     facts: ModelFacts,
     script: str | Path,
-    released_sha256: str | None = None,
     *,
     argv: Sequence[str] | None = None,
     hub: HubClient | None = None,
 ) -> int:
     """The saturate shape: as the server shape, with a window that widens until the engines' queues fill."""
-    return run_recipe(facts, Path(script), released_sha256, "saturate", drive_server_job, argv, hub)
+    return run_recipe(facts, Path(script), "saturate", drive_server_job, argv, hub)

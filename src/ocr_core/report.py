@@ -179,6 +179,16 @@ class RunFacts:
         self.billed_s = round(process_s, 2)
 
 
+@dataclass(frozen=True)
+class ScriptCopy:
+    """What the summary line says of the script that ran: released, modified or unchecked (on a core that is not
+    a release build), the sha256 of its bytes, and that of its prompt (None: the image alone is the prompt)."""
+
+    script_release: str
+    script_sha256: str | None
+    prompt_sha256: str | None
+
+
 @dataclass
 class Summary:
     """The one JSON line on stdout that every way out of a run prints (scripts and benchmarks parse it): who ran,
@@ -192,6 +202,7 @@ class Summary:
     failure: str | None = None
     exit_code: int | None = None
     load_with: str | None = None
+    copy: ScriptCopy | None = None
 
     def sentence(self) -> str:
         """What the JSON line says, for a person: the rows, their errors, and where the dataset is (and how to open
@@ -212,6 +223,8 @@ class Summary:
             fields.update(facts, **self.run.extra)
         if self.failure is not None:
             fields["failure"] = self.failure
+        if self.copy is not None:
+            fields.update(vars(self.copy))
         fields["core"] = core_identity()
         fields["exit_code"] = self.exit_code
         return redact(json.dumps(fields, sort_keys=False))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import signal
 import sys
 import tempfile
@@ -40,13 +41,23 @@ from .lease import LeaseTaken
 from .mirror import ProgressMirror
 from .output import data_prefix_of, is_local_output
 from .progress import ResultLog, read_results
-from .provenance import ScriptSource, ran_image, reproducible, script_source
+from .provenance import (
+    ScriptSource,
+    earlier_writers,
+    ran_image,
+    released_scripts,
+    reproducible,
+    row_entry,
+    script_source,
+    writer_record,
+)
 from .quiet import silence_notices
 from .rates import billed_pages_per_s
 from .redact import register_run_secrets
-from .report import RunFacts, Summary, Tally, process_seconds, say
+from .report import RunFacts, ScriptCopy, Summary, Tally, process_seconds, say
 from .settings import Settings
 from .slices import publish_slice, slice_facts, slice_results
+from .version import DISTRIBUTION, core_build, core_version
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 KEPT = "finished rows are kept; rerun the same command to resume"
@@ -134,7 +145,6 @@ DrivePages = Callable[[Job, StopSignals, list[TextIO]], Drive]
 def run_recipe(
     facts: ModelFacts,
     script_path: Path,
-    released_sha256: str | None,
     mode: str,
     drive_pages: DrivePages,
     argv: Sequence[str] | None = None,
@@ -166,8 +176,11 @@ def run_recipe(
         register_run_secrets(settings)
         if settings.verbose:
             say(versions())
-        origin = script_source(script_path, released_sha256)
-        code = run(settings, facts, Launch(script, mode, argv), drive_pages, hub, stop, summary, streams, origin)
+        origin = script_source(script_path, released_scripts())
+        summary.copy = ScriptCopy(origin.standing, origin.sha256, prompt_sha256(facts))
+        code = run(
+            settings, facts, Launch(script, mode, argv, origin), drive_pages, hub, stop, summary, streams, origin
+        )
     except BaseException as exc:
         code = failure_code(exc, stop, summary, settings.verbose)
     finally:
@@ -343,8 +356,22 @@ def inference_info(job: Job, drive: Drive, origin: ScriptSource) -> dict[str, An
         "script": job.launch.script,
         "script_url": origin.url,
         "script_sha256": origin.sha256,
+        "prompt_sha256": prompt_sha256(job.facts),
+        "core": {"version": core_version(), "build": core_build()},
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def prompt_sha256(facts: ModelFacts) -> str | None:
+    """The sha256 of the prompt text an edited copy may change (None: the page image alone is the prompt)."""
+    return hashlib.sha256(facts.prompt.encode()).hexdigest() if facts.prompt else None
+
+
+def writer_of(job: Job, drive: Drive) -> str:
+    """The record each row this run writes keeps of it: the fields of its inference_info entry that say what made
+    the text, as they stand when the row is written."""
+    origin = job.launch.origin or ScriptSource(job.launch.script, None, None)
+    return writer_record(inference_info(job, drive, origin), job.run_id)
 
 
 @dataclass(frozen=True)
@@ -457,12 +484,17 @@ def publish_or_say(
 
 
 def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | None, origin: ScriptSource) -> str:
-    """Writes this job's slice from its own rows' results only and publishes it with its facts (slices.py); the
-    card's reproduce command only when one exists (a Hub input, output and model)."""
+    """Writes this job's slice from its own rows' results only and publishes it with its facts (slices.py); each
+    row's inference_info and, for a run that wrote no row (it only publishes), the card name what wrote the text; the
+    card's reproduce command only when one exists (a Hub input, output and model, and the released script: its URL
+    would run other bytes than an edited copy's)."""
     tally, owned, settings = drive.tally, job.source.owned(), job.settings
+    results = slice_results(job.destination.progress_dir, owned)
+    served = earlier_writers(results["provenance"].to_pylist()) if not tally.done else None
     timeout = job_timeout(len(owned), tally.pages_per_s() or None)
     command = job_command(job.launch.script, job.facts, job.launch.argv, timeout)
-    reproduce = reproducible(settings.input, settings.output, settings.model)
+    on_the_hub = reproducible(settings.input, settings.output, settings.model)
+    reproduce = on_the_hub and origin.url is not None
     template = CardFacts(
         source=job.settings.input,
         split=job.settings.split,
@@ -470,7 +502,7 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         data_prefix=job.destination.data_prefix,
         model=job.settings.model,
         script=job.launch.script,
-        image=ran_image(job.facts.image, drive.version),
+        image=served.image if served else ran_image(job.facts.image, drive.version),
         mode=job.launch.mode,
         command=command if reproduce else None,
         ran=None if reproduce else ran_command(job.launch.script, job.launch.argv),
@@ -490,18 +522,21 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         window=drive.window.limit,
         cost=cost,
         kept_columns=job.columns.keep,
-        serving=drive.serving,
-        vllm_version=drive.version,
+        serving=served.serving if served else drive.serving,
+        vllm_version=served.vllm_version if served else drive.version,
         script_source=origin.describe(),
+        core=f"{DISTRIBUTION} {core_version() or '(version unknown)'} ({core_build()})",
+        modified_script=on_the_hub and origin.url is None,
+        measured=served is None,
     )
-    results = slice_results(job.destination.progress_dir, owned)
+    current = inference_info(job, drive, origin)
     shard = job.source.shard or (0, 1)
     with tempfile.TemporaryDirectory() as folder:
         files = assemble(
             job.source,
             results,
             job.columns,
-            inference_info(job, drive, origin),
+            lambda record: row_entry(current, job.run_id, record),
             Path(folder),
             job.destination.data_prefix,
         )

@@ -13,7 +13,7 @@ from .job import Job
 from .offline import OfflineRunner, open_llm, stdout_to_stderr
 from .progress import ResultLog
 from .report import ProgressBar, say
-from .run import KEPT, Drive, Feeding, Interrupted, StopSignals, make_canary
+from .run import KEPT, Drive, Feeding, Interrupted, StopSignals, make_canary, writer_of
 
 
 def drive_offline_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Drive:
@@ -48,7 +48,9 @@ def drive_offline(job: Job, progress: ProgressBar, stop: StopSignals) -> None:
     """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
     llm = open_llm(job.facts, job.settings, job_command(job.launch.script, job.facts, job.launch.argv))
     stop.install()
-    log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, job.settings.batch_size))
+    writer = writer_of(job, Drive(version=vllm_version()))
+    flush_rows = max(16, job.settings.batch_size)
+    log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=flush_rows, provenance=lambda: writer)
     runner = OfflineRunner(llm, job.facts, job.settings, log, progress, make_canary(job, log, vllm_version()))
     progress.start()
     runner.run(job.source.rows(job.skip), job.settings.batch_size)

@@ -6,6 +6,7 @@ a watch for engines that stop making progress beside the pump.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shlex
 from collections.abc import Callable
 from typing import TextIO
@@ -22,7 +23,7 @@ from .mps import cuda_mps
 from .progress import ResultLog
 from .pump import Pump
 from .report import ProgressBar, say
-from .run import KEPT, Drive, Feeding, StopSignals, make_canary
+from .run import KEPT, Drive, Feeding, StopSignals, make_canary, writer_of
 from .scale import ScalePlan, detect_machine, max_num_seqs, memory_utilization, plan_scale
 from .server import is_local, kv_capacity, parse_metrics
 from .settings import Settings
@@ -128,7 +129,7 @@ async def drive_fleet(
             metrics_before = await read_metrics(fleet)
             drive.version = next((replica.version for replica in fleet.serving() if replica.url == target.url), None)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
-            await pump_pages(job, fleet, window, guard, progress)
+            await pump_pages(job, fleet, window, guard, progress, lambda: writer(job, drive, fleet))
             if job.facts.summary_metrics:
                 drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(fleet))
     except asyncio.CancelledError:
@@ -156,16 +157,24 @@ async def finish_in_thread(action: Callable[[], None]) -> None:
     done.result()
 
 
-async def pump_pages(job: Job, fleet: Fleet, window: Window, guard: MemoryGuard | None, progress: ProgressBar) -> None:
-    """Pumps the rows still to do, with the fleet's start-up of later replicas and its stall watch beside it. Each
-    replica's answers go to a canary of its own: a fleet may mix builds, and one good server must not clear another."""
-    log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit))
+async def pump_pages(
+    job: Job, fleet: Fleet, window: Window, guard: MemoryGuard | None, progress: ProgressBar, writer: Callable[[], str]
+) -> None:
+    """Pumps the rows still to do, with the fleet's start-up of later replicas and its stall watch beside it; each
+    row keeps `writer()`, what served as it was written. Each replica's answers go to a canary of its own: a fleet
+    may mix builds, and one good server must not clear another."""
+    log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit), provenance=writer)
     canary = None if job.settings.no_canary else lambda replica: make_canary(job, log, replica.version, replica.url)
     if canary is not None and fleet.given:
         fleet.trial_pages = min(job.settings.canary_pages, job.todo)
     pump = Pump(fleet, job.facts, job.settings, window, log, progress, guard, canary=canary)
     progress.start()
     await beside(pump.run(job.source.rows(job.skip)), fleet.watch(job.settings.stall_timeout))
+
+
+def writer(job: Job, drive: Drive, fleet: Fleet) -> str:
+    """What a row written now keeps of this run: the vLLM, the script, and the fleet as it serves now."""
+    return writer_of(job, dataclasses.replace(drive, serving=fleet.describe()))
 
 
 async def fleet_capacity(fleet: Fleet, settings: Settings) -> int | None:

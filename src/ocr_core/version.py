@@ -1,7 +1,10 @@
-"""Which core is running: the installed distribution's version and the folder its code was imported from.
+"""Which core is running: the installed distribution's version, its build and the folder its code came from.
 
-Every summary line carries both, so a run (and the tests that run the shipped scripts through `uv run`) can tell the
-released wheel a script pins from a checkout's src/ or an editable install.
+The build is "release" for the wheel tools/release.py builds, which alone carries the released scripts' hashes, and
+"source tree" for any other (src/, an editable install, a wheel from `uv build`).
+
+Every summary line carries them, and the card and `inference_info` the version and the build, so a run (and the
+tests that run the shipped scripts through `uv run`) can tell the released wheel a script pins from a checkout.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 DISTRIBUTION = "ocr-vllm-core"
+RELEASE_TABLE = "released_scripts.json"
 
 
 def core_version() -> str | None:
@@ -20,5 +24,10 @@ def core_version() -> str | None:
         return None
 
 
+def core_build() -> str:
+    """ "release" for the release wheel (it holds the released scripts' table), else "source tree"."""
+    return "release" if Path(__file__).with_name(RELEASE_TABLE).is_file() else "source tree"
+
+
 def core_identity() -> dict[str, str | None]:
-    return {"version": core_version(), "location": str(Path(__file__).resolve().parent)}
+    return {"version": core_version(), "build": core_build(), "location": str(Path(__file__).resolve().parent)}

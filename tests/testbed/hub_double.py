@@ -57,6 +57,14 @@ class FolderHub:
     def input_revision(self, repo_id: str) -> str | None:
         return f"sha-of-{repo_id}-{len(self.commits)}"
 
+    def history(self, repo_id: str) -> Path:
+        """The repo's commit titles, one a line, beside the repos: shared by every double (and process) on `root`."""
+        return self.root / ".history" / repo_id.replace("/", "__")
+
+    def commit_titles(self, repo_id: str) -> list[str]:
+        path = self.history(repo_id)
+        return path.read_text().splitlines() if path.exists() else []
+
     def commit(
         self, repo_id: str, add: Mapping[str, Path], delete: Sequence[str], message: str, create_pr: bool = False
     ) -> str:
@@ -75,6 +83,10 @@ class FolderHub:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, target)
         self.commits.append(Commit(repo_id, sorted(add), list(delete), message, create_pr))
+        if not create_pr:
+            self.history(repo_id).parent.mkdir(parents=True, exist_ok=True)
+            with self.history(repo_id).open("a") as history:
+                history.write(message.splitlines()[0] + "\n")
         if self.fail_after_commit and message.startswith(self.fail_after_commit):
             self.fail_after_commit = None
             raise TimeoutError("simulated: the commit went through, but the answer never reached the client")

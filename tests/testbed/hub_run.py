@@ -3,7 +3,7 @@
     SCRIPT_ENV_PYTHON -m tests.testbed.hub_run HUB_FOLDER SCRIPT ARGS...
 
 It runs with the python of the script's own uv environment (tests.testbed.env.script_python), so the core is the
-installed wheel, as under `uv run SCRIPT`: the script's FACTS and RELEASED_SHA256 go to its shape's entry, with the
+installed wheel, as under `uv run SCRIPT`: the script's FACTS and path go to its shape's entry, with the
 double as `hub`. Only the Hub differs from a user's run.
 """
 

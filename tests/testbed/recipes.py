@@ -21,7 +21,7 @@ def model_facts(model: str) -> ModelFacts:
 
 
 def run_entry(script: str, argv: list[str], hub: HubClient | None = None) -> int:
-    """A shipped script's call, `run_<shape>(FACTS, __file__, RELEASED_SHA256)`, with `argv` and a Hub double."""
+    """A shipped script's call, `run_<shape>(FACTS, __file__)`, with `argv` and a Hub double."""
     module = load_script(script)
     entry = ENTRIES[recipe(script).shape]
-    return entry(module.FACTS, ROOT / script, module.RELEASED_SHA256, argv=argv, hub=hub)
+    return entry(module.FACTS, ROOT / script, argv=argv, hub=hub)
