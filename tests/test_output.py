@@ -102,7 +102,7 @@ def test_each_row_names_the_server_and_the_vllm_build_that_wrote_it(tmp_path):
         log.add(RowResult(index, row_id, text="text", server=servers[index]))
     log.flush()
     files = assemble(source, read_results(tmp_path / "progress"), Columns("markdown", "ocr_error", {}),
-                     {"model_id": "m", "vllm_version": "0.10.0"}, tmp_path / "out", "data")  # fmt: skip
+                     lambda record: {"model_id": "m", "vllm_version": "0.10.0"}, tmp_path / "out", "data")  # fmt: skip
     output = datasets.Dataset.from_parquet(str(*files.values()), cache_dir=str(tmp_path))
     entries = [json.loads(info)[-1] for info in output["inference_info"]]
     assert [(entry["server"], entry["vllm_version"]) for entry in entries] == [

@@ -902,11 +902,12 @@ def answers_then_fails(answers: int, failure: Handler) -> Handler:
 
 @pytest.mark.parametrize("failure", [lambda request: refusal(500, "boom"), timing_out], ids=["5xx", "timeout"])
 def test_an_outage_in_the_last_window_stops_the_run_and_strikes_no_page(tmp_path, failure):
-    """Rows 0-3 are answered; the outage starts once the last two rows are admitted, so nothing else is left to
+    """Four rows are answered; the outage starts once the last two rows are admitted, so nothing else is left to
     ask. That is the servers, as it is mid-run: the job stops (a rerun retries them) and no page is set aside."""
     outcome = pump_rows(tmp_path, answers_then_fails(4, failure), rows(6), fleet_of(FakeEndpoint()), retry_budget=0.2)
     assert outcome.failure is not None and "--retry-budget" in str(outcome.failure)
-    assert sorted(outcome.results) == [f"train-{index}" for index in range(4)]
+    # Which four rows were answered is up to the order the pump's requests reach the server, not the test's.
+    assert len(outcome.results) == 4 and all(result["error"] is None for result in outcome.results.values())
     assert strike_records(tmp_path) == {}
 
 
