@@ -30,3 +30,9 @@ _.sustained_s
 _.sustained_pages
 _.sustained_unix
 _.billed_s
+
+# The settings alone, without a launcher's request: what bench/shard_publish.py and the tests build settings with.
+parse_arguments
+
+# A field of a fan-out's summary line: FanoutSummary.line writes each ShardOutcome through asdict().
+_.duration_s
