@@ -226,3 +226,22 @@ def test_end_to_end_the_jobs_run_as_local_processes_and_the_output_loads_every_r
     assert output["page_id"] == expected, "the shards' rows are not every input row once, in input order"
     assert all(output["markdown"])
     print(f"end to end: 3 shards, {summary['pages']} pages, {summary['relaunches']} relaunch(es), {took:.0f} s")
+
+
+def test_without_a_token_for_the_jobs_nothing_is_launched_and_the_fix_is_said(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("HF_TOKEN")
+    jobs, code, summary, err, _ = launcher(tmp_path, {0: ["done"], 1: ["done"]}, capsys=capsys)
+    assert code == 2 and summary["exit_code"] == 2 and jobs.launches == []
+    assert "the jobs need the secret HF_TOKEN" in err and "hf auth login" in err
+
+
+def test_a_jobs_api_that_fails_midway_stops_the_launcher_and_leaves_its_jobs_running(tmp_path, capsys):
+    def unreachable(double):
+        if double.listings == 2:
+            raise ConnectionError("the Jobs API is unreachable")
+
+    jobs, code, summary, err, _ = launcher(
+        tmp_path, {0: ["running"], 1: ["running"]}, capsys=capsys, on_listing=unreachable
+    )
+    assert code == 1 and summary["exit_code"] == 1 and len(jobs.launches) == 2
+    assert "the Jobs API is unreachable" in err and "run the same command to re-attach" in err

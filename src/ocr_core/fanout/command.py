@@ -1,7 +1,8 @@
 """`--jobs N` on a recipe's command line: the launcher's whole life, from the parsed command to its summary line.
 
 Every way out prints the summary line on stdout, as a recipe run does; a command the launcher cannot run (a local
-output, a missing token) is exit 2 with the fix, and nothing is launched.
+output, a missing token) is exit 2 with the fix, and nothing is launched. A launcher that fails midway (the Jobs
+API down) says so and exits 1, its jobs running on: the same command re-attaches.
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ def launch_command_line(
         summary.exit_code = 2
         summary.print_to(sys.stdout)
         return 2
+    except Exception as exc:
+        say(
+            f"error: the launcher stopped ({type(exc).__name__}: {exc}); the jobs it started keep running: run the "
+            "same command to re-attach"
+        )
+        summary.exit_code = 1
+        summary.print_to(sys.stdout)
+        return 1
     if not request.dry_run:
         say(summary.sentence())
     summary.print_to(sys.stdout)
