@@ -245,3 +245,26 @@ def test_a_jobs_api_that_fails_midway_stops_the_launcher_and_leaves_its_jobs_run
     )
     assert code == 1 and summary["exit_code"] == 1 and len(jobs.launches) == 2
     assert "the Jobs API is unreachable" in err and "run the same command to re-attach" in err
+
+
+def test_an_output_cut_into_another_number_of_shards_is_refused_before_any_launch(tmp_path, capsys):
+    hub = FolderHub(tmp_path / "hub")
+    manifest = hub.repo(OUTPUT) / ".ocr-progress" / "default" / "train" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"input": INPUT, "shards": 4}))
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
+    code, summary, err, _ = run_launcher(jobs, hub, [INPUT, OUTPUT, "--jobs", "2"], capsys)
+    assert code == 2 and summary["exit_code"] == 2 and jobs.launches == []
+    assert "holds results cut into 4 shard(s); run the same command with --jobs 4" in err
+
+
+def test_without_an_injected_hub_the_summary_reads_a_hub_output_through_a_hub_client(tmp_path, capsys, monkeypatch):
+    """The real path: no Hub double is passed, so the launcher makes its own client for the output's slices (a
+    Destination without one would read a local folder of that name and count no pages)."""
+    from ocr_core.fanout import command
+
+    hub = FolderHub(tmp_path / "hub")
+    monkeypatch.setattr(command, "HfHub", lambda token: hub)
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
+    code, summary, _, _ = run_launcher(jobs, None, [INPUT, OUTPUT, "--jobs", "2"], capsys)
+    assert code == 0 and summary["pages"] == 200

@@ -15,8 +15,9 @@ from pathlib import Path
 from ..cli import without_secrets
 from ..errors import CommandError
 from ..facts import ModelFacts
-from ..hub import HubClient
+from ..hub import HfHub, HubClient
 from ..job import hub_token
+from ..output import is_local_output
 from ..provenance import script_source
 from ..redact import register_run_secrets
 from ..report import say
@@ -51,7 +52,8 @@ def launch_command_line(
     summary.load_with = load_with
     try:
         client = jobs or HfJobs(hub_token(settings))
-        summary.exit_code = fan_out(request, settings, plan, summary, client, hub)
+        output_hub = hub if hub is not None or is_local_output(settings.output) else HfHub(hub_token(settings))
+        summary.exit_code = fan_out(request, settings, plan, summary, client, output_hub)
     except CommandError as exc:
         say(f"error: {exc}")
         summary.exit_code = 2

@@ -90,6 +90,18 @@ def check_reachable(settings: Settings, client: JobsClient) -> None:
         )
 
 
+def check_shard_count(destination: Destination, settings: Settings, shards: int) -> None:
+    """An output already cut into another number of shards refuses every job of this N (the manifest counts them),
+    each after its start-up is paid: refused here instead, before anything is launched."""
+    manifest = destination.manifest_on_hub(destination.listing())
+    if settings.overwrite or manifest is None or manifest.get("shards", shards) == shards:
+        return
+    raise CommandError(
+        f"--jobs {shards}: {destination.where()} holds results cut into {manifest['shards']} shard(s); run the same "
+        f"command with --jobs {manifest['shards']} to finish them, or write elsewhere (another --config or OUTPUT)"
+    )
+
+
 def job_secrets(plan: JobsPlan, settings: Settings, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The values of the secrets the jobs get: the token as the recipe finds it (--hf-token, HF_TOKEN, your
     login), any other from this environment. Registered, so no message ever shows one."""
@@ -125,6 +137,8 @@ def fan_out(
         summary.dry_run = True
         return 0
     check_reachable(settings, client)
+    destination = Destination(settings.output, settings.split, settings.config, hub)
+    check_shard_count(destination, settings, plan.shards)
     secrets = job_secrets(plan, settings)
     watch = Watch(plan, client)
     steps: dict[int, ShardStep] = {}
@@ -145,7 +159,7 @@ def fan_out(
         summary.detached = True
         running = sum(step.step is Step.WAIT for step in steps.values())
         say(f"detached: {running} job(s) keep running; run the same command to re-attach")
-    conclude(summary, settings, plan, attempts, steps, hub, utc_now())
+    conclude(summary, destination, plan, attempts, steps, settings.price_per_hour, utc_now())
     if summary.detached:
         return DETACHED_EXIT
     return 1 if any(step.step is Step.GIVE_UP for step in steps.values()) else 0
@@ -205,20 +219,19 @@ def show(
 
 def conclude(
     summary: FanoutSummary,
-    settings: Settings,
+    destination: Destination,
     plan: JobsPlan,
     attempts: Mapping[int, Sequence[Attempt]],
     steps: Mapping[int, ShardStep],
-    hub: HubClient | None,
+    price_per_hour: float | None,
     now: datetime,
 ) -> None:
     """The summary's figures: each shard's outcome with its published pages and errors, the money, the wall time."""
-    destination = Destination(settings.output, settings.split, settings.config, hub)
     published = {item["shard"][0]: item for item in published_slices(destination, plan.shards)}
     summary.shards = [
         shard_outcome(shard, attempts.get(shard, []), steps.get(shard, ShardStep(Step.LAUNCH)), published.get(shard))
         for shard in range(plan.shards)
     ]
     jobs = [attempt.job for tried in attempts.values() for attempt in tried]
-    summary.spent = spend(jobs, plan.launches[0].flavor, settings.price_per_hour)
+    summary.spent = spend(jobs, plan.launches[0].flavor, price_per_hour)
     summary.wall_s = wall_seconds(jobs, now)
