@@ -268,3 +268,44 @@ def test_without_an_injected_hub_the_summary_reads_a_hub_output_through_a_hub_cl
     jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
     code, summary, _, _ = run_launcher(jobs, None, [INPUT, OUTPUT, "--jobs", "2"], capsys)
     assert code == 0 and summary["pages"] == 200
+
+
+def test_the_real_jobs_client_sends_what_huggingface_hub_takes_and_reads_what_it_returns():
+    """HfJobs over a recording stand-in for HfApi: the keyword arguments of huggingface_hub 2.4's calls, and its
+    JobInfo (built from the API's own JSON) read back as the launcher's record."""
+    from huggingface_hub import JobInfo
+
+    from ocr_core.fanout.jobs import HfJobs, JobLaunch
+
+    def job_json(job_id: str, run: str, stage: str) -> dict:
+        return {
+            "id": job_id, "createdAt": "2026-12-01T10:00:00.000Z", "finishedAt": "2026-12-01T10:30:00.000Z",
+            "flavor": "h200", "labels": {RUN_LABEL: run, SHARD_LABEL: "00000-of-00002"},
+            "durations": {"runningSecs": 1700}, "status": {"stage": stage, "message": None},
+            "owner": {"id": "1", "name": "someone", "type": "user"},
+        }  # fmt: skip
+
+    info = JobInfo(**job_json("abc", "r", "COMPLETED"))
+    calls = []
+
+    class Api:
+        def run_uv_job(self, script, **kwargs):
+            calls.append((script, kwargs))
+            return info
+
+        def list_jobs(self, labels):
+            calls.append(("list", labels))
+            return [info, JobInfo(**job_json("other", "another", "RUNNING"))]
+
+    client = HfJobs.__new__(HfJobs)
+    client.api = Api()
+    launch = JobLaunch("s.py", ("a", "b"), "img", "h200", "6h", ("HF_TOKEN",), {RUN_LABEL: "r"}, "ocr-r-0-of-2")
+    record = client.launch(launch, {"HF_TOKEN": "secret"})
+    assert calls[0] == (
+        "s.py",
+        {"script_args": ["a", "b"], "image": "img", "flavor": "h200", "timeout": "6h",
+         "secrets": {"HF_TOKEN": "secret"}, "labels": {RUN_LABEL: "r", "name": "ocr-r-0-of-2"}},
+    )  # fmt: skip
+    assert (record.id, record.stage, record.running_s, record.flavor) == ("abc", "COMPLETED", 1700.0, "h200")
+    assert (record.finished_at - record.created_at).total_seconds() == 1800
+    assert [job.id for job in client.jobs_labelled({RUN_LABEL: "r"})] == ["abc"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 RUNNING_STAGES = frozenset({"SCHEDULING", "RUNNING"})
@@ -98,7 +98,8 @@ class HfJobs:
 
 
 def record_of(info: Any) -> JobRecord:
-    """A JobInfo as the launcher's record; a job that never ran has run (and billed) 0 seconds."""
+    """A JobInfo as the launcher's record; a job that never ran has run (and billed) 0 seconds, and one the API
+    gives no creation time counts as created now."""
     durations = getattr(info, "durations", None)
     running = getattr(durations, "running_secs", None) or 0
     return JobRecord(
@@ -106,7 +107,7 @@ def record_of(info: Any) -> JobRecord:
         labels=dict(info.labels or {}),
         stage=str(getattr(info.status.stage, "value", info.status.stage)),
         message=info.status.message,
-        created_at=info.created_at,
+        created_at=info.created_at or datetime.now(timezone.utc),
         finished_at=info.finished_at,
         running_s=float(running),
         flavor=str(getattr(info.flavor, "value", info.flavor)) if info.flavor else None,
