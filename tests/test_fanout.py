@@ -143,6 +143,8 @@ def test_the_summary_gives_each_shard_the_totals_the_cost_and_the_load_line(tmp_
     assert summary["load_with"] == f"datasets.load_dataset({OUTPUT!r}, split='train')"
     assert f"2 of 2 shard(s) in: 200 page(s), 2 with an error, 1 relaunch(es), ${summary['cost_usd']:.2f}" in err
     assert summary["load_with"] in err
+    assert "1 of 2 shard(s) in (100 pages)" in err, "the watch does not count a finished shard's pages"
+    assert any(line.split()[2:4] == ["completed", "100"] for line in err.splitlines() if "shard 0/2:" in line)
 
 
 def test_ctrl_c_detaches_and_leaves_the_jobs_running(tmp_path, capsys):

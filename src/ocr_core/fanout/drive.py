@@ -40,11 +40,13 @@ def utc_now() -> datetime:
 
 @dataclass
 class Watch:
-    """What the launcher knows of the run: every job it has seen (by id), which it started, and each failed
-    job's log tail (read once)."""
+    """What the launcher knows of the run: every job it has seen (by id), which it started, each failed job's log
+    tail (read once) and the facts of the slices the finished shards published (read when another shard is in)."""
 
     plan: JobsPlan
     client: JobsClient
+    destination: Destination
+    published: dict[int, dict] = field(default_factory=dict)
     seen: dict[str, JobRecord] = field(default_factory=dict)
     launched_here: set[str] = field(default_factory=set)
     given_up: set[int] = field(default_factory=set)
@@ -64,6 +66,10 @@ class Watch:
             if shard is not None:
                 by_shard[shard].append(job)
         return {shard: [self.attempt(job) for job in newest_first(jobs)] for shard, jobs in by_shard.items()}
+
+    def read_published(self, done: Sequence[int]) -> None:
+        if set(done) - set(self.published):
+            self.published = {item["shard"][0]: item for item in published_slices(self.destination, self.plan.shards)}
 
     def attempt(self, job: JobRecord) -> Attempt:
         if not job.failed:
@@ -140,7 +146,7 @@ def fan_out(
     destination = Destination(settings.output, settings.split, settings.config, hub)
     check_shard_count(destination, settings, plan.shards)
     secrets = job_secrets(plan, settings)
-    watch = Watch(plan, client)
+    watch = Watch(plan, client, destination)
     steps: dict[int, ShardStep] = {}
     attempts: dict[int, list[Attempt]] = {}
     try:
@@ -191,22 +197,27 @@ def show(
     price_per_hour: float | None,
     now: datetime,
 ) -> None:
-    """One line per shard (its state, the minutes its job has run), when a state changed, and a total at every
-    poll: shards in, money so far, and the projected finish from the finished shards' mean time. Minimal: a running
-    shard's pages are not read live (its progress parts would have to be fetched); its pages show in the summary."""
+    """One line per shard (its state, its pages once it is in, the minutes its job has run), when a state changed,
+    and a total at every poll: shards and pages in, money so far, and the projected finish from the finished
+    shards' mean time. Minimal: a running shard's pages are not read live (its progress parts would have to be
+    fetched), so pages count once their shard has published."""
     plan = watch.plan
+    watch.read_published([shard for shard, step in steps.items() if step.step is Step.DONE])
     lines, states_now = [], []
     for shard, tried in attempts.items():
         job = tried[0].job if tried else None
         state = steps[shard].step.value if job is None else job.stage.lower()
         ran = f"{job.running_s / 60:.0f} min" if job is not None else "-"
+        pages = f"{watch.published[shard]['rows']} pages" if shard in watch.published else "-"
         states_now.append(state)
-        lines.append(f"  shard {shard}/{plan.shards}: {state:<12} {ran:>8}" + (f"  {job.id}" if job else ""))
+        line = f"  shard {shard}/{plan.shards}: {state:<12} {pages:>12} {ran:>8}"
+        lines.append(line + (f"  {job.id}" if job else ""))
     jobs = [attempt.job for tried in attempts.values() for attempt in tried]
     spent = spend(jobs, plan.launches[0].flavor, price_per_hour)
     done = [tried[0].job for shard, tried in attempts.items() if steps[shard].step is Step.DONE]
     money = f"${spent.usd:.2f}" if spent.usd is not None else "cost unknown"
-    total = f"  {len(done)} of {plan.shards} shard(s) in; {money} billed so far"
+    pages_in = sum(item["rows"] for item in watch.published.values())
+    total = f"  {len(done)} of {plan.shards} shard(s) in ({pages_in} pages); {money} billed so far"
     running = [tried[0].job for tried in attempts.values() if tried and tried[0].job.running]
     if done and running:
         mean = sum(job.running_s for job in done) / len(done)
