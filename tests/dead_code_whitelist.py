@@ -39,3 +39,9 @@ _.external_attr
 _.script_release
 _.script_sha256
 _.prompt_sha256
+
+# The settings alone, without a launcher's request: what bench/shard_publish.py and the tests build settings with.
+parse_arguments
+
+# A field of a fan-out's summary line: FanoutSummary.line writes each ShardOutcome through asdict().
+_.duration_s

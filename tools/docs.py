@@ -29,7 +29,7 @@ from ocr_models import RECIPES, Recipe  # noqa: E402
 from tools.recipes import facts_of  # noqa: E402
 
 MODELS_JSON = ROOT / "models.json"
-PACKAGES = (ROOT / "src" / "ocr_core", ROOT / "src" / "ocr_models")
+PACKAGES = (ROOT / "src" / "ocr_core", ROOT / "src" / "ocr_core" / "fanout", ROOT / "src" / "ocr_models")
 BLOCKS = {"README.md": ("scripts", "modules"), "SERVING.md": ("scripts", "measurements")}
 SHAPES = {
     "offline": f"offline (`vllm.LLM`), batches of {OFFLINE_BATCH}",
@@ -172,7 +172,7 @@ def module_docstring(path: Path) -> str:
 def modules_table(entries: dict[str, dict]) -> str:
     """Each module of the package (ocr-vllm-core), with its one role: its docstring's first sentence."""
     rows = [
-        [f"`{path.parent.name}/{path.name}`", first_sentence(module_docstring(path))]
+        [f"`{path.relative_to(ROOT / 'src').as_posix()}`", first_sentence(module_docstring(path))]
         for package in PACKAGES
         for path in sorted(package.glob("*.py"))
     ]

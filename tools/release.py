@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from ocr_core.cli import DEFAULT_JOB_TIMEOUT, job_command  # noqa: E402  (src/ is on the path only from here on)
+from ocr_core.script_header import read_header  # noqa: E402
 from ocr_core.version import DISTRIBUTION, RELEASE_TABLE  # noqa: E402
 from ocr_models import RECIPES  # noqa: E402
 from tools.recipes import facts_of  # noqa: E402  (a script's FACTS, as the script states them)
@@ -77,13 +78,8 @@ def wheel_name(version: str) -> str:
     return f"{DISTRIBUTION.replace('-', '_')}-{version}-py3-none-any.whl"
 
 
-def header_of(text: str) -> str:
-    found = re.search(r"^# /// script$(.*?)^# ///$", text, re.M | re.S)
-    return "\n".join(line.removeprefix("#").removeprefix(" ") for line in found[1].splitlines()) if found else ""
-
-
 def read_pins(text: str) -> Pins:
-    header = tomllib.loads(header_of(text))
+    header = read_header(text)
     wanted = dict(
         re.fullmatch(r"([A-Za-z0-9_.-]+)\s*==\s*(\S+)", spec).groups()
         for spec in header.get("dependencies", [])

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from .breaker import MAX_ERROR_RATE
 from .canary import CANARY_PAGES
 from .facts import ModelFacts
+from .fanout.request import FanoutRequest, add_fanout_arguments, take_fanout_request
 from .poison import MAX_STRIKES
 from .redact import redact
 from .settings import Settings
@@ -191,6 +192,7 @@ def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.Argument
     add_model_arguments(parser, facts, mode)
     if facts.add_arguments is not None:
         facts.add_arguments(parser)
+    add_fanout_arguments(parser)
     return parser
 
 
@@ -399,7 +401,17 @@ def shard_argument(text: str) -> tuple[int, int]:
 
 def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Settings:
     """The checked, typed settings of a command line; a wrong combination exits 2 with the fix, as argparse does."""
+    return parse_command(parser, argv)[0]
+
+
+def parse_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[Settings, FanoutRequest | None]:
+    """The settings, and the launcher's request when the command fans out over HF Jobs (`--jobs N`)."""
     args = parser.parse_args(argv)
+    request = take_fanout_request(parser, args)
+    return checked_settings(parser, args), request
+
+
+def checked_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Settings:
     if args.max_tokens is not None and args.max_tokens >= args.max_model_len:
         parser.error(
             f"--max-tokens {args.max_tokens} must be below --max-model-len {args.max_model_len} "

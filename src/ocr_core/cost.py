@@ -65,12 +65,18 @@ def job_flavor(recipe_flavor: str) -> tuple[str, bool]:
 def run_price(price_per_hour: float | None, recipe_flavor: str) -> tuple[str, Price | None]:
     """The flavor and the hourly price the cost is computed from; no price for a flavor the table lacks."""
     flavor, read = job_flavor(recipe_flavor)
-    if price_per_hour is not None:
-        return flavor, Price(price_per_hour, "--price-per-hour")
-    if flavor not in JOB_PRICES_USD_PER_HOUR:
-        return flavor, None
     where = "this job's flavor" if read else "the recipe's flavor; pass --price-per-hour for another"
-    return flavor, Price(JOB_PRICES_USD_PER_HOUR[flavor], f"HF Jobs price of {flavor} ({where}), {JOB_PRICES_DATE}")
+    return flavor, flavor_price(flavor, price_per_hour, where)
+
+
+def flavor_price(flavor: str, price_per_hour: float | None, where: str) -> Price | None:
+    """A flavor's hourly price, `--price-per-hour` first; None for a flavor the table lacks. `where` says how the
+    flavor was learnt (the job's environment, the recipe, a launcher's --flavor)."""
+    if price_per_hour is not None:
+        return Price(price_per_hour, "--price-per-hour")
+    if flavor not in JOB_PRICES_USD_PER_HOUR:
+        return None
+    return Price(JOB_PRICES_USD_PER_HOUR[flavor], f"HF Jobs price of {flavor} ({where}), {JOB_PRICES_DATE}")
 
 
 def price_known(price_per_hour: float | None, recipe_flavor: str) -> bool:

@@ -4,7 +4,8 @@
 
 `script` is the running file (its name appears in the summary, the card and the job command; its bytes are looked
 up in the release table of the core's wheel, so an edited copy is recorded as modified). `argv` defaults to the
-command line; `hub` replaces the real Hub client (tests pass a folder-backed double).
+command line; `hub` replaces the real Hub client (tests pass a folder-backed double), `jobs` the HF
+Jobs client of a `--jobs N` launcher (tests pass a double that runs each job as a local process).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .facts import ModelFacts
+from .fanout.jobs import JobsClient
 from .hub import HubClient
 from .run import run_recipe
 from .run_offline import drive_offline_job
@@ -25,9 +27,10 @@ def run_offline(
     *,
     argv: Sequence[str] | None = None,
     hub: HubClient | None = None,
+    jobs: JobsClient | None = None,
 ) -> int:
     """The offline shape: an in-process `vllm.LLM` fed batches of pages."""
-    return run_recipe(facts, Path(script), "offline", drive_offline_job, argv, hub)
+    return run_recipe(facts, Path(script), "offline", drive_offline_job, argv, hub, jobs)
 
 
 def run_server(
@@ -36,9 +39,10 @@ def run_server(
     *,
     argv: Sequence[str] | None = None,
     hub: HubClient | None = None,
+    jobs: JobsClient | None = None,
 ) -> int:
     """The server shape: `vllm serve` (started when none answers) with a fixed window of pages in flight."""
-    return run_recipe(facts, Path(script), "server", drive_server_job, argv, hub)
+    return run_recipe(facts, Path(script), "server", drive_server_job, argv, hub, jobs)
 
 
 def run_saturate(
@@ -47,6 +51,7 @@ def run_saturate(
     *,
     argv: Sequence[str] | None = None,
     hub: HubClient | None = None,
+    jobs: JobsClient | None = None,
 ) -> int:
     """The saturate shape: as the server shape, with a window that widens until the engines' queues fill."""
-    return run_recipe(facts, Path(script), "saturate", drive_server_job, argv, hub)
+    return run_recipe(facts, Path(script), "saturate", drive_server_job, argv, hub, jobs)

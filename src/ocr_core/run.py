@@ -30,10 +30,12 @@ from .assemble import assemble, inference_history, missing_rows
 from .breaker import TRUNCATED
 from .canary import Canary, CanaryContext
 from .card import CardFacts, split_files
-from .cli import build_parser, job_command, job_timeout, parse_arguments, ran_command, usage
+from .cli import build_parser, job_command, job_timeout, parse_command, ran_command, usage
 from .cost import cost_facts, describe_cost, price_known, run_price
 from .errors import CommandError, JobFailed
 from .facts import ModelFacts
+from .fanout.command import launch_command_line
+from .fanout.jobs import JobsClient
 from .hub import HubClient, HubRefused
 from .job import Job, prepare_job, release
 from .launch import Launch
@@ -149,11 +151,13 @@ def run_recipe(
     drive_pages: DrivePages,
     argv: Sequence[str] | None = None,
     hub: HubClient | None = None,
+    jobs: JobsClient | None = None,
 ) -> int:
-    """Every recipe's life: parse, prepare, drive the pages in its shape, publish, print the summary line.
+    """Every recipe's life: parse, prepare, drive the pages in its shape, publish, print the summary line; or,
+    with `--jobs N`, launch and watch N HF Jobs that each do one shard of it (fanout/).
 
-    `drive_pages` is the shape (offline batches or a server's window); `hub` replaces the real Hub client (tests
-    pass a double).
+    `drive_pages` is the shape (offline batches or a server's window); `hub` and `jobs` replace the real Hub and
+    Jobs clients (tests pass doubles).
     """
     script = script_path.name
     silence_notices()
@@ -163,11 +167,13 @@ def run_recipe(
         return 0
     parser = build_parser(script, facts, mode)
     try:
-        settings = parse_arguments(parser, argv)
+        settings, fanout = parse_command(parser, argv)
     except SystemExit as exc:
         if exc.code != 2:
             raise
         return refused_command(parser, Summary(script, facts.model, mode, argv[1] if len(argv) > 1 else None))
+    if fanout is not None:
+        return launch_command_line(facts, script_path, parser, settings, fanout, argv, hub, jobs, load_call(settings))
     summary = Summary(script, settings.model, mode, settings.output)
     streams: list[TextIO] = [sys.stdout]
     stop = StopSignals()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ocr_core import recipes
 from ocr_core.facts import ModelFacts
+from ocr_core.fanout.jobs import JobsClient
 from ocr_core.hub import HubClient
 from ocr_models import RECIPES, recipe
 from tools.recipes import ROOT, facts_of, load_script
@@ -20,8 +21,9 @@ def model_facts(model: str) -> ModelFacts:
     return facts_of(next(entry.script for entry in RECIPES if entry.model == model))
 
 
-def run_entry(script: str, argv: list[str], hub: HubClient | None = None) -> int:
-    """A shipped script's call, `run_<shape>(FACTS, __file__)`, with `argv` and a Hub double."""
+def run_entry(script: str, argv: list[str], hub: HubClient | None = None, jobs: JobsClient | None = None) -> int:
+    """A shipped script's call, `run_<shape>(FACTS, __file__)`, with `argv` and a Hub double (and, for a `--jobs N`
+    launcher, a Jobs double)."""
     module = load_script(script)
     entry = ENTRIES[recipe(script).shape]
-    return entry(module.FACTS, ROOT / script, argv=argv, hub=hub)
+    return entry(module.FACTS, ROOT / script, argv=argv, hub=hub, jobs=jobs)

@@ -1,0 +1,248 @@
+"""The launcher's loop: find the run's jobs by their labels, decide each shard's next step, launch what has to be
+launched, show where the shards stand, and stop when every shard is in or given up, or at Ctrl-C.
+
+Nothing here cancels a job. Ctrl-C detaches: the jobs keep running (and billing), and the same command re-attaches
+by the labels. A job this launcher started is remembered by its id as well, so a listing that lags behind a launch
+cannot make it launch a shard twice.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from ..cli import wrapped_command
+from ..errors import CommandError
+from ..hub import HubClient
+from ..output import Destination, is_local_output
+from ..provenance import hub_id
+from ..redact import register_secret
+from ..report import say
+from ..settings import Settings
+from ..slices import published_slices
+from .heal import Attempt, ShardStep, Step, decide, failure_of
+from .jobs import JobRecord, JobsClient, newest_first
+from .plan import RUN_LABEL, JobsPlan, labelled_shard, launch_command
+from .request import FanoutRequest
+from .summary import FanoutSummary, shard_outcome, spend, wall_seconds
+
+POLL_S = 30.0
+LOG_LINES = 20
+DETACHED_EXIT = 130
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class Watch:
+    """What the launcher knows of the run: every job it has seen (by id), which it started, each failed job's log
+    tail (read once) and the facts of the slices the finished shards published (read when another shard is in)."""
+
+    plan: JobsPlan
+    client: JobsClient
+    destination: Destination
+    published: dict[int, dict] = field(default_factory=dict)
+    seen: dict[str, JobRecord] = field(default_factory=dict)
+    launched_here: set[str] = field(default_factory=set)
+    given_up: set[int] = field(default_factory=set)
+    shown: tuple[str, ...] = ()
+    tails: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def refresh(self) -> dict[int, list[Attempt]]:
+        """Each shard's attempts, newest first: the run's jobs as listed, and those this launcher started that the
+        listing does not show yet."""
+        listed = {job.id: job for job in self.client.jobs_labelled({RUN_LABEL: self.plan.run})}
+        for job_id in self.launched_here - set(listed):
+            listed[job_id] = self.client.inspect(job_id)
+        self.seen.update(listed)
+        by_shard: dict[int, list[JobRecord]] = {index: [] for index in range(self.plan.shards)}
+        for job in self.seen.values():
+            shard = labelled_shard(job.labels, self.plan.run, self.plan.shards)
+            if shard is not None:
+                by_shard[shard].append(job)
+        return {shard: [self.attempt(job) for job in newest_first(jobs)] for shard, jobs in by_shard.items()}
+
+    def read_published(self, done: Sequence[int]) -> None:
+        if set(done) - set(self.published):
+            self.published = {item["shard"][0]: item for item in published_slices(self.destination, self.plan.shards)}
+
+    def attempt(self, job: JobRecord) -> Attempt:
+        if not job.failed:
+            return Attempt(job)
+        if job.id not in self.tails:
+            self.tails[job.id] = tuple(self.client.log_tail(job.id, LOG_LINES))
+        tail = self.tails[job.id]
+        return Attempt(job, failure_of(tail), tail)
+
+
+def check_reachable(settings: Settings, client: JobsClient) -> None:
+    """HF Jobs cannot read a path on this machine nor write to one: both ends must be Hub datasets."""
+    if client.runs_here:
+        return
+    if is_local_output(settings.output):
+        raise CommandError(
+            f"--jobs: OUTPUT {settings.output!r} is a folder on this machine, which the jobs cannot write to; give a "
+            "Hub dataset id (namespace/name)"
+        )
+    if not hub_id(settings.input):
+        raise CommandError(
+            f"--jobs: INPUT {settings.input!r} is not a Hub dataset id, so the jobs cannot read it; push it to the "
+            "Hub first (datasets' push_to_hub) and pass its id"
+        )
+
+
+def check_shard_count(destination: Destination, settings: Settings, shards: int) -> None:
+    """An output already cut into another number of shards refuses every job of this N (the manifest counts them),
+    each after its start-up is paid: refused here instead, before anything is launched."""
+    manifest = destination.manifest_on_hub(destination.listing())
+    if settings.overwrite or manifest is None or manifest.get("shards", shards) == shards:
+        return
+    raise CommandError(
+        f"--jobs {shards}: {destination.where()} holds results cut into {manifest['shards']} shard(s); run the same "
+        f"command with --jobs {manifest['shards']} to finish them, or write elsewhere (another --config or OUTPUT)"
+    )
+
+
+def job_secrets(plan: JobsPlan, settings: Settings, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The values of the secrets the jobs get: the token as the recipe finds it (--hf-token, HF_TOKEN, your
+    login), any other from this environment. Registered, so no message ever shows one."""
+    from huggingface_hub import get_token
+
+    values: dict[str, str] = {}
+    for name in plan.launches[0].secrets:
+        value = (settings.hf_token or environ.get(name) or get_token()) if name == "HF_TOKEN" else environ.get(name)
+        if not value:
+            raise CommandError(
+                f"--jobs: the jobs need the secret {name}, which is not set here; set it in the environment (for "
+                "HF_TOKEN, or log in with `hf auth login`) and run the same command again"
+            )
+        register_secret(value)
+        values[name] = value
+    return values
+
+
+def fan_out(
+    request: FanoutRequest,
+    settings: Settings,
+    plan: JobsPlan,
+    summary: FanoutSummary,
+    client: JobsClient,
+    hub: HubClient | None,
+) -> int:
+    """Launches, watches and heals the run's shards; fills `summary` and returns the exit code: 0 every shard is in,
+    1 a shard was given up, 130 detached (the jobs run on)."""
+    say(f"fan-out {plan.run}: {plan.shards} job(s) on {plan.launches[0].flavor}; the jobs run {plan.script_said}")
+    if request.dry_run:
+        for launch in plan.launches:
+            print(wrapped_command(launch_command(launch)), flush=True)
+        summary.dry_run = True
+        return 0
+    check_reachable(settings, client)
+    destination = Destination(settings.output, settings.split, settings.config, hub)
+    check_shard_count(destination, settings, plan.shards)
+    secrets = job_secrets(plan, settings)
+    watch = Watch(plan, client, destination)
+    steps: dict[int, ShardStep] = {}
+    attempts: dict[int, list[Attempt]] = {}
+    try:
+        while True:
+            attempts = watch.refresh()
+            steps = {
+                shard: decide(tried, request.max_relaunches, watch.launched_here) for shard, tried in attempts.items()
+            }
+            launched = launch_due(watch, steps, attempts, secrets)
+            if not launched and all(step.step in (Step.DONE, Step.GIVE_UP) for step in steps.values()):
+                break
+            if not launched:
+                show(watch, attempts, steps, settings.price_per_hour, utc_now())
+                time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        summary.detached = True
+        running = sum(step.step is Step.WAIT for step in steps.values())
+        say(f"detached: {running} job(s) keep running; run the same command to re-attach")
+    conclude(summary, destination, plan, attempts, steps, settings.price_per_hour, utc_now())
+    if summary.detached:
+        return DETACHED_EXIT
+    return 1 if any(step.step is Step.GIVE_UP for step in steps.values()) else 0
+
+
+def launch_due(watch: Watch, steps: dict[int, ShardStep], attempts: dict[int, list[Attempt]], secrets: dict) -> bool:
+    """Launches every shard whose step says so; says once why a shard is given up, with its last log lines."""
+    launched = False
+    for shard, step in steps.items():
+        label = f"shard {shard}/{watch.plan.shards}"
+        if step.step in (Step.LAUNCH, Step.RELAUNCH):
+            job = watch.client.launch(watch.plan.launches[shard], secrets)
+            watch.launched_here.add(job.id)
+            watch.seen[job.id] = job
+            verb = f"relaunched after {step.reason}:" if step.step is Step.RELAUNCH else "launched:"
+            say(f"{label} {verb} job {job.id}" + (f" ({job.url})" if job.url else ""))
+            launched = True
+        elif step.step is Step.GIVE_UP and shard not in watch.given_up:
+            watch.given_up.add(shard)
+            tail = "\n".join(f"    {line}" for line in attempts[shard][0].tail) or "    (no log lines)"
+            say(f"{label} is not relaunched: {step.reason}; its last log lines:\n{tail}")
+    return launched
+
+
+def show(
+    watch: Watch,
+    attempts: Mapping[int, Sequence[Attempt]],
+    steps: Mapping[int, ShardStep],
+    price_per_hour: float | None,
+    now: datetime,
+) -> None:
+    """One line per shard (its state, its pages once it is in, the minutes its job has run), when a state changed,
+    and a total at every poll: shards and pages in, money so far, and the projected finish from the finished
+    shards' mean time. Minimal: a running shard's pages are not read live (its progress parts would have to be
+    fetched), so pages count once their shard has published."""
+    plan = watch.plan
+    watch.read_published([shard for shard, step in steps.items() if step.step is Step.DONE])
+    lines, states_now = [], []
+    for shard, tried in attempts.items():
+        job = tried[0].job if tried else None
+        state = steps[shard].step.value if job is None else job.stage.lower()
+        ran = f"{job.running_s / 60:.0f} min" if job is not None else "-"
+        pages = f"{watch.published[shard]['rows']} pages" if shard in watch.published else "-"
+        states_now.append(state)
+        line = f"  shard {shard}/{plan.shards}: {state:<12} {pages:>12} {ran:>8}"
+        lines.append(line + (f"  {job.id}" if job else ""))
+    jobs = [attempt.job for tried in attempts.values() for attempt in tried]
+    spent = spend(jobs, plan.launches[0].flavor, price_per_hour)
+    done = [tried[0].job for shard, tried in attempts.items() if steps[shard].step is Step.DONE]
+    money = f"${spent.usd:.2f}" if spent.usd is not None else "cost unknown"
+    pages_in = sum(item["rows"] for item in watch.published.values())
+    total = f"  {len(done)} of {plan.shards} shard(s) in ({pages_in} pages); {money} billed so far"
+    running = [tried[0].job for tried in attempts.values() if tried and tried[0].job.running]
+    if done and running:
+        mean = sum(job.running_s for job in done) / len(done)
+        left = max(max(0.0, mean - job.running_s) for job in running)
+        total += f"; projected finish about {now + timedelta(seconds=left):%H:%M} UTC (the finished shards' mean)"
+    states = tuple(states_now)
+    say("\n".join([*lines, total]) if states != watch.shown else total)
+    watch.shown = states
+
+
+def conclude(
+    summary: FanoutSummary,
+    destination: Destination,
+    plan: JobsPlan,
+    attempts: Mapping[int, Sequence[Attempt]],
+    steps: Mapping[int, ShardStep],
+    price_per_hour: float | None,
+    now: datetime,
+) -> None:
+    """The summary's figures: each shard's outcome with its published pages and errors, the money, the wall time."""
+    published = {item["shard"][0]: item for item in published_slices(destination, plan.shards)}
+    summary.shards = [
+        shard_outcome(shard, attempts.get(shard, []), steps.get(shard, ShardStep(Step.LAUNCH)), published.get(shard))
+        for shard in range(plan.shards)
+    ]
+    jobs = [attempt.job for tried in attempts.values() for attempt in tried]
+    summary.spent = spend(jobs, plan.launches[0].flavor, price_per_hour)
+    summary.wall_s = wall_seconds(jobs, now)

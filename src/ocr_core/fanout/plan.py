@@ -1,0 +1,117 @@
+"""The N launches of a fan-out: one job per shard, the same script and flags, and labels that name the run.
+
+The run's label is a fingerprint of what makes its output: the results' own fingerprint (manifest.py) for N shards
+taken before the input is read (its rows and resolved revision are the jobs' to settle), plus the output and its
+config. The same command again finds the same jobs by it, so it re-attaches instead of launching twice; a command
+that would write other text is another run. Where the jobs run (flavor, image, timeout) is not part of it: a
+relaunch on a larger flavor still belongs to its run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..cli import DEFAULT_JOB_TIMEOUT
+from ..facts import ModelFacts
+from ..manifest import fingerprint
+from ..provenance import ScriptSource
+from ..script_header import JobsHeader
+from ..settings import Settings
+from ..source import shard_label
+from .jobs import JobLaunch
+from .request import FanoutRequest
+
+RUN_LABEL = "ocr-vllm-run"
+SHARD_LABEL = "ocr-vllm-shard"
+FINGERPRINT_CHARS = 12
+DEFAULT_SECRETS = ("HF_TOKEN",)
+
+
+@dataclass(frozen=True)
+class JobsPlan:
+    """The run's label, what script the jobs get (the released URL, or this copy's own bytes) and one launch per
+    shard, in shard order."""
+
+    run: str
+    shards: int
+    script: str
+    script_said: str
+    launches: tuple[JobLaunch, ...]
+
+
+def run_fingerprint(settings: Settings, facts: ModelFacts, script: str, shards: int) -> str:
+    made = fingerprint(replace(settings, shard=(0, shards)), facts, script, settings.input_revision, 0)
+    made = {**made, "output": settings.output, "config": settings.config}
+    digest = hashlib.sha256(json.dumps(made, sort_keys=True, default=str).encode()).hexdigest()
+    return digest[:FINGERPRINT_CHARS]
+
+
+def shard_labels(run: str, shard: tuple[int, int]) -> dict[str, str]:
+    return {RUN_LABEL: run, SHARD_LABEL: shard_label(shard)}
+
+
+def labelled_shard(labels: Mapping[str, str], run: str, shards: int) -> int | None:
+    """The shard a job of this run carries in its labels; None for a job of another run or another N."""
+    if labels.get(RUN_LABEL) != run:
+        return None
+    index, _, total = labels.get(SHARD_LABEL, "").partition("-of-")
+    if not (index.isdigit() and total.isdigit()) or int(total) != shards or int(index) >= shards:
+        return None
+    return int(index)
+
+
+def plan_launches(
+    request: FanoutRequest,
+    settings: Settings,
+    facts: ModelFacts,
+    script_path: Path,
+    origin: ScriptSource,
+    header: JobsHeader,
+    arguments: Sequence[str],
+) -> JobsPlan:
+    """`arguments` are the recipe's command line less the launcher's flags and the secret ones (a job gets the
+    token as a secret, never on its command line)."""
+    run = run_fingerprint(settings, facts, script_path.name, request.jobs)
+    script = origin.url or str(script_path)
+    launches = tuple(
+        JobLaunch(
+            script=script,
+            script_args=(*arguments, "--shard", f"{index}/{request.jobs}"),
+            image=request.image or header.image or facts.image,
+            flavor=request.flavor or header.flavor or facts.flavor,
+            timeout=request.timeout or header.timeout or DEFAULT_JOB_TIMEOUT,
+            secrets=header.secrets or DEFAULT_SECRETS,
+            labels=shard_labels(run, (index, request.jobs)),
+            name=f"ocr-{run}-{index}-of-{request.jobs}",
+        )
+        for index in range(request.jobs)
+    )
+    return JobsPlan(run, request.jobs, script, script_said(origin, script_path), launches)
+
+
+def script_said(origin: ScriptSource, script_path: Path) -> str:
+    """Which script the jobs get, for the launcher's first line: a modified copy is sent as its own bytes."""
+    if origin.url is not None:
+        return f"the released script, {origin.url}"
+    if origin.sha256 is None:
+        return f"{script_path} as it is here (its bytes could not be read for a hash)"
+    if origin.checked:
+        return f"this modified copy's own bytes ({script_path}, sha256 {origin.sha256[:12]}), not the released script"
+    return (
+        f"this copy's own bytes ({script_path}, sha256 {origin.sha256[:12]}), not checked against the released "
+        "script: the core here is not a release build"
+    )
+
+
+def launch_command(launch: JobLaunch) -> str:
+    """The `hf jobs uv run` command that starts the same job by hand, as --dry-run prints it."""
+    words = ["hf", "jobs", "uv", "run", "--detach", "--flavor", launch.flavor, "--timeout", launch.timeout]
+    words += ["--image", launch.image, *(word for name in launch.secrets for word in ("-s", name))]
+    words += [word for key, value in launch.labels.items() for word in ("--label", f"{key}={value}")]
+    words += ["--name", launch.name, launch.script, *launch.script_args]
+    return " ".join(shlex.quote(word) for word in words)

@@ -1,0 +1,104 @@
+"""The launcher's own flags on a recipe's command line, and the command line each job gets without them.
+
+`--jobs N` turns a recipe run into a launcher: it starts N HF Jobs, each running the same script with the same
+flags and `--shard I/N`. The launcher's flags are taken off before the recipe's settings are built (so they never
+reach the results' fingerprint) and off the arguments the jobs get (a job must run its shard, not launch again).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+DEFAULT_MAX_RELAUNCHES = 2
+DESTS = ("jobs", "flavor", "job_timeout", "job_image", "max_relaunches", "dry_run")
+VALUED_FLAGS = ("--jobs", "--flavor", "--job-timeout", "--job-image", "--max-relaunches")
+SWITCHES = ("--dry-run",)
+
+
+@dataclass(frozen=True)
+class FanoutRequest:
+    """What the user asked the launcher for; None fields come from the script's `[tool.hf-jobs]` header."""
+
+    jobs: int
+    flavor: str | None
+    timeout: str | None
+    image: str | None
+    max_relaunches: int
+    dry_run: bool
+
+
+def add_fanout_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("HF Jobs fan-out (run from anywhere with a token; see SERVING.md)")
+    group.add_argument(
+        "--jobs",
+        type=int,
+        help="launch N HF Jobs, each running this script with these flags and --shard I/N, watch them until every "
+        "shard is in, and relaunch the ones that fail; the same command again re-attaches",
+    )
+    group.add_argument("--flavor", help="with --jobs: the jobs' hardware (default: the script's [tool.hf-jobs] one)")
+    group.add_argument("--job-timeout", help="with --jobs: each job's timeout, e.g. 6h (default: the script's)")
+    group.add_argument("--job-image", help="with --jobs: the jobs' image (default: the script's)")
+    group.add_argument(
+        "--max-relaunches",
+        type=int,
+        default=DEFAULT_MAX_RELAUNCHES,
+        help="with --jobs: relaunches of a shard whose job failed, timed out or was cancelled (it resumes)",
+    )
+    group.add_argument("--dry-run", action="store_true", help="with --jobs: print the N launches and send nothing")
+
+
+def take_fanout_request(parser: argparse.ArgumentParser, args: argparse.Namespace) -> FanoutRequest | None:
+    """Removes the launcher's flags from the parsed arguments; the request when --jobs was given. A launcher flag
+    without --jobs, or --jobs beside --shard, is a command error (exit 2), said with the fix."""
+    values = {name: vars(args).pop(name) for name in DESTS}
+    if values["jobs"] is None:
+        given = [flag for flag, dest in zip((*VALUED_FLAGS, *SWITCHES), DESTS) if launcher_flag_set(dest, values)]
+        if given:
+            parser.error(f"{', '.join(given)} only work with --jobs N (the launcher of N HF Jobs)")
+        return None
+    if values["jobs"] < 1:
+        parser.error(f"--jobs must be at least 1 (got {values['jobs']})")
+    if values["max_relaunches"] < 0:
+        parser.error(f"--max-relaunches must be 0 or more (got {values['max_relaunches']})")
+    if args.shard is not None:
+        parser.error("--jobs N launches every shard itself (job I gets --shard I/N); leave --shard out")
+    return FanoutRequest(
+        values["jobs"],
+        values["flavor"],
+        values["job_timeout"],
+        values["job_image"],
+        values["max_relaunches"],
+        values["dry_run"],
+    )
+
+
+def launcher_flag_set(dest: str, values: dict) -> bool:
+    if dest == "max_relaunches":
+        return values[dest] != DEFAULT_MAX_RELAUNCHES
+    return bool(values[dest])
+
+
+def job_arguments(argv: Sequence[str], options: Sequence[str]) -> list[str]:
+    """`argv` less the launcher's flags (and their values), under any abbreviation argparse accepts: `options` are
+    every option string of the recipe's parser, so a prefix counts as a launcher flag only when it names one alone."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        name, equals, _ = arg.partition("=")
+        flag = resolved(name, options) if name.startswith("--") else None
+        if skip:
+            skip = False
+        elif flag in VALUED_FLAGS:
+            skip = not equals
+        elif flag not in SWITCHES:
+            kept.append(arg)
+    return kept
+
+
+def resolved(name: str, options: Sequence[str]) -> str | None:
+    if name in options:
+        return name
+    matches = [option for option in options if option.startswith(name)]
+    return matches[0] if len(matches) == 1 else None

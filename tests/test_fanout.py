@@ -1,0 +1,328 @@
+"""`--jobs N`: one command launches a recipe's shards as HF Jobs, re-attaches, heals and sums up (issue 34).
+
+The Jobs client is a double (tests/testbed/jobs_double.py) injected as the Hub double is; nothing reaches the
+network. The scripted double decides each job's fate; the end-to-end test runs each job as a local process of the
+real recipe against the CPU engine and the Hub double.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import datasets
+import pytest
+
+from ocr_core.cli import build_parser
+from ocr_core.fanout import command as launch_command
+from ocr_core.fanout import drive
+from ocr_core.fanout.plan import RUN_LABEL, SHARD_LABEL
+from ocr_core.fanout.request import job_arguments
+from tests.testbed.env import REPO_ROOT
+from tests.testbed.env import testbed_env as bed_env
+from tests.testbed.hub_double import FolderHub
+from tests.testbed.jobs_double import LocalJobs, ScriptedJobs
+from tests.testbed.recipes import model_facts, run_entry
+from tools.release import release_table
+
+SCRIPT = "lighton-ocr3-saturate.py"
+RELEASED_URL = f"https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/{SCRIPT}"
+INPUT, OUTPUT = "someone/scans", "someone/scans-ocr"
+SAMPLES = REPO_ROOT / "samples" / "dataset"
+
+
+@pytest.fixture(autouse=True)
+def quick_polls(monkeypatch):
+    """Also: the launcher runs on a release build of the core, whose table holds the checkout's scripts' hashes."""
+    monkeypatch.setattr(drive, "POLL_S", 0.0)
+    monkeypatch.setattr(launch_command, "released_scripts", release_table)
+    monkeypatch.setenv("HF_TOKEN", "token-for-the-jobs")
+
+
+def launcher(tmp_path, fates, *flags, capsys, **double):
+    """Runs the launcher with a scripted Jobs double; returns the double, the exit code, the summary, stderr."""
+    hub = FolderHub(tmp_path / "hub")
+    jobs = ScriptedJobs(hub, OUTPUT, fates, **double)
+    return jobs, *run_launcher(jobs, hub, [INPUT, OUTPUT, "--jobs", str(len(fates)), *flags], capsys)
+
+
+def run_launcher(jobs, hub, argv, capsys):
+    capsys.readouterr()
+    code = run_entry(SCRIPT, argv, hub, jobs)
+    out, err = capsys.readouterr()
+    return code, json.loads(out.strip().splitlines()[-1]), err, out
+
+
+def test_a_dry_run_prints_the_n_launches_and_sends_nothing(tmp_path, capsys):
+    jobs, code, summary, err, out = launcher(tmp_path, {0: [], 1: [], 2: [], 3: []}, "--dry-run", capsys=capsys)
+    assert code == 0 and summary["dry_run"] and summary["exit_code"] == 0
+    assert jobs.launches == [] and jobs.listings == 0
+    commands = [line for line in out.replace("\\\n", " ").splitlines() if line.startswith("hf jobs uv run")]
+    assert len(commands) == 4
+    for index, command in enumerate(commands):
+        assert f"--shard {index}/4" in command and "--jobs" not in command and "--dry-run" not in command
+        assert RELEASED_URL in command and "--flavor l4x1" in command and "--image vllm/vllm-openai:v0.30.0" in command
+        assert f"{SHARD_LABEL}={index:05d}-of-00004" in command
+    assert f"the jobs run the released script, {RELEASED_URL}" in err
+    assert "token-for-the-jobs" not in out + err
+
+
+def test_on_a_source_tree_core_the_jobs_get_this_copys_bytes_and_the_launcher_says_so(tmp_path, capsys, monkeypatch):
+    """A core that is not a release build can certify no script: sending the released URL would run other bytes
+    than the ones here, so the jobs get these, and the first line says they were not checked."""
+    monkeypatch.setattr(launch_command, "released_scripts", lambda: None)
+    _, code, _, err, out = launcher(tmp_path, {0: [], 1: []}, "--dry-run", capsys=capsys)
+    assert code == 0
+    commands = [line for line in out.replace("\\\n", " ").splitlines() if line.startswith("hf jobs uv run")]
+    assert len(commands) == 2 and all(RELEASED_URL not in line and str(REPO_ROOT / SCRIPT) in line for line in commands)
+    assert "not checked against the released script: the core here is not a release build" in err
+
+
+def test_each_job_runs_its_shard_with_the_same_flags_and_labels_naming_the_run(tmp_path, capsys):
+    flags = ["--max-tokens", "512", "--flav", "h200", "--job-timeout=6h", "--hf-token", "token-for-the-jobs"]
+    jobs, code, summary, _, _ = launcher(tmp_path, {0: ["done"], 1: ["done"], 2: ["done"]}, *flags, capsys=capsys)
+    assert code == 0
+    runs = {launch.labels[RUN_LABEL] for launch in jobs.launches}
+    assert len(runs) == 1 and summary["run"] in runs
+    assert [launch.labels[SHARD_LABEL] for launch in jobs.launches] == [f"{i:05d}-of-00003" for i in range(3)]
+    for index, launch in enumerate(jobs.launches):
+        assert launch.script_args == (INPUT, OUTPUT, "--max-tokens", "512", "--shard", f"{index}/3")
+        assert (launch.flavor, launch.timeout, launch.image) == ("h200", "6h", "vllm/vllm-openai:v0.30.0")
+        assert launch.secrets == ("HF_TOKEN",) and launch.script == RELEASED_URL
+
+    other, *_ = launcher(tmp_path / "b", {0: ["done"], 1: ["done"], 2: ["done"]}, "--max-tokens", "256", capsys=capsys)
+    elsewhere = ScriptedJobs(FolderHub(tmp_path / "c"), "someone/other", {0: ["done"], 1: ["done"], 2: ["done"]})
+    run_launcher(elsewhere, elsewhere.hub, [INPUT, "someone/other", "--jobs", "3", "--max-tokens", "512"], capsys)
+    assert other.launches[0].labels[RUN_LABEL] not in runs, "other text under the same run label"
+    assert elsewhere.launches[0].labels[RUN_LABEL] not in runs, "another output under the same run label"
+
+
+def test_the_same_command_again_reattaches_and_never_launches_a_running_or_done_shard(tmp_path, capsys):
+    hub = FolderHub(tmp_path / "hub")
+    first = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["running"], 2: ["done"]})
+    first.on_listing = lambda double: double.listings == 3 and signal.raise_signal(signal.SIGINT)
+    code, summary, _, _ = run_launcher(first, hub, [INPUT, OUTPUT, "--jobs", "3"], capsys)
+    assert code == 130 and summary["detached"]
+
+    again = ScriptedJobs(hub, OUTPUT, {0: [], 1: [], 2: ["done"]})
+    for job in first.jobs.values():
+        if job.launch.labels[SHARD_LABEL] != "00002-of-00003":
+            again.add(job.launch.labels, "COMPLETED" if job.fate == "done" else "RUNNING", "done")
+    code, summary, _, _ = run_launcher(again, hub, [INPUT, OUTPUT, "--jobs", "3"], capsys)
+    assert [launch.labels[SHARD_LABEL] for launch in again.launches] == ["00002-of-00003"]
+    assert code == 0 and [shard["state"] for shard in summary["shards"]] == ["done"] * 3
+
+
+def test_a_failed_timed_out_or_cancelled_shard_is_relaunched_up_to_max_relaunches(tmp_path, capsys):
+    fates = {0: ["timeout", "cancel", "done"], 1: ["oom", "done"], 2: ["done"]}
+    _, code, summary, err, _ = launcher(tmp_path, fates, capsys=capsys)
+    assert code == 0
+    assert [shard["relaunches"] for shard in summary["shards"]] == [2, 1, 0]
+    assert "relaunched after job" in err and "Job timeout" in err
+
+    spent, code, summary, err, _ = launcher(tmp_path / "b", {0: ["timeout"] * 4, 1: ["done"]}, capsys=capsys)
+    assert len([launch for launch in spent.launches if launch.labels[SHARD_LABEL] == "00000-of-00002"]) == 3
+    assert code == 1 and summary["shards"][0]["state"] == "given up" and "--max-relaunches 2 spent" in err
+
+    none, code, summary, _, _ = launcher(tmp_path / "c", {0: ["oom", "done"]}, "--max-relaunches", "0", capsys=capsys)
+    assert len(none.launches) == 1 and code == 1
+
+
+def test_a_shard_that_fails_the_same_way_twice_is_not_relaunched_and_its_last_log_lines_are_shown(tmp_path, capsys):
+    fates = {0: ["canary", "canary", "done"], 1: ["done"]}
+    jobs, code, summary, err, _ = launcher(tmp_path, fates, capsys=capsys)
+    assert [launch.labels[SHARD_LABEL] for launch in jobs.launches].count("00000-of-00002") == 2
+    assert code == 1 and summary["shards"][0]["state"] == "given up"
+    assert "failed the same way twice in a row (exit 1: the first 8 answers are all '!!!!')" in err
+    assert "    error: the canary ..." in err, "the shard's last log lines are not shown"
+    assert summary["shards"][1]["state"] == "done" and summary["load_with"] is None
+
+
+def test_the_summary_gives_each_shard_the_totals_the_cost_and_the_load_line(tmp_path, capsys):
+    fates = {0: ["done"], 1: ["oom", "done"]}
+    jobs, code, summary, err, _ = launcher(tmp_path, fates, capsys=capsys)
+    assert code == 0
+    billed = sum(job.record.running_s for job in jobs.jobs.values())
+    assert summary["shards"] == [
+        {"shard": 0, "job_id": "job-0", "state": "done", "pages": 100, "errors": 1, "relaunches": 0,
+         "duration_s": jobs.jobs["job-0"].record.running_s},
+        {"shard": 1, "job_id": "job-2", "state": "done", "pages": 100, "errors": 1, "relaunches": 1,
+         "duration_s": jobs.jobs["job-2"].record.running_s},
+    ]  # fmt: skip
+    assert (summary["pages"], summary["errors"], summary["relaunches"]) == (200, 2, 1)
+    assert summary["billed_s"] == billed and summary["cost_usd"] == round(billed * 0.80 / 3600, 4)
+    first = min(job.record.created_at for job in jobs.jobs.values())
+    last = max(job.record.finished_at for job in jobs.jobs.values())
+    assert summary["wall_s"] == (last - first).total_seconds()
+    assert summary["load_with"] == f"datasets.load_dataset({OUTPUT!r}, split='train')"
+    assert f"2 of 2 shard(s) in: 200 page(s), 2 with an error, 1 relaunch(es), ${summary['cost_usd']:.2f}" in err
+    assert summary["load_with"] in err
+    assert "1 of 2 shard(s) in (100 pages)" in err, "the watch does not count a finished shard's pages"
+    assert any(line.split()[2:4] == ["completed", "100"] for line in err.splitlines() if "shard 0/2:" in line)
+
+
+def test_ctrl_c_detaches_and_leaves_the_jobs_running(tmp_path, capsys):
+    stop = lambda double: double.listings == 3 and signal.raise_signal(signal.SIGINT)  # noqa: E731
+    jobs, code, summary, err, _ = launcher(tmp_path, {0: ["running"], 1: ["running"]}, capsys=capsys, on_listing=stop)
+    assert code == 130 and summary["detached"] and summary["exit_code"] == 130
+    assert [job.record.stage for job in jobs.jobs.values()] == ["RUNNING", "RUNNING"]
+    assert "2 job(s) keep running; run the same command to re-attach" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        ([INPUT, "./scans-ocr", "--jobs", "2"], "is a folder on this machine"),
+        ([str(SAMPLES), OUTPUT, "--jobs", "2"], "is not a Hub dataset id"),
+    ],
+)
+def test_jobs_that_cannot_reach_the_input_or_output_are_refused_before_any_launch(tmp_path, capsys, argv, says):
+    hub = FolderHub(tmp_path / "hub")
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
+    code, summary, err, _ = run_launcher(jobs, hub, argv, capsys)
+    assert code == 2 and summary["exit_code"] == 2 and says in err and jobs.launches == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--flavor", "h200"], "--flavor only work with --jobs N"),
+        (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--jobs", "2", "--shard", "0/2"], "leave --shard out"),
+    ],
+)
+def test_launcher_flags_in_the_wrong_place_are_command_errors(tmp_path, capsys, argv, says):
+    hub = FolderHub(tmp_path / "hub")
+    jobs = ScriptedJobs(hub, OUTPUT, {})
+    capsys.readouterr()
+    assert run_entry(SCRIPT, [INPUT, OUTPUT, *argv], hub, jobs) == 2
+    assert says in capsys.readouterr().err and jobs.launches == []
+
+
+def test_the_jobs_get_the_command_line_less_the_launcher_flags_under_any_abbreviation():
+    parser = build_parser(SCRIPT, model_facts("lighton_ocr3"), "saturate")
+    options = [option for action in parser._actions for option in action.option_strings]
+    argv = [
+        "in",
+        "out",
+        "--jobs=4",
+        "--dry",
+        "--max-rel",
+        "1",
+        "--flavor",
+        "h200",
+        "--max-tokens",
+        "16",
+        "--job-i",
+        "x",
+    ]
+    assert job_arguments(argv, options) == ["in", "out", "--max-tokens", "16"]
+
+
+def test_end_to_end_the_jobs_run_as_local_processes_and_the_output_loads_every_row_once_in_order(
+    vllm_server, tmp_path, capsys, monkeypatch
+):
+    """Three shards, each job the real recipe in its own process against the CPU engine and the Hub double;
+    shard 1's first job is stopped by SIGTERM once it has counted its rows (as HF Jobs stop a job at its timeout)
+    and is relaunched."""
+    monkeypatch.setattr(drive, "POLL_S", 1.0)
+    hub_folder = tmp_path / "hub"
+    jobs = LocalJobs(hub_folder, tmp_path / "jobs", bed_env(), stop_first=frozenset({1}))
+    argv = [str(SAMPLES), OUTPUT, "--jobs", "3", "--server", vllm_server.url, "--model", vllm_server.model]
+    argv += ["--max-model-len", "1024", "--max-tokens", "16", "--temperature", "0", "--ignore-eos"]
+    started = time.monotonic()
+    code, summary, err, _ = run_launcher(jobs, FolderHub(hub_folder), argv, capsys)
+    took = time.monotonic() - started
+    assert code == 0, err[-3000:]
+    assert [shard["state"] for shard in summary["shards"]] == ["done"] * 3
+    assert [shard["relaunches"] for shard in summary["shards"]] == [0, 1, 0]
+    assert [shard["pages"] for shard in summary["shards"]] == [4, 4, 4] and summary["errors"] == 0
+    output = datasets.load_dataset(str(hub_folder / OUTPUT), split="train", cache_dir=str(tmp_path / "cache"))
+    expected = datasets.load_dataset(str(SAMPLES), split="train")["page_id"]
+    assert output["page_id"] == expected, "the shards' rows are not every input row once, in input order"
+    assert all(output["markdown"])
+    print(f"end to end: 3 shards, {summary['pages']} pages, {summary['relaunches']} relaunch(es), {took:.0f} s")
+
+
+def test_without_a_token_for_the_jobs_nothing_is_launched_and_the_fix_is_said(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("HF_TOKEN")
+    jobs, code, summary, err, _ = launcher(tmp_path, {0: ["done"], 1: ["done"]}, capsys=capsys)
+    assert code == 2 and summary["exit_code"] == 2 and jobs.launches == []
+    assert "the jobs need the secret HF_TOKEN" in err and "hf auth login" in err
+
+
+def test_a_jobs_api_that_fails_midway_stops_the_launcher_and_leaves_its_jobs_running(tmp_path, capsys):
+    def unreachable(double):
+        if double.listings == 2:
+            raise ConnectionError("the Jobs API is unreachable")
+
+    jobs, code, summary, err, _ = launcher(
+        tmp_path, {0: ["running"], 1: ["running"]}, capsys=capsys, on_listing=unreachable
+    )
+    assert code == 1 and summary["exit_code"] == 1 and len(jobs.launches) == 2
+    assert "the Jobs API is unreachable" in err and "run the same command to re-attach" in err
+
+
+def test_an_output_cut_into_another_number_of_shards_is_refused_before_any_launch(tmp_path, capsys):
+    hub = FolderHub(tmp_path / "hub")
+    manifest = hub.repo(OUTPUT) / ".ocr-progress" / "default" / "train" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"input": INPUT, "shards": 4}))
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
+    code, summary, err, _ = run_launcher(jobs, hub, [INPUT, OUTPUT, "--jobs", "2"], capsys)
+    assert code == 2 and summary["exit_code"] == 2 and jobs.launches == []
+    assert "holds results cut into 4 shard(s); run the same command with --jobs 4" in err
+
+
+def test_without_an_injected_hub_the_summary_reads_a_hub_output_through_a_hub_client(tmp_path, capsys, monkeypatch):
+    """The real path: no Hub double is passed, so the launcher makes its own client for the output's slices (a
+    Destination without one would read a local folder of that name and count no pages)."""
+    from ocr_core.fanout import command
+
+    hub = FolderHub(tmp_path / "hub")
+    monkeypatch.setattr(command, "HfHub", lambda token: hub)
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
+    code, summary, _, _ = run_launcher(jobs, None, [INPUT, OUTPUT, "--jobs", "2"], capsys)
+    assert code == 0 and summary["pages"] == 200
+
+
+def test_the_real_jobs_client_sends_what_huggingface_hub_takes_and_reads_what_it_returns():
+    """HfJobs over a recording stand-in for HfApi: the keyword arguments of huggingface_hub 2.4's calls, and its
+    JobInfo (built from the API's own JSON) read back as the launcher's record."""
+    from huggingface_hub import JobInfo
+
+    from ocr_core.fanout.jobs import HfJobs, JobLaunch
+
+    def job_json(job_id: str, run: str, stage: str) -> dict:
+        return {
+            "id": job_id, "createdAt": "2026-12-01T10:00:00.000Z", "finishedAt": "2026-12-01T10:30:00.000Z",
+            "flavor": "h200", "labels": {RUN_LABEL: run, SHARD_LABEL: "00000-of-00002"},
+            "durations": {"runningSecs": 1700}, "status": {"stage": stage, "message": None},
+            "owner": {"id": "1", "name": "someone", "type": "user"},
+        }  # fmt: skip
+
+    info = JobInfo(**job_json("abc", "r", "COMPLETED"))
+    calls = []
+
+    class Api:
+        def run_uv_job(self, script, **kwargs):
+            calls.append((script, kwargs))
+            return info
+
+        def list_jobs(self, labels):
+            calls.append(("list", labels))
+            return [info, JobInfo(**job_json("other", "another", "RUNNING"))]
+
+    client = HfJobs.__new__(HfJobs)
+    client.api = Api()
+    launch = JobLaunch("s.py", ("a", "b"), "img", "h200", "6h", ("HF_TOKEN",), {RUN_LABEL: "r"}, "ocr-r-0-of-2")
+    record = client.launch(launch, {"HF_TOKEN": "secret"})
+    assert calls[0] == (
+        "s.py",
+        {"script_args": ["a", "b"], "image": "img", "flavor": "h200", "timeout": "6h",
+         "secrets": {"HF_TOKEN": "secret"}, "labels": {RUN_LABEL: "r", "name": "ocr-r-0-of-2"}},
+    )  # fmt: skip
+    assert (record.id, record.stage, record.running_s, record.flavor) == ("abc", "COMPLETED", 1700.0, "h200")
+    assert (record.finished_at - record.created_at).total_seconds() == 1800
+    assert [job.id for job in client.jobs_labelled({RUN_LABEL: "r"})] == ["abc"]

@@ -1,0 +1,198 @@
+"""Two HF Jobs client doubles, injected into a `--jobs N` launcher as the Hub double is into a run.
+
+`ScriptedJobs` plays each launch's fate as the test wrote it (done, an error with the recipe's summary line, a
+timeout, a cancel), one step per listing, and publishes a finished shard's facts file to the Hub double as a real
+shard would. `LocalJobs` runs each launch's command as a local process (the recipe, with the Hub double), so a
+test sees the real shards publish one dataset.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from ocr_core.fanout.jobs import JobLaunch, JobRecord
+from ocr_core.fanout.plan import SHARD_LABEL
+from ocr_core.slices import slice_facts_name
+from tests.testbed.env import REPO_ROOT, script_python
+from tests.testbed.hub_double import FolderHub
+
+EPOCH = datetime(2026, 12, 1, tzinfo=timezone.utc)
+SECONDS_PER_STEP = 600.0
+
+
+def summary_line(code: int, failure: str | None) -> str:
+    return json.dumps({"script": "x.py", "failure": failure, "exit_code": code})
+
+
+# what a scripted job ends as: its stage, its status message and its last log lines
+FATES = {
+    "done": ("COMPLETED", None, [summary_line(0, None)]),
+    "canary": ("ERROR", None, ["error: the canary ...", summary_line(1, "the first 8 answers are all '!!!!'")]),
+    "bad flag": ("ERROR", None, [summary_line(2, "--max-tokens 9000 must be below --max-model-len 4096")]),
+    "oom": ("ERROR", None, ["CUDA out of memory", summary_line(1, "the server died: out of memory")]),
+    "timeout": ("ERROR", "Job timeout", ["stopped by SIGTERM", summary_line(143, "interrupted")]),
+    "cancel": ("CANCELED", None, []),
+}
+
+
+@dataclass
+class ScriptedJob:
+    record: JobRecord
+    fate: str
+    launch: JobLaunch | None
+
+
+@dataclass
+class ScriptedJobs:
+    """`fates[shard]` lists what each successive launch of that shard ends as; a launch runs for one listing
+    (RUNNING, billed 600 s a listing), then ends. `hub` and `repo` receive a finished shard's facts file."""
+
+    hub: FolderHub
+    repo: str
+    fates: dict[int, list[str]]
+    flavor: str = "l4x1"
+    rows_per_shard: int = 100
+    runs_here: bool = False
+    jobs: dict[str, ScriptedJob] = field(default_factory=dict)
+    launches: list[JobLaunch] = field(default_factory=list)
+    listings: int = 0
+    on_listing: Callable[[ScriptedJobs], None] | None = None
+
+    def add(self, labels: Mapping[str, str], stage: str, fate: str = "done") -> JobRecord:
+        """A job that exists before the launcher starts (another launcher's)."""
+        job_id = f"job-{len(self.jobs)}"
+        record = JobRecord(job_id, dict(labels), stage, None, self.clock(), None, 0.0, self.flavor)
+        self.jobs[job_id] = ScriptedJob(record, fate, None)
+        if stage in ("COMPLETED", "ERROR", "CANCELED"):
+            self.finish(job_id)
+        return record
+
+    def clock(self) -> datetime:
+        return EPOCH + timedelta(seconds=SECONDS_PER_STEP * (len(self.jobs) + self.listings))
+
+    def launch(self, launch: JobLaunch, secrets: Mapping[str, str]) -> JobRecord:
+        assert set(secrets) == set(launch.secrets) and all(secrets.values()), "a job was launched without its secrets"
+        shard = int(launch.labels[SHARD_LABEL].partition("-of-")[0])
+        tried = sum(1 for job in self.launches if job.labels == launch.labels)
+        self.launches.append(launch)
+        fate = self.fates[shard][tried]
+        job_id = f"job-{len(self.jobs)}"
+        record = JobRecord(job_id, dict(launch.labels), "SCHEDULING", None, self.clock(), None, 0.0, self.flavor)
+        self.jobs[job_id] = ScriptedJob(record, fate, launch)
+        return record
+
+    def jobs_labelled(self, labels: Mapping[str, str]) -> list[JobRecord]:
+        self.listings += 1
+        if self.on_listing is not None:
+            self.on_listing(self)
+        for job_id, job in list(self.jobs.items()):
+            if job.record.stage == "SCHEDULING":
+                self.jobs[job_id].record = replace_record(job.record, stage="RUNNING", running_s=SECONDS_PER_STEP)
+            elif job.record.stage == "RUNNING" and job.fate != "running":
+                self.finish(job_id)
+        found = [job.record for job in self.jobs.values()]
+        return [job for job in found if all(job.labels.get(key) == value for key, value in labels.items())]
+
+    def finish(self, job_id: str) -> None:
+        job = self.jobs[job_id]
+        stage, message, _ = FATES[job.fate]
+        ran = job.record.running_s + SECONDS_PER_STEP
+        job.record = replace_record(job.record, stage=stage, message=message, running_s=ran, finished_at=self.clock())
+        if stage == "COMPLETED":
+            self.publish(job.record.labels[SHARD_LABEL])
+
+    def publish(self, label: str) -> None:
+        """The facts file a finished shard commits (slices.py), with this double's row count and 1 error."""
+        index, _, total = label.partition("-of-")
+        shard = (int(index), int(total))
+        facts = {"shard": list(shard), "rows": self.rows_per_shard, "errors": 1, "truncated": 0}
+        path = self.hub.repo(self.repo) / ".ocr-progress" / "default" / "train" / slice_facts_name(shard)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(facts))
+
+    def inspect(self, job_id: str) -> JobRecord:
+        return self.jobs[job_id].record
+
+    def log_tail(self, job_id: str, lines: int) -> list[str]:
+        return FATES[self.jobs[job_id].fate][2][-lines:]
+
+
+def replace_record(record: JobRecord, **changes) -> JobRecord:
+    return JobRecord(**{**vars(record), **changes})
+
+
+@dataclass
+class LocalJob:
+    record: JobRecord
+    process: subprocess.Popen
+    log: Path
+
+
+@dataclass
+class LocalJobs:
+    """Each launch runs `tests.testbed.hub_run` (the shipped script's entry with the Hub double at `hub_folder`)
+    in its own process and work folder, as a job runs on its own machine. `stop_first` names shards whose first
+    job is stopped by SIGTERM once it is running, as HF Jobs stop a job at its timeout."""
+
+    hub_folder: Path
+    work: Path
+    env: Mapping[str, str]
+    stop_first: frozenset[int] = frozenset()
+    runs_here: bool = True
+    jobs: dict[str, LocalJob] = field(default_factory=dict)
+
+    def launch(self, launch: JobLaunch, secrets: Mapping[str, str]) -> JobRecord:
+        job_id = f"local-{len(self.jobs)}"
+        script = Path(launch.script).name
+        log = self.work / f"{job_id}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        command = [str(script_python(script)), "-m", "tests.testbed.hub_run", str(self.hub_folder), script]
+        env = {**self.env, **secrets, "OCR_WORK_DIR": str(self.work / job_id)}
+        with open(log, "w") as handle:
+            process = subprocess.Popen(
+                [*command, *launch.script_args], stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT
+            )
+        now = datetime.now(timezone.utc)
+        record = JobRecord(job_id, dict(launch.labels), "RUNNING", None, now, None, 0.0, launch.flavor)
+        shard = int(launch.labels[SHARD_LABEL].partition("-of-")[0])
+        if shard in self.stop_first and not any(job.record.labels == launch.labels for job in self.jobs.values()):
+            self.stop_when_started(process, log)
+        self.jobs[job_id] = LocalJob(record, process, log)
+        return record
+
+    @staticmethod
+    def stop_when_started(process: subprocess.Popen, log: Path) -> None:
+        """SIGTERM once the run says what it will do (its rows counted), so it stops in the middle of its shard."""
+        while process.poll() is None and "to do" not in log.read_text():
+            time.sleep(0.2)
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+
+    def jobs_labelled(self, labels: Mapping[str, str]) -> list[JobRecord]:
+        return [self.inspect(job_id) for job_id in self.jobs if self.labels_match(job_id, labels)]
+
+    def labels_match(self, job_id: str, labels: Mapping[str, str]) -> bool:
+        return all(self.jobs[job_id].record.labels.get(key) == value for key, value in labels.items())
+
+    def inspect(self, job_id: str) -> JobRecord:
+        job = self.jobs[job_id]
+        code = job.process.poll()
+        now = datetime.now(timezone.utc)
+        ran = (now - job.record.created_at).total_seconds()
+        if code is None:
+            return replace_record(job.record, running_s=ran)
+        if job.record.finished_at is None:
+            job.record = replace_record(
+                job.record, stage="COMPLETED" if code == 0 else "ERROR", finished_at=now, running_s=ran
+            )
+        return job.record
+
+    def log_tail(self, job_id: str, lines: int) -> list[str]:
+        return self.jobs[job_id].log.read_text().splitlines()[-lines:]
