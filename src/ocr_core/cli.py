@@ -143,7 +143,7 @@ def usage(script: str, facts: ModelFacts, mode: str) -> str:
 {alternative.format(url=script_url(script))}
 
 INPUT_DATASET is a folder of images, a local dataset folder, a Hub dataset id, a PDF file or a folder of PDFs
-(one row per page);
+and images (one row per image and per PDF page);
 OUTPUT_DATASET is a Hub dataset id or a local folder (starting with ., / or ~). Rerunning the same command
 resumes. `--help` lists every option.
 """
@@ -182,7 +182,8 @@ def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.Argument
         formatter_class=RecipeHelp,
     )
     parser.add_argument(
-        "input", help="a folder of images, a local dataset folder, a Hub dataset id, a PDF or a folder of PDFs"
+        "input",
+        help="a folder of images, a local dataset folder, a Hub dataset id, a PDF or a folder of PDFs (and images)",
     )
     parser.add_argument("output", help="output dataset: Hub id, or a local folder (starts with . / ~ or exists)")
     add_data_arguments(parser)
