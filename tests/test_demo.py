@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import datasets
 import pytest
@@ -30,13 +31,13 @@ OWN_CACHES = ("HF_HOME", "HF_DATASETS_CACHE")
 
 
 def demo(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 180
+    *args: str, env: dict[str, str] | None = None, timeout: float = 180, cwd: Path = REPO_ROOT
 ) -> tuple[subprocess.CompletedProcess, dict]:
     kept = {name: os.environ[name] for name in (*USER_SHELL, *OWN_CACHES) if name in os.environ}
     environment = {**kept, "OCR_TESTBED_DIR": str(TESTBED_DIR), "PATH": "/usr/bin:/bin", **(env or {})}
     result = subprocess.run(
-        ["bash", "tools/testbed/demo.sh", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
-        env=environment,
+        ["bash", str(REPO_ROOT / "tools" / "testbed" / "demo.sh"), *args], cwd=cwd, capture_output=True, text=True,
+        timeout=timeout, env=environment,
     )  # fmt: skip
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     return result, json.loads(lines[-1]) if lines else {}
@@ -59,6 +60,17 @@ def test_input_and_output_may_follow_the_demo_command_and_flags_go_to_the_recipe
     assert result.returncode == 2
     assert summary["output"] == str(tmp_path / "mine")
     assert "--max-tokens 4096" in summary["failure"]
+
+
+def test_paths_given_to_the_demo_from_another_folder_are_read_from_that_folder(tmp_path):
+    """`bash ~/clone/tools/testbed/demo.sh ./scans ./scans-ocr` from the folder that holds the scans: the demo
+    works in the clone, yet the user's paths name files where the user typed them."""
+    (tmp_path / "scans").mkdir()
+    result, summary = demo("./scans", "./scans-ocr", *REFUSED_AT_ONCE, cwd=tmp_path)
+    assert result.returncode == 2 and summary["output"] == str(tmp_path / "scans-ocr"), result.stderr[-2000:]
+    result, summary = demo("./scans", "./scans-ocr", cwd=tmp_path)
+    assert result.returncode == 2 and "holds nothing to read" in summary["failure"], result.stderr[-2000:]
+    assert str(tmp_path / "scans") in summary["failure"]
 
 
 @pytest.mark.parametrize("script", [recipe.script for recipe in RECIPES])
