@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -85,6 +86,19 @@ def test_every_recipe_ocrs_a_folder_of_your_own_images_through_the_demo(tmp_path
     assert (summary["script"], summary["rows"], summary["errors"]) == (script, 2, 0)
     rows = datasets.load_dataset(str(out), split="train", cache_dir=str(tmp_path / "cache"))
     assert len(rows) == 2 and all(rows["markdown"])
+
+
+def test_a_hub_input_reaches_for_the_hub_instead_of_advice_the_demo_defeats(tmp_path):
+    """The demo works offline for its local tiny model; a Hub INPUT must be read from the Hub, not answered with
+    "unset HF_HUB_OFFLINE", which the demo itself sets. The endpoint is a closed local port: nothing leaves the
+    machine, and the refusal must name the network."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    result, summary = demo("someone/scans", str(tmp_path / "out"), env={"HF_ENDPOINT": endpoint})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "HF_HUB_OFFLINE" not in summary["failure"]
+    assert f"cannot reach the Hub at {endpoint}" in summary["failure"]
 
 
 def test_a_long_install_step_says_it_is_still_working():

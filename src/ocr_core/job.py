@@ -22,7 +22,7 @@ from .card import split_front_matter
 from .errors import CommandError
 from .facts import ModelFacts
 from .hub import HfHub, HubClient, HubRefused, with_retries
-from .inputs import check_local_input, input_problem, output_problem
+from .inputs import check_local_input, input_problem, output_problem, unreachable_problem
 from .launch import Launch
 from .lease import (
     WHOLE,
@@ -107,7 +107,9 @@ def open_destination(settings: Settings, hub: HubClient | None) -> Destination:
     with_retries(
         lambda: client.create_repo(settings.output, settings.private),
         "creating the output repo",
-        permanent=lambda exc: output_problem(exc, settings.output),
+        permanent=lambda exc: (
+            output_problem(exc, settings.output) or unreachable_problem(exc, "OUTPUT", settings.output)
+        ),
     )
     work_dir = Path(os.environ[WORK_DIR_ENV]) if os.environ.get(WORK_DIR_ENV) else None
     return Destination(
@@ -134,7 +136,7 @@ def input_revision(settings: Settings, previous: dict | None, hub: HubClient | N
     return with_retries(
         lambda: client.input_revision(settings.input),
         "reading the input's revision",
-        permanent=lambda exc: input_problem(exc, settings.input),
+        permanent=lambda exc: input_problem(exc, settings.input) or unreachable_problem(exc, "INPUT", settings.input),
     )
 
 

@@ -63,7 +63,10 @@ if ! grep -q '(run_offline(FACTS' "$script"; then
     port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
     flags+=(--server "http://127.0.0.1:$port")
 fi
-export PATH="$venv/bin:$PATH" VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+export PATH="$venv/bin:$PATH" VLLM_CPU_KVCACHE_SPACE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+# The tiny model is a local folder, so the demo needs no network, unless INPUT or OUTPUT is a Hub id: then the run
+# reads or writes the Hub as the user asked, instead of being told to unset what the demo set.
+if [[ ( $input == [./~]* || -e $input ) && ( $output == [./~]* || -e $output ) ]]; then export HF_HUB_OFFLINE=1; fi
 wheels="$("$venv/bin/python" tools/testbed/core_wheels.py out/.demo-wheels)"
 export UV_NO_SOURCES=1 UV_FIND_LINKS="$wheels" UV_PYTHON="$venv/bin/python"
 echo "demo: $script $input -> $output" >&2
