@@ -15,7 +15,7 @@ import yaml
 
 from ocr_core.card import CardFacts, render_card, split_front_matter
 from ocr_core.compaction import FAN_IN, TOP_CLASS, compact, plan_merges, size_class
-from ocr_core.lease import Lease, LeaseTaken, LocalLocks, conflicts, lease_key, overlaps, yields_to
+from ocr_core.lease import Lease, LocalLocks, RunningHere, conflicts, lease_key, overlaps, yields_to
 from ocr_core.manifest import differences, fingerprint, settings_mismatch_message
 from ocr_core.mirror import ProgressMirror
 from ocr_core.output import Destination, foreign_files, owned_configs, unsafe_local_output
@@ -256,13 +256,13 @@ def test_live_overlapping_leases_of_other_runs_conflict():
 def test_two_runs_on_one_machine_cannot_hold_one_slice(tmp_path):
     first = LocalLocks(tmp_path, "all")
     first.acquire("here")
-    with pytest.raises(LeaseTaken, match=f"pid {os.getpid()}"):
+    with pytest.raises(RunningHere, match=f"pid {os.getpid()}"):
         LocalLocks(tmp_path, "0-of-2").acquire("here")
     first.release()
     shard_0, shard_1 = LocalLocks(tmp_path, "0-of-2"), LocalLocks(tmp_path, "1-of-2")
     shard_0.acquire("here")
     shard_1.acquire("here")
-    with pytest.raises(LeaseTaken):
+    with pytest.raises(RunningHere):
         LocalLocks(tmp_path, "all").acquire("here")
     shard_0.release()
     shard_1.release()

@@ -386,9 +386,10 @@ def test_the_same_command_twice_on_one_machine_stops_the_second(tmp_path, capsys
         finally:
             first.terminate()
             first.communicate(timeout=60)
-    assert code == 1 and "another run is writing" in err
+    assert code == 2 and "another run of this command is working on it" in err
     assert holder_parent == first.pid, err  # the python that `uv run` started holds the lock: uv's child
-    assert summary["exit_code"] == 1
+    assert f"kill {holder[1]}" in err and "--take-over" not in err, "a lock is held only by a live run"
+    assert summary["exit_code"] == 2
 
 
 def parent_pid(pid: int) -> int:
