@@ -17,6 +17,7 @@ import contextlib
 import os
 import shlex
 import shutil
+import socket
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -55,6 +56,19 @@ HEALTH_CHECK_TIMEOUT_S = 20.0
 DEATH_BUDGET_S = 60.0
 ANYWHERE = Slot(None, ())
 SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count", "replicas")
+
+
+def check_resolves(url: str) -> None:
+    """Refuses a server whose host name does not resolve: no wait for /health can heal a mistyped name, and a
+    server that is merely starting has an address already."""
+    host = urlsplit(url).hostname or ""
+    try:
+        socket.getaddrinfo(host, url_port(url))
+    except socket.gaierror as exc:
+        raise ServerError(
+            f"--server {url}: the host name {host!r} does not resolve ({exc.strerror or exc}); check the address "
+            "(its spelling, and that this machine's network or VPN can see it)"
+        ) from exc
 
 
 def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> dict[str, str]:
@@ -128,6 +142,7 @@ class ServerHandle:
             if spawn and is_local(self.url):
                 await asyncio.to_thread(self.spawn)
                 return Target(self.url, self.spawned_name(), self.headers)
+            check_resolves(self.url)
             say(f"waiting up to {self.settings.startup_timeout:.0f} s for {self.url} to answer /health")
             if not await self.poll_health(self.settings.startup_timeout):
                 raise ServerError(f"{self.url} did not answer /health within {self.settings.startup_timeout:.0f} s")
