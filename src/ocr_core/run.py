@@ -45,6 +45,7 @@ from .quiet import silence_notices
 from .rates import billed_pages_per_s
 from .redact import register_run_secrets
 from .report import RunFacts, Summary, Tally, process_seconds, say
+from .rerun import job_arguments, rerun_command
 from .settings import Settings
 from .slices import publish_slice, slice_facts, slice_results
 
@@ -319,7 +320,7 @@ def make_canary(job: Job, log: ResultLog, version: str | None) -> Canary | None:
     given = job.launch.argv
     argv = given if "--retry-errors" in given else [*given, "--retry-errors"]
     served = f"vLLM {version}" if version else None
-    command = job_command(job.launch.script, job.facts, argv)
+    command = rerun_command(job.launch.script, job.facts, argv, job.settings.model)
     context = CanaryContext(job.settings.model, job.facts.image, command, served)
     return Canary(log, context, min(job.settings.canary_pages, job.todo))
 
@@ -460,7 +461,7 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
     card's reproduce command only when one exists (a Hub input, output and model)."""
     tally, owned, settings = drive.tally, job.source.owned(), job.settings
     timeout = job_timeout(len(owned), tally.pages_per_s() or None)
-    command = job_command(job.launch.script, job.facts, job.launch.argv, timeout)
+    command = job_command(job.launch.script, job.facts, job_arguments(job.launch.argv), timeout)
     reproduce = reproducible(settings.input, settings.output, settings.model)
     template = CardFacts(
         source=job.settings.input,
