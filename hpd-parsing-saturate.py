@@ -8,7 +8,7 @@
 # ocr-vllm-core = { url = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/resolve/main/wheels/ocr_vllm_core-0.2.0-py3-none-any.whl" }
 #
 # [tool.hf-jobs]
-# image = "ccr-2vdh3abv-pub.cnc.bj.baidubce.com/paddlepaddle/hpd-parsing-vllm:latest-nvidia-gpu"
+# # no image: `hf jobs uv run` needs uv in it, and the vendor's image has none; the docstring's `hf jobs run` installs it
 # flavor = "l4x1"
 # timeout = "4h"
 # secrets = ["HF_TOKEN"]
@@ -80,7 +80,7 @@ FACTS = ModelFacts(
 )
 
 # this file's sha256 with this value blank, stamped by tools/release.py: an edited copy is recorded as modified
-RELEASED_SHA256 = "a4d004b1eee216ea823f06164f20aee88195b518f3de528d0b070d670fb405cb"
+RELEASED_SHA256 = "0a08c95dfa869675ddcf99b4ce59a8d2475914a04c03b3adcfd0d63c570528d8"
 
 if __name__ == "__main__":
     raise SystemExit(run_saturate(FACTS, __file__, RELEASED_SHA256))
