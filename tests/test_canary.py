@@ -183,13 +183,19 @@ def test_no_canary_lets_the_same_job_finish(bang_input, tmp_path, capsys):
 def test_a_hub_runs_job_command_leaves_a_loopback_server_to_the_job():
     """Hub input, output and model: a job can redo the run, and it starts its own server; the loopback address of
     the machine that ran it names nothing there."""
+    from ocr_core.cli import build_parser, parse_arguments
     from ocr_core.rerun import rerun_command
     from tests.testbed.recipes import model_facts
 
+    facts = model_facts("nanonets_ocr2")
     argv = ["someone/scans", "someone/scans-ocr", "--server", "http://127.0.0.1:8000", "--retry-errors"]
-    command = rerun_command("nanonets-ocr2-server.py", model_facts("nanonets_ocr2"), argv, "nanonets/Nanonets-OCR2-3B")
+    command = rerun_command(
+        "nanonets-ocr2-server.py", facts, argv, parse_arguments(build_parser("s", facts, "server"), argv)
+    )
     assert command.startswith("hf jobs uv run --flavor l4x1") and "someone/scans someone/scans-ocr" in command
     assert "127.0.0.1" not in command and command.endswith("--retry-errors")
     remote = ["someone/scans", "someone/scans-ocr", "--server=https://ocr.example.com"]
-    kept = rerun_command("nanonets-ocr2-server.py", model_facts("nanonets_ocr2"), remote, "nanonets/Nanonets-OCR2-3B")
+    kept = rerun_command(
+        "nanonets-ocr2-server.py", facts, remote, parse_arguments(build_parser("s", facts, "server"), remote)
+    )
     assert kept.endswith("--server=https://ocr.example.com")

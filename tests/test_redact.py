@@ -54,7 +54,8 @@ def test_missing_vllm_message_never_shows_the_token(tmp_path, monkeypatch, capsy
     argv = [*token_args, *places] if token_first else [*places, *token_args]
     assert run_saturate(FACTS, SCRIPT, argv=argv) == 2
     captured = capsys.readouterr()
-    assert "hf jobs uv run --flavor l4x1" in captured.err
+    assert "hf jobs" not in captured.err, "a job cannot read this run's local folders (issue 32)"
+    assert f"Install vLLM at the version of the recipe's image, {FACTS.image}" in captured.err
     assert HF_TOKEN not in captured.out + captured.err
 
 
@@ -191,9 +192,9 @@ def test_job_command_and_card_command_drop_or_mask_every_secret():
 
 
 def test_missing_vllm_message_masks_a_token_given_first():
-    argv = ["--hf-token", HF_TOKEN, "a/b", "./c"]
-    parsed(argv)
-    assert HF_TOKEN not in missing_vllm_message("http://127.0.0.1:8000", SCRIPT, FACTS, argv)
+    argv = ["--hf-token", HF_TOKEN, "a/b", "c/d"]
+    message = missing_vllm_message("http://127.0.0.1:8000", SCRIPT, FACTS, argv, parsed(argv))
+    assert HF_TOKEN not in message and "hf jobs uv run --flavor l4x1" in message
 
 
 def test_without_secrets_knows_the_abbreviations():

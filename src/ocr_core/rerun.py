@@ -14,13 +14,14 @@ from .cli import job_command, ran_command
 from .facts import ModelFacts
 from .provenance import reproducible
 from .server import LOCAL_HOSTS
+from .settings import Settings
 
 SERVER_FLAG = "--server"
 
 
-def rerun_command(script: str, facts: ModelFacts, argv: Sequence[str], model: str) -> str:
-    """`argv` is the run's command line as given (INPUT and OUTPUT first); `model` the model it served."""
-    if len(argv) >= 2 and reproducible(argv[0], argv[1], model):
+def rerun_command(script: str, facts: ModelFacts, argv: Sequence[str], settings: Settings) -> str:
+    """`argv` is the run's command line as given; `settings` what it says (INPUT, OUTPUT and the model)."""
+    if reproducible(settings.input, settings.output, settings.model):
         return job_command(script, facts, job_arguments(argv))
     return f"uv run {ran_command(script, argv)}"
 

@@ -320,7 +320,7 @@ def make_canary(job: Job, log: ResultLog, version: str | None) -> Canary | None:
     given = job.launch.argv
     argv = given if "--retry-errors" in given else [*given, "--retry-errors"]
     served = f"vLLM {version}" if version else None
-    command = rerun_command(job.launch.script, job.facts, argv, job.settings.model)
+    command = rerun_command(job.launch.script, job.facts, argv, job.settings)
     context = CanaryContext(job.settings.model, job.facts.image, command, served)
     return Canary(log, context, min(job.settings.canary_pages, job.todo))
 

@@ -28,11 +28,12 @@ from urllib.parse import urlsplit
 import httpx
 
 from .chat import Retryable
-from .cli import job_command, script_url
+from .cli import script_url
 from .errors import JobFailed
 from .facts import ModelFacts
 from .redact import redact
 from .report import say
+from .rerun import rerun_command
 from .scale import Slot
 from .server import (
     STOPPING,
@@ -85,11 +86,18 @@ def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> d
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[str]) -> str:
+def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[str], settings: Settings) -> str:
+    """A job command only where a job could redo the run (rerun.py); else the vLLM to install here."""
+    command = rerun_command(script, facts, argv, settings)
+    where = (
+        "Run this script on the vLLM image, which brings `vllm` (the script then starts the server itself)"
+        if command.startswith("hf jobs ")
+        else f"Install vLLM at the version of the recipe's image, {facts.image}, so that `vllm` is on PATH, then rerun"
+    )
     return redact(
         f"No vLLM server answers at {url}, and the `vllm` command is not on PATH to start one.\n"
-        f"Run this script on the vLLM image, which brings `vllm` (the script then starts the server itself):\n"
-        f"  {job_command(script, facts, argv)}\n"
+        f"{where}:\n"
+        f"  {command}\n"
         f"or point it at a server that is already running:\n"
         f"  uv run {script_url(script)} {' '.join(shlex.quote(a) for a in argv[:2])} --server http://HOST:8000"
     )
@@ -178,7 +186,7 @@ class ServerHandle:
 
     def spawn(self) -> None:
         if shutil.which("vllm") is None:
-            raise ServerError(missing_vllm_message(self.url, self.script, self.facts, self.argv))
+            raise ServerError(missing_vllm_message(self.url, self.script, self.facts, self.argv, self.settings))
         serve_args = self.model_args()
         extra = [
             "--max-model-len",
