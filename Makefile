@@ -1,5 +1,11 @@
 # Entry points a person (and CI) runs; each target states the one command behind it.
-.PHONY: demo test test-pinned
+.PHONY: run demo test test-pinned
+
+# Runs any recipe from this clone, its header unedited, with the core's wheel built from src/ (the scripts' URLs and
+# the wheel they pin are published only by a release): on your own GPU box, or against a server with ARGS="--server
+# URL" (tools/run.sh). make run SCRIPT=lighton-ocr3-saturate.py INPUT=./scans OUTPUT=./scans-ocr [ARGS="..."]
+run:
+	bash tools/run.sh "$(SCRIPT)" "$(INPUT)" "$(OUTPUT)" $(ARGS)
 
 # OCRs pages through a real vLLM engine on the CPU with the tiny model and prints the run's summary: by default the
 # bundled sample pages with lighton-ocr3-saturate.py (which spawns `vllm serve` itself) into ./out/<script>-<input>.

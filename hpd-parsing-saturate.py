@@ -8,7 +8,7 @@
 # ocr-vllm-core = { url = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/resolve/main/wheels/ocr_vllm_core-0.2.0-py3-none-any.whl" }
 #
 # [tool.hf-jobs]
-# image = "ccr-2vdh3abv-pub.cnc.bj.baidubce.com/paddlepaddle/hpd-parsing-vllm:latest-nvidia-gpu"
+# # no image: `hf jobs uv run` needs uv in it, and the vendor's image has none; the docstring's `hf jobs run` installs it
 # flavor = "l4x1"
 # timeout = "4h"
 # secrets = ["HF_TOKEN"]

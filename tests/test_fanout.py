@@ -80,7 +80,7 @@ def test_on_a_source_tree_core_the_jobs_get_this_copys_bytes_and_the_launcher_sa
 
 
 def test_each_job_runs_its_shard_with_the_same_flags_and_labels_naming_the_run(tmp_path, capsys):
-    flags = ["--max-tokens", "512", "--flav", "h200", "--job-timeout=6h", "--hf-token", "token-for-the-jobs"]
+    flags = ["--max-tokens", "512", "--flavor", "h200", "--job-timeout=6h", "--hf-token", "token-for-the-jobs"]
     jobs, code, summary, _, _ = launcher(tmp_path, {0: ["done"], 1: ["done"], 2: ["done"]}, *flags, capsys=capsys)
     assert code == 0
     runs = {launch.labels[RUN_LABEL] for launch in jobs.launches}

@@ -402,3 +402,48 @@ def test_a_folder_with_nothing_to_read_is_exit_2(server, tmp_path, capsys):
     )
     assert (code, summary["exit_code"]) == (2, 2)
     assert "internal error" not in summary["failure"] and "images" in summary["failure"]
+
+
+def closed_port() -> int:
+    """A local port nothing listens on: a Hub endpoint there refuses every connection, as a machine without a
+    network does, and no request leaves the machine."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("hub_side", ["input", "output"])
+def test_a_hub_id_with_no_network_is_named_at_once_with_exit_2(server, tmp_path, capsys, sleeps, monkeypatch, hub_side):
+    """Nothing was reachable from the start: retrying for minutes and ending as an internal error helped nobody."""
+    import huggingface_hub.constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    places = ["someone/scans", str(tmp_path / "out")] if hub_side == "input" else [str(SAMPLES), "someone/scans-ocr"]
+    code, summary, _ = run_main("lighton-ocr3-saturate.py", [*places, *served(server)], capsys)
+    assert (code, summary["exit_code"]) == (2, 2), summary
+    assert "cannot reach the Hub" in summary["failure"] and "network" in summary["failure"]
+    assert sleeps == [], "a Hub that was never reached was retried"
+
+
+def test_a_server_host_that_does_not_resolve_is_said_at_once(tmp_path, capsys, monkeypatch):
+    """A mistyped --server host waited the whole --startup-timeout (1,800 s) saying only that it waited for /health.
+    The lookup is answered here as a resolver answers a name it does not know, so nothing leaves the machine."""
+    import socket
+
+    real_lookup = socket.getaddrinfo
+
+    def lookup(host, *args, **kwargs):
+        if host == "gpu-box.invalid":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real_lookup(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", lookup)
+    argv = [str(SAMPLES), str(tmp_path / "out"), "--server", "http://gpu-box.invalid:8000", "--startup-timeout", "60"]
+    code, summary, err = run_main("lighton-ocr3-saturate.py", argv, capsys)
+    assert (code, summary["exit_code"]) == (2, 2), err[-2000:]
+    assert "gpu-box.invalid" in summary["failure"] and "does not resolve" in summary["failure"]
+    assert "waiting up to" not in err

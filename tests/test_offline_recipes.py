@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
 
 from tests.test_server_recipes import (
@@ -9,12 +12,14 @@ from tests.test_server_recipes import (
     SAMPLES,
     broken_dataset,
     load_output,
+    recipe_command,
     repeated_dataset,
     run_recipe,
     stop_after_first_part,
     summary_of,
 )
 from tests.testbed.env import ran_the_installed_wheel
+from tests.testbed.env import testbed_env as bed_env
 
 CPU_ENGINE = "--extra-serve-args=--enforce-eager --mm-processor-kwargs {}"
 TWINS = [
@@ -84,3 +89,19 @@ def test_offline_run_resumes_after_sigterm(tiny_model, tmp_path):
     assert finished["resumed"] == stopped["done_this_run"]
     assert finished["done_this_run"] == 48 - stopped["done_this_run"]
     assert len(load_output(out)) == 48
+
+
+def test_the_summary_is_the_last_thing_on_screen_after_the_engine_stops(tiny_model, tmp_path):
+    """The engine's processes stopped at the interpreter's exit, after the closing sentence and the summary line,
+    and buried them under their shutdown log: one terminal (stdout and stderr in one stream) must end with them."""
+    result = subprocess.run(
+        recipe_command(
+            "lighton-ocr3.py", str(SAMPLES), str(tmp_path / "out"), "--model", str(tiny_model), *FAST,
+            "--max-samples", "2", CPU_ENGINE,
+        ),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600, env=bed_env(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:]
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert lines[-1].startswith("{") and json.loads(lines[-1])["exit_code"] == 0, lines[-12:]
+    assert "OCR'd this run" in lines[-2], lines[-12:]

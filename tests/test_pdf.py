@@ -21,7 +21,7 @@ from ocr_core.offline import OfflineRunner
 from ocr_core.pdf import BadPdf, PdfPage, RenderSize, looks_like_pdf, prepare_page, render_scale, render_size
 from ocr_core.progress import ResultLog, read_results
 from ocr_core.report import ProgressBar
-from ocr_core.source import InputError, load_source, pdf_files
+from ocr_core.source import InputError, load_source, page_files
 from tests.test_offline_faults import FakeLLM, completion, recipe
 from tests.test_resume_publish import run_main, served
 from tests.test_server_recipes import FAST, load_output, run_recipe, summary_of
@@ -113,9 +113,9 @@ def test_a_page_that_cannot_be_rendered_fails_alone(tmp_path):
 
 def test_a_folder_with_data_files_is_a_dataset_not_a_pile_of_pdfs(tmp_path):
     (tmp_path / "a.pdf").write_bytes(blank_pdf())
-    assert pdf_files(tmp_path) is not None
+    assert page_files(tmp_path) is not None
     (tmp_path / "train.parquet").write_bytes(b"")
-    assert pdf_files(tmp_path) is None
+    assert page_files(tmp_path) is None
 
 
 def pdf_dataset(folder, cells: list, feature) -> str:
@@ -214,6 +214,39 @@ def test_a_pdf_folder_runs_resumes_and_refuses_another_render_size(tmp_path, cap
     assert len(set(output["markdown"][:SAMPLE_PAGES])) == SAMPLE_PAGES
     assert output["markdown"][4:] == ["[OCR ERROR]"] * 2
     assert output["ocr_error"][4].startswith("bad pdf: scans/encrypted.pdf is encrypted")
+
+
+def scan(path, shade: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (120, 160), (shade, shade, shade)).save(path)
+
+
+def test_a_folder_of_pdfs_and_images_ocrs_both_in_path_order(tmp_path, capsys):
+    """A scanner's folder mixes page images and PDFs: every image is one row and every PDF page another, each row
+    named by its path under the folder (subfolders kept), in the order of those paths."""
+    folder, out = pdf_folder(tmp_path / "in"), tmp_path / "out"
+    scan(folder / "cover.png", 40)
+    scan(folder / "scans" / "back.jpg", 90)
+    scan(folder / "scans" / "deep" / "z-last.webp", 140)
+    with fake_server() as server:
+        argv = [str(folder), str(out), *served(server), "--pdf-longest-edge", "256"]
+        code, summary, err = run_main("lighton-ocr3-saturate.py", argv, capsys)
+        assert code == 0 and (summary["rows"], summary["errors"]) == (9, 2), err[-2000:]
+        assert "3 image(s)" in err
+        code, summary, _ = run_main("lighton-ocr3-saturate.py", argv, capsys)
+        assert code == 0 and (summary["resumed"], summary["done_this_run"]) == (9, 0)
+    output = load_output(out)
+    pages = ["reports/sample-pages.pdf"] * SAMPLE_PAGES
+    assert output["source_file"] == [
+        "cover.png",
+        *pages,
+        "scans/back.jpg",
+        "scans/deep/z-last.webp",
+        "scans/encrypted.pdf",
+        "scans/truncated.pdf",
+    ]
+    assert output["page_index"] == [None, 0, 1, 2, 3, None, None, 0, 0]
+    assert all(output["markdown"][:7]) and output["ocr_error"][:7] == [None] * 7
 
 
 def test_two_shards_of_pdf_pages_make_one_dataset(tmp_path, capsys):

@@ -22,6 +22,7 @@ from ocr_core.lease import (
     Lease,
     LeaseTaken,
     LocalLocks,
+    RunningHere,
     conflicts,
     first_landed,
     lease_commit_title,
@@ -332,13 +333,13 @@ def test_the_history_names_the_first_landed_lease_for_every_run_alike():
 def test_two_runs_on_one_machine_cannot_hold_one_slice(tmp_path):
     first = LocalLocks(tmp_path, "all")
     first.acquire("here")
-    with pytest.raises(LeaseTaken, match=f"pid {os.getpid()}"):
+    with pytest.raises(RunningHere, match=f"pid {os.getpid()}"):
         LocalLocks(tmp_path, "0-of-2").acquire("here")
     first.release()
     shard_0, shard_1 = LocalLocks(tmp_path, "0-of-2"), LocalLocks(tmp_path, "1-of-2")
     shard_0.acquire("here")
     shard_1.acquire("here")
-    with pytest.raises(LeaseTaken):
+    with pytest.raises(RunningHere):
         LocalLocks(tmp_path, "all").acquire("here")
     shard_0.release()
     shard_1.release()

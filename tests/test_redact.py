@@ -46,11 +46,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.mark.parametrize(
-    "token_args",
-    [["--hf", HF_TOKEN], [f"--hf-t={HF_TOKEN}"], ["--hf-token", HF_TOKEN]],
-    ids=["abbreviated", "abbreviated-equals", "full"],
-)
+@pytest.mark.parametrize("token_args", [[f"--hf-token={HF_TOKEN}"], ["--hf-token", HF_TOKEN]], ids=["equals", "full"])
 @pytest.mark.parametrize("token_first", [False, True], ids=["token-last", "token-first"])
 def test_missing_vllm_message_never_shows_the_token(tmp_path, monkeypatch, capsys, token_args, token_first):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
@@ -58,8 +54,23 @@ def test_missing_vllm_message_never_shows_the_token(tmp_path, monkeypatch, capsy
     argv = [*token_args, *places] if token_first else [*places, *token_args]
     assert run_saturate(FACTS, SCRIPT, argv=argv) == 2
     captured = capsys.readouterr()
-    assert "hf jobs uv run --flavor l4x1" in captured.err
+    assert "hf jobs" not in captured.err, "a job cannot read this run's local folders (issue 32)"
+    assert f"Install vLLM at the version of the recipe's image, {FACTS.image}" in captured.err
     assert HF_TOKEN not in captured.out + captured.err
+
+
+@pytest.mark.parametrize(
+    "secret_args",
+    [["--hf", HF_TOKEN], [f"--hf-t={HF_TOKEN}"], ["--api-k", API_KEY], [f"--api-ke={API_KEY}"]],
+    ids=["hf", "hf-equals", "api", "api-equals"],
+)
+def test_an_abbreviated_secret_flag_is_refused_without_showing_its_value(tmp_path, capsys, secret_args):
+    """Abbreviations are refused (issue 32); the refusal quotes the unknown words, so their secret must not show."""
+    argv = [str(SAMPLES), str(tmp_path / "out"), *secret_args]
+    assert run_saturate(FACTS, SCRIPT, argv=argv) == 2
+    captured = capsys.readouterr()
+    assert "did you mean --" in captured.err
+    assert HF_TOKEN not in captured.out + captured.err and API_KEY not in captured.out + captured.err
 
 
 class FakeVllm(BaseHTTPRequestHandler):
@@ -109,8 +120,8 @@ def test_a_run_keeps_every_secret_out_of_its_output_and_card(tmp_path, capsys, f
     server = f"http://someone:{URL_PASSWORD}@{address}" if with_userinfo else f"http://{address}"
     out = tmp_path / "out"
     argv = [
-        str(SAMPLES), str(out), "--server", server, "--max-samples", "2", "--verbose", "--hf", HF_TOKEN,
-        "--api-k", API_KEY, f"--extra-serve-args=--hf-token {SERVE_TOKEN} --max-num-batched-tokens 8192",
+        str(SAMPLES), str(out), "--server", server, "--max-samples", "2", "--verbose", "--hf-token", HF_TOKEN,
+        "--api-key", API_KEY, f"--extra-serve-args=--hf-token {SERVE_TOKEN} --max-num-batched-tokens 8192",
     ]  # fmt: skip
     assert run_saturate(FACTS, SCRIPT, argv=argv) == 0
     captured = capsys.readouterr()
@@ -168,7 +179,7 @@ def parsed(argv: list[str]):
 
 def test_job_command_and_card_command_drop_or_mask_every_secret():
     argv = [
-        "a/b", "c/d", "--hf", HF_TOKEN, "--api-key", API_KEY, "--server", f"https://u:{URL_PASSWORD}@host.example",
+        "a/b", "c/d", "--hf-token", HF_TOKEN, "--api-key", API_KEY, "--server", f"https://u:{URL_PASSWORD}@host.example",
         f"--extra-serve-args=--api-key={SERVE_TOKEN} --tokenizer-mode auto", "--shuffle",
     ]  # fmt: skip
     parsed(argv)
@@ -181,9 +192,9 @@ def test_job_command_and_card_command_drop_or_mask_every_secret():
 
 
 def test_missing_vllm_message_masks_a_token_given_first():
-    argv = ["--hf-token", HF_TOKEN, "a/b", "./c"]
-    parsed(argv)
-    assert HF_TOKEN not in missing_vllm_message("http://127.0.0.1:8000", SCRIPT, FACTS, argv)
+    argv = ["--hf-token", HF_TOKEN, "a/b", "c/d"]
+    message = missing_vllm_message("http://127.0.0.1:8000", SCRIPT, FACTS, argv, parsed(argv))
+    assert HF_TOKEN not in message and "hf jobs uv run --flavor l4x1" in message
 
 
 def test_without_secrets_knows_the_abbreviations():

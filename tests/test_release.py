@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from ocr_core.cli import SCRIPTS_URL
+from ocr_core.cli import SCRIPTS_URL, job_command
 from ocr_core.provenance import script_source
 from ocr_core.version import RELEASE_TABLE
 from ocr_models import RECIPES
+from tests.testbed.recipes import facts_of
 from tools import release
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +34,15 @@ def test_a_script_pinning_another_version_is_named_with_the_fix():
     text = (ROOT / "lighton-ocr3.py").read_text().replace("ocr-vllm-core==0.2.0", "ocr-vllm-core==0.1.9")
     problems = release.script_problems("lighton-ocr3.py", text, release.core_version())
     assert any("core '0.1.9'" in problem and "'0.2.0'" in problem for problem in problems), problems
+
+
+@pytest.mark.parametrize("entry", RECIPES, ids=lambda entry: entry.script)
+def test_a_header_names_an_image_only_for_the_command_that_reads_it(entry):
+    """`hf jobs uv run` takes [tool.hf-jobs]'s image, and needs uv in it: HPD's vendor image has none, so its
+    header invited a command that cannot start, while its docstring says `hf jobs run ... pip install uv`."""
+    pins = release.read_pins((ROOT / entry.script).read_text())
+    command = job_command(entry.script, facts_of(entry.script))
+    assert (pins.image is not None) == command.startswith("hf jobs uv run "), (entry.script, pins.image, command)
 
 
 def test_the_package_declares_every_package_the_core_imports():

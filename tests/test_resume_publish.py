@@ -198,6 +198,22 @@ def test_a_sampling_change_is_refused_and_overwrite_redoes_every_row(server, tmp
     assert code == 0 and summary["done_this_run"] == 12 and summary["resumed"] == 0
 
 
+@pytest.mark.parametrize("output", ["local", "hub"])
+def test_a_run_refused_before_its_first_page_does_not_pin_its_settings(server, tmp_path, capsys, monkeypatch, output):
+    """--max-tokens above the server's context is refused before any page is sent; the command its message asks
+    for, with another --max-tokens, then runs: no result was made the other way, so nothing can mix."""
+    monkeypatch.setenv("OCR_WORK_DIR", str(tmp_path / "work"))
+    hub = FolderHub(tmp_path / "hub") if output == "hub" else None
+    out = REPO if hub else str(tmp_path / "out")
+    too_long = [str(SAMPLES), out, "--server", server.url, "--model", server.state.model, "--max-tokens", "8000"]
+    code, _, err = run_main("ovis-ocr2-server.py", too_long, capsys, hub=hub)
+    assert code == 2 and "--max-tokens" in err
+    code, summary, err = run_main("ovis-ocr2-server.py", [*too_long[:-1], "16"], capsys, hub=hub)
+    assert code == 0 and summary["done_this_run"] == 12, err[-2000:]
+    code, _, err = run_main("ovis-ocr2-server.py", [*too_long[:-1], "24"], capsys, hub=hub)
+    assert code == 2 and "holds results made another way" in err, "the results made now still pin their settings"
+
+
 def test_a_rerun_with_the_same_settings_resumes(server, tmp_path, capsys):
     out = tmp_path / "out"
     argv = [str(SAMPLES), str(out), *served(server, "--max-samples", "5")]
@@ -393,9 +409,10 @@ def test_the_same_command_twice_on_one_machine_stops_the_second(tmp_path, capsys
         finally:
             first.terminate()
             first.communicate(timeout=60)
-    assert code == 1 and "another run is writing" in err
+    assert code == 2 and "another run of this command is working on it" in err
     assert holder_parent == first.pid, err  # the python that `uv run` started holds the lock: uv's child
-    assert summary["exit_code"] == 1
+    assert f"kill {holder[1]}" in err and "--take-over" not in err, "a lock is held only by a live run"
+    assert summary["exit_code"] == 2
 
 
 def parent_pid(pid: int) -> int:

@@ -113,10 +113,10 @@ def cell(text: object) -> str:
 
 
 def shown_image(image: str) -> str:
-    """The image as a reader types it; a vendor registry's host is left to the job command, which has it whole."""
+    """The image whole, registry host included: without it, the name a reader types pulls another image."""
     first, _, rest = image.partition("/")
     if rest and ("." in first or ":" in first):
-        return f"`{rest}` (vendor image; see the script's job command)"
+        return f"`{image}` (vendor image, without uv: see the script's job command)"
     return f"`{image}`"
 
 

@@ -98,14 +98,16 @@ def read_pins(text: str) -> Pins:
 
 
 def script_problems(script: str, text: str, version: str) -> list[str]:
-    """What in one script disagrees with this release: the core pin, its wheel URL, the image, the vLLM pin."""
+    """What in one script disagrees with this release: the core pin, its wheel URL, the image, the vLLM pin. A
+    script with a job command of its own (an image without uv) names no image in [tool.hf-jobs], which only
+    `hf jobs uv run` reads."""
     pins, facts = read_pins(text), facts_of(script)
     offline = next(entry for entry in RECIPES if entry.script == script).shape == "offline"
     expected = Pins(
         version,
         f"{WHEELS_URL}/{wheel_name(version)}",
         facts.vllm_pin if offline else None,
-        facts.image,
+        None if facts.job_command else facts.image,
         facts.flavor,
         DEFAULT_JOB_TIMEOUT,
     )

@@ -7,6 +7,7 @@ recipe works for another.
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import os
 import re
@@ -45,6 +46,14 @@ COUNT_FLOORS = {
 CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 RESERVED_CONFIGS = frozenset({"data", "default", "readme.md"})
 COMMAND_WIDTH = 100
+UNRECOGNIZED = "unrecognized arguments: "
+SHAPE_COUNTERPARTS = {
+    "--batch-size": (
+        "--max-inflight",
+        "a server recipe sends pages one by one and keeps up to --max-inflight N of them in flight",
+    ),
+    "--max-inflight": ("--batch-size", "an offline recipe feeds its engine batches of --batch-size N pages"),
+}
 JOB_COMMAND_TEMPLATE = "hf jobs uv run --flavor {flavor} --timeout {timeout} --image {image} -s HF_TOKEN {url} {args}"
 
 
@@ -123,6 +132,21 @@ def without_secrets(arguments: Sequence[str]) -> list[str]:
     return kept
 
 
+def masked_secrets(words: Sequence[str]) -> list[str]:
+    """The words with the value of every secret flag (or a start of one, `--api-k`) masked: argparse quotes the
+    words it does not know, and a mistyped flag's value is as secret as the flag's."""
+    masked: list[str] = []
+    for word in words:
+        name, equals, _ = word.partition("=")
+        if masked and names_secret_flag(masked[-1]):
+            masked.append("***")
+        elif equals and names_secret_flag(name):
+            masked.append(f"{name}=***")
+        else:
+            masked.append(word)
+    return masked
+
+
 def names_secret_flag(name: str) -> bool:
     """argparse takes any unambiguous prefix of an option, so `--hf` and `--api-k` name the secret flags too."""
     return name.startswith("--") and len(name) > 2 and any(flag.startswith(name) for flag in SECRET_FLAGS)
@@ -145,7 +169,7 @@ def usage(script: str, facts: ModelFacts, mode: str) -> str:
 {alternative.format(url=script_url(script))}
 
 INPUT_DATASET is a folder of images, a local dataset folder, a Hub dataset id, a PDF file or a folder of PDFs
-(one row per page);
+and images (one row per image and per PDF page);
 OUTPUT_DATASET is a Hub dataset id or a local folder (starting with ., / or ~). Rerunning the same command
 resumes. `--help` lists every option.
 """
@@ -166,14 +190,43 @@ class RecipeHelp(argparse.RawDescriptionHelpFormatter):
 
 
 class RecipeParser(argparse.ArgumentParser):
-    """argparse, except that an error is the one line that matters (the usage would bury it) and never shows a
-    secret; `failure` keeps it for the summary line."""
+    """argparse, except that an error is the one line that matters (the usage would bury it), never shows a secret,
+    and says which flag an unknown one was meant to be; `failure` keeps it for the summary line. Abbreviations are
+    not taken: `--max-sample 2` would silently stop meaning --max-samples once another flag began the same way."""
 
     failure: str | None = None
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(allow_abbrev=False, **kwargs)
+
     def error(self, message: str) -> NoReturn:
+        if message.startswith(UNRECOGNIZED):
+            words = message.removeprefix(UNRECOGNIZED).split()
+            hints = "".join(f"; {hint}" for hint in self.flag_hints(words))
+            message = f"{UNRECOGNIZED}{' '.join(masked_secrets(words))}{hints}"
         self.failure = redact(message)
         self.exit(2, f"{self.prog}: error: {self.failure} (see {self.prog} --help)\n")
+
+    def flag_hints(self, words: Sequence[str]) -> list[str]:
+        """For each unknown flag: its counterpart in this shape of recipe, else the closest flag it has."""
+        known = [name for name in self._option_string_actions if name.startswith("--")]
+        hints = []
+        for flag in (word.partition("=")[0] for word in words if word.startswith("--")):
+            counterpart = SHAPE_COUNTERPARTS.get(flag)
+            if counterpart is not None and counterpart[0] in known:
+                hints.append(f"{flag} belongs to the other shape of recipe: {counterpart[1]}")
+            elif meant := meant_flag(flag, known):
+                hints.append(f"{flag}: did you mean {meant}?")
+        return hints
+
+
+def meant_flag(flag: str, known: Sequence[str]) -> str | None:
+    """The one flag that `flag` abbreviates, else the closest in spelling, else None."""
+    longer = [name for name in known if name.startswith(flag)]
+    if len(longer) == 1:
+        return longer[0]
+    closest = difflib.get_close_matches(flag, longer or known, n=1, cutoff=0.75)
+    return closest[0] if closest else None
 
 
 def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.ArgumentParser:
@@ -184,7 +237,8 @@ def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.Argument
         formatter_class=RecipeHelp,
     )
     parser.add_argument(
-        "input", help="a folder of images, a local dataset folder, a Hub dataset id, a PDF or a folder of PDFs"
+        "input",
+        help="a folder of images, a local dataset folder, a Hub dataset id, a PDF or a folder of PDFs (and images)",
     )
     parser.add_argument("output", help="output dataset: Hub id, or a local folder (starts with . / ~ or exists)")
     add_data_arguments(parser)

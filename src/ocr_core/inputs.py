@@ -8,6 +8,7 @@ The sorting is a pure function over the errors huggingface_hub and datasets rais
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from datasets.data_files import EmptyDatasetError
@@ -25,6 +26,9 @@ from .errors import CommandError
 LOCAL_PREFIXES = (".", "/", "~")
 SPLIT_MARKERS = ("Unknown split", "Bad split")
 CONFIG_MARKERS = ("BuilderConfig", "Config name is missing")
+CONNECTION_NEVER_MADE = (socket.gaierror, ConnectionRefusedError)
+CONNECT_FAILURES = frozenset({"ConnectError", "ConnectionError", "NewConnectionError", "NameResolutionError"})
+HTTP_CLIENTS = ("httpx", "requests", "urllib3")
 TOKEN_HINT = "pass a token with read access (-s HF_TOKEN on HF Jobs, HF_TOKEN or --hf-token elsewhere)"
 
 
@@ -51,6 +55,34 @@ def id_problem(exc: BaseException, role: str, name: str) -> str | None:
             "namespace/name, a local path starts with ./ or /"
         )
     return None
+
+
+def unreachable_problem(exc: BaseException, role: str, name: str) -> str | None:
+    """Why a run's first call to the Hub failed when no connection could be made at all (refused, or the host name
+    did not resolve); None for any other failure. Nothing has been reached yet, so minutes of retries would only
+    delay the same answer; a failure after the Hub answered once is left to the retries."""
+    for link in exception_chain(exc):
+        if isinstance(link, CONNECTION_NEVER_MADE) or (
+            type(link).__name__ in CONNECT_FAILURES and type(link).__module__.startswith(HTTP_CLIENTS)
+        ):
+            from huggingface_hub import constants
+
+            return (
+                f"{role} {name!r} is a Hub dataset id, but this machine cannot reach the Hub at {constants.ENDPOINT} "
+                f"({type(link).__name__}: {link}); check its network (a proxy, or HF_ENDPOINT), or give a local "
+                "folder (a path starting with ./ or /)"
+            )
+    return None
+
+
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """The exception and those it was raised from or during, outermost first."""
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and link not in chain:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    return chain
 
 
 def output_problem(exc: BaseException, name: str) -> str | None:

@@ -9,8 +9,10 @@ then are the results fetched and counted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -20,7 +22,7 @@ from .card import split_front_matter
 from .errors import CommandError
 from .facts import ModelFacts
 from .hub import HfHub, HubClient, HubRefused, with_retries
-from .inputs import check_local_input, input_problem, output_problem
+from .inputs import check_local_input, input_problem, output_problem, unreachable_problem
 from .launch import Launch
 from .lease import (
     WHOLE,
@@ -106,7 +108,9 @@ def open_destination(settings: Settings, hub: HubClient | None) -> Destination:
     with_retries(
         lambda: client.create_repo(settings.output, settings.private),
         "creating the output repo",
-        permanent=lambda exc: output_problem(exc, settings.output),
+        permanent=lambda exc: (
+            output_problem(exc, settings.output) or unreachable_problem(exc, "OUTPUT", settings.output)
+        ),
     )
     work_dir = Path(os.environ[WORK_DIR_ENV]) if os.environ.get(WORK_DIR_ENV) else None
     return Destination(
@@ -133,7 +137,7 @@ def input_revision(settings: Settings, previous: dict | None, hub: HubClient | N
     return with_retries(
         lambda: client.input_revision(settings.input),
         "reading the input's revision",
-        permanent=lambda exc: input_problem(exc, settings.input),
+        permanent=lambda exc: input_problem(exc, settings.input) or unreachable_problem(exc, "INPUT", settings.input),
     )
 
 
@@ -303,9 +307,11 @@ def settle(
     listing = destination.listing()
     previous = earlier_manifest(destination, listing, settings.overwrite)
     changed = settings_changes(previous, manifest)
-    if changed and not settings.overwrite:
+    if changed and not destination.holds_results(listing):
+        replace_unused_settings(destination, listing, lease, locks, settings.take_over, changed)
+    elif changed and not settings.overwrite:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
-    if changed:
+    elif changed:
         replace_results(destination, listing, lease, locks, settings.take_over, changed)
     start_progress(destination, manifest)
     held.mirror.begin(manifest)
@@ -348,6 +354,22 @@ def settings_changes(previous: dict | None, current: dict) -> list[str]:
     return differences(previous, current)
 
 
+def replace_unused_settings(
+    destination: Destination,
+    listing: list[str],
+    lease: Lease | None,
+    locks: LocalLocks,
+    take_over: bool,
+    changed: list[str],
+) -> None:
+    """A manifest with no result behind it, left by a run refused before its first page (a --max-tokens the server
+    cannot hold), pins nothing: the corrected command its error asked for takes its place. Only while no other run
+    holds any slice, as one that is starting may not have written its first part yet."""
+    with whole_output(destination, listing, lease, locks, take_over):
+        say(f"the earlier run at {destination.where()} made no result; this run's settings replace its own "
+            f"({', '.join(changed)} differ)")  # fmt: skip
+
+
 def replace_results(
     destination: Destination,
     listing: list[str],
@@ -357,14 +379,24 @@ def replace_results(
     changed: list[str],
 ) -> None:
     """--overwrite after a settings change: every slice's results go, so no run may be writing any slice now."""
+    with whole_output(destination, listing, lease, locks, take_over):
+        say(f"--overwrite: removing the results made another way ({', '.join(changed)} differ)")
+        ours = f"{destination.progress_prefix}/{lease.file_name}" if lease is not None else None
+        destination.discard_progress([name for name in listing if name != ours])
+
+
+@contextlib.contextmanager
+def whole_output(
+    destination: Destination, listing: list[str], lease: Lease | None, locks: LocalLocks, take_over: bool
+) -> Iterator[None]:
+    """The whole output to this run alone for a moment: no live lease of another run on the Hub (unless
+    --take-over) and no other run's lock on this machine."""
     if lease is not None and not take_over:
         taken = conflicts(destination.leases(listing), replace(lease, key=WHOLE), time.time())
         if taken:
             raise LeaseTaken(taken_message(taken[0].describe(), destination.where()))
     with locks.whole(destination.where()):
-        say(f"--overwrite: removing the results made another way ({', '.join(changed)} differ)")
-        ours = f"{destination.progress_prefix}/{lease.file_name}" if lease is not None else None
-        destination.discard_progress([name for name in listing if name != ours])
+        yield
 
 
 def start_progress(destination: Destination, manifest: dict) -> None:

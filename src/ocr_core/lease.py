@@ -23,6 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
 
+from .errors import CommandError
+
 LEASE_PREFIX = "lease-"
 WHOLE = "all"
 MIN_LEASE_S = 900.0
@@ -30,6 +32,11 @@ MIN_LEASE_S = 900.0
 
 class LeaseTaken(RuntimeError):
     """Another run is writing the same slice of this output; the message says which, and what to do."""
+
+
+class RunningHere(CommandError, RuntimeError):
+    """The same command (the same slice of this output) is running on this machine now: a lock is held only by a
+    live process, so the fix is the user's, to wait for that run or stop it (exit 2)."""
 
 
 def lease_key(shard: tuple[int, int] | None) -> str:
@@ -113,6 +120,15 @@ def taken_message(holder: str, where: str) -> str:
     )
 
 
+def running_here_message(holder: str, where: str) -> str:
+    pid = holder.split()[1] if holder.startswith("pid ") else None
+    stop = f" or stop it (kill {pid})" if pid else " or stop it"
+    return (
+        f"another run of this command is working on it: {holder}, writing {where}. Running both would do every page "
+        f"twice. Wait for it to end{stop}; rerunning afterwards resumes where it stopped."
+    )
+
+
 class LocalLocks:
     """The flock locks that keep two runs on this machine off one slice of a progress folder."""
 
@@ -133,7 +149,7 @@ class LocalLocks:
                 holder = handle.read().strip() or "a run on this machine"
                 handle.close()
                 self.release()
-                raise LeaseTaken(taken_message(holder, where)) from None
+                raise RunningHere(running_here_message(holder, where)) from None
             if mode == fcntl.LOCK_EX:
                 handle.truncate(0)
                 handle.write(f"pid {os.getpid()} on {socket.gethostname()}, slice {self.key}")

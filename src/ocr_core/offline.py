@@ -257,3 +257,12 @@ def open_llm(facts: ModelFacts, settings: Settings, job_command: str) -> Any:
             f"the vLLM engine could not be built: {type(exc).__name__}: {exc}. Flags passed with "
             "--extra-serve-settings replace the recipe's flags of the same name."
         ) from exc
+
+
+def close_llm(llm: Any) -> None:
+    """Stops the engine's processes while the run still speaks: left to the interpreter's exit, their shutdown log
+    came after the closing sentence and the summary line and buried them."""
+    engine_core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    shutdown = getattr(engine_core, "shutdown", None)
+    if shutdown is not None:
+        shutdown()

@@ -191,6 +191,15 @@ class Destination:
         write_manifest(self.progress_dir, remote)
         return remote
 
+    def holds_results(self, listing: Iterable[str]) -> bool:
+        """Whether any row of this config and split has a result: a progress part here or on the Hub, or a
+        published slice. Without one, a manifest only says how a run that never reached its pages would have run."""
+        published = f"{self.data_prefix}/{self.split}-"
+        progress = f"{self.progress_prefix}/"
+        return bool(part_files(self.progress_dir)) or any(
+            name.startswith(published) or (name.startswith(progress) and name.endswith(".parquet")) for name in listing
+        )
+
     def leases(self, listing: list[str]) -> list[Lease]:
         """The lease files runs left on the Hub for this config and split; one that vanished meanwhile (its run
         ended) or cannot be read is passed over."""

@@ -57,6 +57,7 @@ from .quiet import silence_notices
 from .rates import billed_pages_per_s
 from .redact import register_run_secrets
 from .report import RunFacts, ScriptCopy, Summary, Tally, process_seconds, say
+from .rerun import job_arguments, rerun_command
 from .settings import Settings
 from .slices import publish_slice, slice_facts, slice_results
 from .version import DISTRIBUTION, core_build, core_version
@@ -339,7 +340,7 @@ def make_canary(job: Job, log: ResultLog, version: str | None, server: str | Non
     given = job.launch.argv
     argv = given if "--retry-errors" in given else [*given, "--retry-errors"]
     served = f"vLLM {version}" if version else None
-    command = job_command(job.launch.script, job.facts, argv)
+    command = rerun_command(job.launch.script, job.facts, argv, job.settings)
     context = CanaryContext(job.settings.model, job.facts.image, command, served, server)
     return Canary(log, context, min(job.settings.canary_pages, job.todo))
 
@@ -498,7 +499,7 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
     results = slice_results(job.destination.progress_dir, owned)
     served = earlier_writers(results["provenance"].to_pylist()) if not tally.done else None
     timeout = job_timeout(len(owned), tally.pages_per_s() or None)
-    command = job_command(job.launch.script, job.facts, job.launch.argv, timeout)
+    command = job_command(job.launch.script, job.facts, job_arguments(job.launch.argv), timeout)
     on_the_hub = reproducible(settings.input, settings.output, settings.model)
     reproduce = on_the_hub and origin.url is not None
     template = CardFacts(

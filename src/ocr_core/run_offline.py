@@ -5,12 +5,12 @@ Its vLLM installs its own signal handlers while it starts, so the stop signals a
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import Any, TextIO
 
 from .cli import job_command
 from .errors import JobFailed
 from .job import Job
-from .offline import OfflineRunner, open_llm, stdout_to_stderr
+from .offline import OfflineRunner, close_llm, open_llm, stdout_to_stderr
 from .progress import ResultLog
 from .report import ProgressBar, say
 from .run import KEPT, Drive, Feeding, Interrupted, StopSignals, make_canary, writer_of
@@ -29,9 +29,10 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
     say(f"batches of {batch} page(s) through LLM.chat")
     owned = len(job.source.owned())
     progress = ProgressBar(owned, owned - job.todo)
+    opened: list[Any] = []
     try:
         if job.todo:
-            drive_offline(job, progress, stop)
+            drive_offline(job, progress, stop, opened)
     except Interrupted:
         pass
     except JobFailed as exc:
@@ -39,14 +40,18 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
         say(f"error: {exc}\n{KEPT.capitalize()}.")
     finally:
         progress.close()
+        for llm in opened:
+            close_llm(llm)
     drive.tally = progress.tally
     drive.version = vllm_version()
     return drive
 
 
-def drive_offline(job: Job, progress: ProgressBar, stop: StopSignals) -> None:
-    """Builds the engine, then takes the stop signals back (vLLM installs its own) and runs the batches."""
+def drive_offline(job: Job, progress: ProgressBar, stop: StopSignals, opened: list[Any]) -> None:
+    """Builds the engine (kept in `opened`, so it is stopped before the run's last words), then takes the stop
+    signals back (vLLM installs its own) and runs the batches."""
     llm = open_llm(job.facts, job.settings, job_command(job.launch.script, job.facts, job.launch.argv))
+    opened.append(llm)
     stop.install()
     writer = writer_of(job, Drive(version=vllm_version()))
     flush_rows = max(16, job.settings.batch_size)

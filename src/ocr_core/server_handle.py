@@ -17,6 +17,7 @@ import contextlib
 import os
 import shlex
 import shutil
+import socket
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -27,11 +28,12 @@ from urllib.parse import urlsplit
 import httpx
 
 from .chat import Retryable
-from .cli import job_command, script_url
+from .cli import script_url
 from .errors import JobFailed
 from .facts import ModelFacts
 from .redact import redact
 from .report import say
+from .rerun import rerun_command
 from .scale import Slot
 from .server import (
     STOPPING,
@@ -59,6 +61,19 @@ ANYWHERE = Slot(None, ())
 SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count", "replicas")
 
 
+def check_resolves(url: str) -> None:
+    """Refuses a server whose host name does not resolve: no wait for /health can heal a mistyped name, and a
+    server that is merely starting has an address already."""
+    host = urlsplit(url).hostname or ""
+    try:
+        socket.getaddrinfo(host, url_port(url))
+    except socket.gaierror as exc:
+        raise ServerError(
+            f"--server {url}: the host name {host!r} does not resolve ({exc.strerror or exc}); check the address "
+            "(its spelling, and that this machine's network or VPN can see it)"
+        ) from exc
+
+
 def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> dict[str, str]:
     """--api-key for the --server URL the user named; else the HF token, but only where the Hub would take it.
 
@@ -73,11 +88,18 @@ def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> d
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[str]) -> str:
+def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[str], settings: Settings) -> str:
+    """A job command only where a job could redo the run (rerun.py); else the vLLM to install here."""
+    command = rerun_command(script, facts, argv, settings)
+    where = (
+        "Run this script on the vLLM image, which brings `vllm` (the script then starts the server itself)"
+        if command.startswith("hf jobs ")
+        else f"Install vLLM at the version of the recipe's image, {facts.image}, so that `vllm` is on PATH, then rerun"
+    )
     return redact(
         f"No vLLM server answers at {url}, and the `vllm` command is not on PATH to start one.\n"
-        f"Run this script on the vLLM image, which brings `vllm` (the script then starts the server itself):\n"
-        f"  {job_command(script, facts, argv)}\n"
+        f"{where}:\n"
+        f"  {command}\n"
         f"or point it at a server that is already running:\n"
         f"  uv run {script_url(script)} {' '.join(shlex.quote(a) for a in argv[:2])} --server http://HOST:8000"
     )
@@ -138,6 +160,7 @@ class ServerHandle:
             if spawn and is_local(self.url):
                 await asyncio.to_thread(self.spawn)
                 return Target(self.url, self.spawned_name(), self.headers)
+            check_resolves(self.url)
             say(f"waiting up to {self.settings.startup_timeout:.0f} s for {self.url} to answer /health")
             if not await self.poll_health(self.settings.startup_timeout, at_start=True):
                 raise StartupTimeout(f"{self.url} did not answer /health within {self.settings.startup_timeout:.0f} s")
@@ -177,7 +200,7 @@ class ServerHandle:
 
     def spawn(self) -> None:
         if shutil.which("vllm") is None:
-            raise ServerError(missing_vllm_message(self.url, self.script, self.facts, self.argv))
+            raise ServerError(missing_vllm_message(self.url, self.script, self.facts, self.argv, self.settings))
         serve_args = self.model_args()
         extra = [
             "--max-model-len",

@@ -8,7 +8,9 @@ a Hub dataset's paths are read only inside its own files, never from the job's m
 PDF input (a .pdf file, a folder of them, or a dataset column of PDF bytes or paths) becomes one row per page:
 a page table with `source_file` and `page_index` (and, for a dataset, the document row's other columns), ids
 `<file or row>#p<page>`, so resume, shards and error rows work as for images. Pages are counted once here; a PDF
-that cannot be opened (damaged, encrypted) becomes one row whose rendering fails with the reason.
+that cannot be opened (damaged, encrypted) becomes one row whose rendering fails with the reason. A folder that
+mixes PDFs and page images (what a scanner leaves) is one table of both, in the order of the files' paths: each
+image is one row with its path as `source_file` and id and no `page_index`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import BinaryIO
 import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
+from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 
 from .errors import CommandError
 from .images import OutsidePath
@@ -36,6 +39,7 @@ PDF_COUNT_BATCH = 8
 PDF_COLUMNS = ("source_file", "page_index")
 DATA_SUFFIXES = {".parquet", ".arrow", ".csv", ".json", ".jsonl", ".tsv"}
 BROKEN_SHOWN = 3
+IMAGE_SUFFIXES = frozenset(ImageFolder.EXTENSIONS)
 
 
 class InputError(CommandError, ValueError):
@@ -51,30 +55,29 @@ class RowInput:
 
 @dataclass
 class PdfDocuments:
-    """The PDFs behind a page table: each page row's document and page number, and where each document lives."""
+    """The files behind a page table: each row's document and page number, and where each document lives. A row
+    without a page number is a page image of a mixed folder: its cell is the image file itself."""
 
     names: list[str]
     page_document: list[int]
-    page_index: list[int]
+    page_index: list[int | None]
     size: RenderSize
     paths: list[str] | None = None
     base: datasets.Dataset | None = None
     column: str | None = None
     folder: Path | HubFiles | None = None
 
-    def cells(self, positions: list[int]) -> list[PdfPage]:
+    def cells(self, positions: list[int]) -> list[PdfPage | str]:
         """The page rows' cells; a document's bytes are read once per batch and shared by its pages."""
         wanted = sorted({self.page_document[position] for position in positions})
         loaded = dict(zip(wanted, self.documents(wanted)))
-        return [
-            PdfPage(
-                loaded[self.page_document[position]],
-                self.page_index[position],
-                self.names[self.page_document[position]],
-                self.size,
-            )
-            for position in positions
-        ]
+        return [self.cell(position, loaded[self.page_document[position]]) for position in positions]
+
+    def cell(self, position: int, document: bytes | str | OutsidePath | None) -> PdfPage | str:
+        page = self.page_index[position]
+        if page is None:
+            return str(document)
+        return PdfPage(document, page, self.names[self.page_document[position]], self.size)
 
     def documents(self, numbers: list[int]) -> list[bytes | str | OutsidePath | None]:
         if self.paths is not None:
@@ -258,11 +261,11 @@ def load_source(
     offset, total = 0, None
     try:
         path = Path(name).expanduser()
-        files = pdf_files(path)
+        files = page_files(path)
         if files is not None:
             if id_column:
                 raise InputError("--id-column applies to a dataset; PDF files are keyed by file name and page")
-            dataset, pdfs, page_ids = pdf_file_pages(files, path if path.is_dir() else path.parent, size)
+            dataset, pdfs, page_ids = file_pages(files, path if path.is_dir() else path.parent, size)
             features = dataset.features
         else:
             sliced = None
@@ -383,8 +386,9 @@ def pdf_document(cell: object) -> bytes | str | OutsidePath | None:
     return (cell or None) if isinstance(cell, str) else None
 
 
-def pdf_files(path: Path) -> list[Path] | None:
-    """The PDFs an input path names: a .pdf file, or a folder holding PDFs and no data files; else None."""
+def page_files(path: Path) -> list[Path] | None:
+    """The files an input path names as pages: a .pdf file, or a folder holding PDFs (and perhaps page images
+    beside them) and no data files, in path order; else None (a folder of images alone is an image dataset)."""
     if path.is_file():
         return [path] if path.suffix.lower() == ".pdf" else None
     if not path.is_dir() or (path / "state.json").exists() or (path / "dataset_dict.json").exists():
@@ -397,7 +401,7 @@ def pdf_files(path: Path) -> list[Path] | None:
     pdfs = [file for file in files if file.suffix.lower() == ".pdf"]
     if not pdfs or any(file.suffix.lower() in DATA_SUFFIXES for file in files):
         return None
-    return pdfs
+    return [file for file in files if file.suffix.lower() == ".pdf" or file.suffix.lower() in IMAGE_SUFFIXES]
 
 
 def counted_pages(documents: Iterable[tuple[bytes | str | OutsidePath | None, str]], broken: list[str]) -> list[int]:
@@ -415,10 +419,18 @@ def counted_pages(documents: Iterable[tuple[bytes | str | OutsidePath | None, st
     return counts
 
 
-def page_rows(counts: list[int], keys: list[str]) -> tuple[list[int], list[int], list[str]]:
-    """Per page row: its document, its page number in it, and its id `<key>#p<page>`."""
-    documents, pages, ids = [], [], []
+def page_rows(counts: list[int | None], keys: list[str]) -> tuple[list[int], list[int | None], list[str]]:
+    """Per page row: its document, its page number in it, and its id `<key>#p<page>`; a count of None is a page
+    image, one row with no page number whose id is its key."""
+    documents: list[int] = []
+    pages: list[int | None] = []
+    ids: list[str] = []
     for number, count in enumerate(counts):
+        if count is None:
+            documents.append(number)
+            pages.append(None)
+            ids.append(keys[number])
+            continue
         documents.extend([number] * count)
         pages.extend(range(count))
         ids.extend(f"{keys[number]}#p{page}" for page in range(count))
@@ -431,18 +443,22 @@ def report_broken(broken: list[str]) -> None:
         say(f"warning: {len(broken)} PDF(s) cannot be read, each becomes one error row: {shown}")
 
 
-def pdf_file_pages(files: list[Path], root: Path, size: RenderSize) -> tuple[datasets.Dataset, PdfDocuments, list[str]]:
-    """The page table of PDF files, each named by its path under `root` (the input folder, or the file's own)."""
+def file_pages(files: list[Path], root: Path, size: RenderSize) -> tuple[datasets.Dataset, PdfDocuments, list[str]]:
+    """The page table of PDF and image files, each named by its path under `root` (the input folder, or the
+    file's own)."""
     names = [file.relative_to(root).as_posix() for file in files]
+    is_pdf = [file.suffix.lower() == ".pdf" for file in files]
     broken: list[str] = []
-    counts = counted_pages([(str(file), name) for file, name in zip(files, names)], broken)
+    pdf_counts = iter(counted_pages([(str(f), n) for f, n, pdf in zip(files, names, is_pdf) if pdf], broken))
+    counts = [next(pdf_counts) if pdf else None for pdf in is_pdf]
     report_broken(broken)
     documents, pages, ids = page_rows(counts, names)
     table = datasets.Dataset.from_dict(
         {"source_file": [names[number] for number in documents], "page_index": pages},
         features=datasets.Features({"source_file": datasets.Value("string"), "page_index": datasets.Value("int32")}),
     )
-    say(f"{len(files)} PDF file(s), {len(ids)} page(s)")
+    images = is_pdf.count(False)
+    say(f"{len(files) - images} PDF file(s), {len(ids) - images} page(s)" + (f", {images} image(s)" if images else ""))
     return table, PdfDocuments(names, documents, pages, size, paths=[str(file) for file in files]), ids
 
 

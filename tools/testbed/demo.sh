@@ -15,7 +15,20 @@
 # The script runs as a user runs it, `uv run SCRIPT` with its header unedited, its pinned core resolved from a wheel
 # built here from src/ (tools/testbed/core_wheels.py, which also says how an offline script's vLLM pin meets the CPU
 # bed); the summary line's `core` names the folder the code came from.
+# INPUT and OUTPUT are read from the folder the demo was called from, as any command reads the paths typed to it: a
+# path that starts with "." or names something there is made absolute before the demo moves into the clone; a Hub id
+# (owner/name) is left as it is.
 set -euo pipefail
+caller="$PWD"
+from_caller() {
+    if [[ -z $1 || $1 == /* || $1 == "~"* ]]; then
+        echo "$1"
+    elif [[ $1 == .* || -e $caller/$1 ]]; then
+        realpath -ms "$caller/$1"
+    else
+        echo "$1"
+    fi
+}
 cd "$(dirname "$0")/../.."
 bash tools/testbed/install.sh
 venv="${OCR_TESTBED_DIR:-$PWD/.testbed}/venv"
@@ -24,6 +37,8 @@ input="${DEMO_INPUT:-}"
 output="${DEMO_OUTPUT:-}"
 if [[ $# -gt 0 && $1 != -* ]]; then input="$1"; shift; fi
 if [[ $# -gt 0 && $1 != -* ]]; then output="$1"; shift; fi
+input="$(from_caller "$input")"
+output="$(from_caller "$output")"
 input="${input:-samples/dataset}"
 name="$(basename "${input%/}")"
 output="${output:-./out/${script%.py}-${name%.*}}"
@@ -48,7 +63,10 @@ if ! grep -q '(run_offline(FACTS' "$script"; then
     port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
     flags+=(--server "http://127.0.0.1:$port")
 fi
-export PATH="$venv/bin:$PATH" VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+export PATH="$venv/bin:$PATH" VLLM_CPU_KVCACHE_SPACE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+# The tiny model is a local folder, so the demo needs no network, unless INPUT or OUTPUT is a Hub id: then the run
+# reads or writes the Hub as the user asked, instead of being told to unset what the demo set.
+if [[ ( $input == [./~]* || -e $input ) && ( $output == [./~]* || -e $output ) ]]; then export HF_HUB_OFFLINE=1; fi
 wheels="$("$venv/bin/python" tools/testbed/core_wheels.py out/.demo-wheels)"
 export UV_NO_SOURCES=1 UV_FIND_LINKS="$wheels" UV_PYTHON="$venv/bin/python"
 echo "demo: $script $input -> $output" >&2

@@ -10,6 +10,7 @@
 # Environment: OCR_TESTBED_DIR (default <repo>/.testbed), OCR_TESTBED_CACHE, PYTHON (default python3).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/heartbeat.sh"
 
 started=$SECONDS
 vllm_version="0.32.0"
@@ -37,6 +38,6 @@ build_bed() {
     touch "$target/.testbed-stamp"
 }
 
-with_lock "$target" build_bed
+with_lock "$target" with_heartbeat 20 "building the test bed (about two minutes the first time)" build_bed
 link_to "$bed/venv" "$target"
 echo "test bed ready: $bed/venv -> $target ($((SECONDS - started)) s)"
