@@ -20,7 +20,7 @@ demo:
 test:
 	bash tools/testbed/install.sh
 	bash tools/testbed/install_pinned.sh
-	.testbed/venv/bin/python -m pytest -q -n auto --maxprocesses 4 --durations=25
+	.testbed/venv/bin/python -m pytest -q -n auto --maxprocesses 4 --maxschedchunk 1 --durations=25
 
 # Only the pinned tier: every recipe on the vLLM its image pins (tests/pinned, marker `pinned`).
 test-pinned:

@@ -27,9 +27,11 @@ from tests.testbed.wheels import WHEELS_DIR, ready_wheels
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The heavy tests first, in their usual order, then the rest: pytest-xdist deals the first tests out to its
-    workers in turn, so the few that run for minutes start together at the beginning rather than one of them
-    starting last and keeping the whole suite waiting on one worker while the other sits idle."""
+    """The heavy tests first, in their usual order, then the rest, so that the few that run for minutes start at the
+    beginning rather than one of them starting last and keeping the suite waiting on one worker while the other
+    sits idle. The Makefile's `--maxschedchunk 1` makes pytest-xdist hand tests out one at a time as workers free
+    up: by default it gives each worker a run of consecutive tests at the start, which put every heavy test on one
+    worker (a busy run of 2026-12-02 ended with one worker on three engine tests for 8 minutes, the other idle)."""
     items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
 
 
