@@ -371,6 +371,28 @@ def test_a_huge_page_that_is_then_fitted_raises_no_pillow_warning(server, tmp_pa
     assert "DecompressionBomb" not in result.stderr and "Warning" not in result.stderr
 
 
+def test_the_resource_trackers_exit_warning_does_not_follow_the_summary():
+    """vLLM's engine leaves shared memory for multiprocessing's resource tracker to clean up; the tracker, a process
+    of its own, warned of it at exit, below the summary line (a busy CI run of 2026-12-02 ended the screen so)."""
+    code = (
+        "import sys\n"
+        "if sys.argv[1] == 'quiet':\n"
+        "    from ocr_core.quiet import silence_notices; silence_notices()\n"
+        "from multiprocessing import shared_memory\n"
+        "shared_memory.SharedMemory(create=True, size=64).close()\n"
+        "print('{\"summary\": true}')\n"
+    )
+    lines = {}
+    for mode in ("loud", "quiet"):
+        done = subprocess.run(
+            [str(VENV_PYTHON), "-c", code, mode], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            timeout=120, env=bed_env(), cwd=REPO_ROOT / "src",
+        )  # fmt: skip
+        lines[mode] = done.stdout.strip().splitlines()
+    assert "leaked shared_memory" in "\n".join(lines["loud"]), "the double no longer leaks: the test proves nothing"
+    assert lines["quiet"] == ['{"summary": true}']
+
+
 def test_vllms_notice_about_tritons_cpu_backend_is_not_shown():
     """The CPU build logs it on import, in-process for an offline recipe; it says nothing a user can act on."""
     code = "from ocr_core.quiet import silence_notices; silence_notices(); import vllm.triton_utils"
