@@ -56,6 +56,7 @@ def test_offline_output_equals_the_server_twin(vllm_server, tmp_path, offline, s
     assert different == []
 
 
+@pytest.mark.heavy
 def test_offline_bad_pages_fail_alone(tiny_model, tmp_path):
     source, expected = broken_dataset(tmp_path / "in")
     result = run_recipe(
