@@ -11,7 +11,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.testbed.env import REPO_ROOT, testbed_env
+from tests.testbed.env import REPO_ROOT
+from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.fake_server import fake_server
 
 SAMPLES = REPO_ROOT / "samples" / "dataset"
@@ -20,7 +21,7 @@ SESSION_ONLY = ("UV_NO_SOURCES", "UV_FIND_LINKS", "UV_PYTHON", "UV_OFFLINE")
 
 
 def user_env() -> dict[str, str]:
-    return {name: value for name, value in testbed_env().items() if name not in SESSION_ONLY}
+    return {name: value for name, value in bed_env().items() if name not in SESSION_ONLY}
 
 
 def test_make_run_runs_a_recipe_from_the_clone_against_a_server(tmp_path):
