@@ -9,7 +9,6 @@ the synced script environments that make `uv run` fast, keyed by what they conta
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,12 +17,11 @@ import datasets
 import huggingface_hub
 import pytest
 
-from ocr_core.version import DISTRIBUTION
 from ocr_models import RECIPES
-from tests.testbed.env import CPU_ENV, REPO_ROOT, UV, testbed_env, uv_env
+from tests.testbed.env import CPU_ENV, uv_env
 from tests.testbed.server import LIMIT_MM_PER_PROMPT, MAX_MODEL_LEN, VllmServer, log_tail, running_server
 from tests.testbed.tiny_model import build_tiny_model
-from tests.testbed.wheels import WHEELS_DIR, ready_wheels
+from tests.testbed.wheels import WHEELS_DIR, ready_wheels, synced
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -47,21 +45,13 @@ def core_wheels() -> Iterator[Path]:
     """
     saved = dict(os.environ)
     os.environ.update(uv_env(WHEELS_DIR))
-    ready_wheels(sync_script_environments)
+    ready_wheels()
+    for recipe in RECIPES:
+        synced(recipe.script)
     os.environ["UV_OFFLINE"] = "1"
     yield WHEELS_DIR
     os.environ.clear()
     os.environ.update(saved)
-
-
-def sync_script_environments(folder: Path) -> None:
-    """Installs the wheels of `folder` into every shipped script's uv environment (UV_FIND_LINKS points there)."""
-    for recipe in RECIPES:
-        subprocess.run(
-            [str(UV), "sync", "--quiet", "--script", str(REPO_ROOT / recipe.script),
-             "--reinstall-package", DISTRIBUTION, "--reinstall-package", "vllm"],
-            check=True, env=testbed_env(),
-        )  # fmt: skip
 
 
 # The variables a user may have set that would send a child's Hub files elsewhere than HF_HOME.

@@ -6,6 +6,7 @@ nothing but INPUT and OUTPUT from the user; these tests run the demo itself, on 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -17,7 +18,8 @@ import datasets
 import pytest
 
 from ocr_models import RECIPES
-from tests.testbed.env import REPO_ROOT, TESTBED_DIR, VENV_DIR
+from tests.testbed.env import REPO_ROOT, TESTBED_DIR, VENV_DIR, script_python
+from tests.testbed.wheels import WHEELS_DIR
 
 PAGES = REPO_ROOT / "samples" / "pages"
 # Far above the demo's --max-model-len 1024: the recipe refuses the command line at once, before any engine starts,
@@ -54,6 +56,26 @@ def test_the_readmes_demo_examples_write_to_folders_of_their_own():
     assert len(set(outputs)) == 3, outputs
     assert ovis["script"] == "ovis-ocr2-server.py"
     assert VENV_DIR.resolve() == bed, "the demo's bare PATH built and linked another test bed under the running suite"
+
+
+def installed_core(script: str) -> int:
+    """The inode of the core's package folder in a script's uv environment: a reinstall makes a new folder (its
+    files may keep theirs, hard links into uv's cache; the folder's times change with a first run's byte-code)."""
+    found = glob.glob(str(script_python(script).parent.parent / "lib" / "python3*" / "site-packages" / "ocr_core"))
+    return os.stat(found[0]).st_ino
+
+
+@pytest.mark.parametrize("script", ["lighton-ocr3-saturate.py", "nanonets-ocr2.py"])
+def test_a_demo_leaves_alone_the_script_environment_other_runs_use(script):
+    """A demo of unchanged sources reinstalls nothing: the script's uv environment is the one every run of that
+    script on this clone uses (the suite's tests beside it, another demo), and a reinstall under a running script
+    broke its imports (CI of 2026-12-02: a SIGTERM test's recipe exited 1 while a demo of the same script ran).
+    The wheel folder the demo resolves the core from stays as the suite built it, too."""
+    wheels = sorted(WHEELS_DIR.glob("*.whl"))
+    before = installed_core(script), [os.stat(wheel).st_ino for wheel in wheels]
+    result, summary = demo(*REFUSED_AT_ONCE, env={"DEMO_SCRIPT": script})
+    assert result.returncode == 2 and summary["script"] == script, result.stderr[-2000:]
+    assert (installed_core(script), [os.stat(wheel).st_ino for wheel in wheels]) == before
 
 
 def test_input_and_output_may_follow_the_demo_command_and_flags_go_to_the_recipe(tmp_path):

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
-from tests.testbed.env import REPO_ROOT
+from tests.testbed.env import REPO_ROOT, script_python
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.fake_server import fake_server
 
 SAMPLES = REPO_ROOT / "samples" / "dataset"
+SCRIPT = "lighton-ocr3-saturate.py"
+CLONE_FILES = ("Makefile", "pyproject.toml", "README.md", SCRIPT)
+CLONE_FOLDERS = ("src", "tools")
 # What the test session sets for its own script runs (tests/conftest.py); a user's shell has none of it.
 SESSION_ONLY = ("UV_NO_SOURCES", "UV_FIND_LINKS", "UV_PYTHON", "UV_OFFLINE")
 
@@ -24,20 +28,34 @@ def user_env() -> dict[str, str]:
     return {name: value for name, value in bed_env().items() if name not in SESSION_ONLY}
 
 
+def clone_of_this_checkout(folder: Path) -> Path:
+    """What `make run` reads of a clone, copied from this checkout as it stands (uncommitted edits included). Its own
+    path gives the script its own uv environment: uv keys a script's environment by the script's path, and `make run`
+    reinstalls the core there, which under the suite's runs of the same script broke their imports."""
+    for name in CLONE_FILES:
+        shutil.copy2(REPO_ROOT / name, folder / name)
+    for name in CLONE_FOLDERS:
+        shutil.copytree(REPO_ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return folder
+
+
 def test_make_run_runs_a_recipe_from_the_clone_against_a_server(tmp_path):
+    clone = clone_of_this_checkout(tmp_path)
     out = tmp_path / "scans-ocr"
+    suites_own = script_python(SCRIPT).parent.parent
     with fake_server() as server:
         args = f"--server {server.url} --model {server.state.model} --max-model-len 1024 --max-tokens 16"
         result = subprocess.run(
-            ["make", "-s", "run", "SCRIPT=lighton-ocr3-saturate.py", f"INPUT={SAMPLES}", f"OUTPUT={out}",
+            ["make", "-s", "run", f"SCRIPT={SCRIPT}", f"INPUT={SAMPLES}", f"OUTPUT={out}",
              f"ARGS={args} --max-samples 3"],
-            cwd=REPO_ROOT, env=user_env(), capture_output=True, text=True, timeout=600,
+            cwd=clone, env=user_env(), capture_output=True, text=True, timeout=600,
         )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads([line for line in result.stdout.splitlines() if line.startswith("{")][-1])
     assert (summary["rows"], summary["errors"], summary["exit_code"]) == (3, 0, 0)
     location = Path(summary["core"]["location"])
-    assert not location.is_relative_to(REPO_ROOT / "src"), "the core came from src/, not from the wheel built from it"
+    assert not location.is_relative_to(clone / "src"), "the core came from src/, not from the wheel built from it"
+    assert not location.is_relative_to(suites_own), "make run reinstalled the core under the suite's own runs"
     assert summary["core"]["version"] == "0.2.0"
-    assert not (REPO_ROOT / "build").exists(), "the build left setuptools' scratch in the tree"
+    assert not (clone / "build").exists(), "the build left setuptools' scratch in the tree"
     assert os.listdir(out / "data")

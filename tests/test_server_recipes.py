@@ -179,7 +179,11 @@ def stop_after_first_part(script: str, args: list[str], out: Path) -> dict:
     deadline = time.monotonic() + 300
     while not list(progress.glob("part-*.parquet")) and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.2)
-    assert process.poll() is None, "the run finished before it could be interrupted; make it slower"
+    if process.poll() is not None:
+        _, stderr = process.communicate()
+        raise AssertionError(
+            f"the run ended (exit {process.returncode}) before it could be interrupted: {stderr[-3000:]}"
+        )
     process.send_signal(signal.SIGTERM)
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 143, stderr[-3000:]

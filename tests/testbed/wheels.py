@@ -13,14 +13,20 @@ import fcntl
 import hashlib
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.testbed.env import REPO_ROOT, TESTBED_DIR, VENV_PYTHON, testbed_env
+import tomllib
+
+from tests.testbed.env import REPO_ROOT, TESTBED_DIR, UV, VENV_PYTHON, testbed_env, uv_env
 
 WHEELS_DIR = TESTBED_DIR / "wheels"
 DIGEST_FILE = ".sources-digest"
+# The core's distribution name, from the file the wheel is built by: the demo runs this module on the test bed's
+# python, where nothing installed ocr_core.
+DISTRIBUTION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["name"]
 
 
 def sources_digest() -> str:
@@ -49,8 +55,9 @@ def locked(path: Path) -> Iterator[None]:
         yield
 
 
-def ready_wheels(sync: Callable[[Path], None]) -> Path:
-    """The wheel folder for this checkout's sources; built, and `sync(folder)` run, only when its digest changed."""
+def ready_wheels() -> Path:
+    """The wheel folder for this checkout's sources, built only when its digest changed (which drops every script
+    environment's sync stamp with the old folder)."""
     want = sources_digest()
     stamp = WHEELS_DIR / DIGEST_FILE
     with locked(TESTBED_DIR / "wheels.lock"):
@@ -60,9 +67,28 @@ def ready_wheels(sync: Callable[[Path], None]) -> Path:
         builder = REPO_ROOT / "tools" / "testbed" / "core_wheels.py"
         subprocess.run([str(VENV_PYTHON), str(builder), str(WHEELS_DIR)], check=True, capture_output=True,
                        env=testbed_env())  # fmt: skip
-        sync(WHEELS_DIR)
         stamp.write_text(want)
     return WHEELS_DIR
+
+
+def synced(script: str) -> None:
+    """Installs the folder's wheels into a shipped script's uv environment, unless they are there already.
+
+    uv keys a script's environment by the script's path, so the suite's runs of a script and the demo's share one;
+    reinstalling it under a running script breaks that script's imports. So each environment is synced once per
+    digest, under the folder's lock, and a stamp in the folder says it was. `--reinstall-package` replaces a wheel of
+    the same version (the core, a vLLM stand-in) that an earlier build left there."""
+    stamp = WHEELS_DIR / f".synced-{script}"
+    with locked(TESTBED_DIR / "wheels.lock"):
+        want = (WHEELS_DIR / DIGEST_FILE).read_text()
+        if stamp.is_file() and stamp.read_text() == want:
+            return
+        subprocess.run(
+            [str(UV), "sync", "--quiet", "--script", str(REPO_ROOT / script),
+             "--reinstall-package", DISTRIBUTION, "--reinstall-package", "vllm"],
+            check=True, env={**testbed_env(), **uv_env(WHEELS_DIR)},
+        )  # fmt: skip
+        stamp.write_text(want)
 
 
 def installed_digest_matches(venv: Path) -> bool:
@@ -73,3 +99,11 @@ def installed_digest_matches(venv: Path) -> bool:
 
 def mark_installed(venv: Path) -> None:
     (venv / ".core-wheel-digest").write_text(sources_digest())
+
+
+if __name__ == "__main__":
+    # The demo's entry (tools/testbed/demo.sh): python -m tests.testbed.wheels SCRIPT prints the folder to resolve
+    # SCRIPT's header from, with SCRIPT's environment synced to it.
+    folder = ready_wheels()
+    synced(sys.argv[1])
+    print(folder)
