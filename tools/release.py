@@ -1,5 +1,6 @@
-"""Releases the collection: checks that every script pins the core version this checkout builds, builds that wheel
-with the released scripts' hashes in it, and lays out the folder to upload to the Hub repo the scripts' URLs name.
+"""Releases the collection: renders the scripts from their models' modules (tools/render.py), checks that each
+script is its rendering and pins the core version this checkout builds, builds that wheel with the released scripts'
+hashes in it, and lays out the folder to upload to the Hub repo the scripts' URLs name.
 
     python tools/release.py render          # write the scripts from src/ocr_models, pinned to this version
     python tools/release.py check           # what the tests run: each script as rendered, its pins and URLs
@@ -47,7 +48,7 @@ from ocr_core.script_header import read_header  # noqa: E402
 from ocr_core.version import DISTRIBUTION, RELEASE_TABLE  # noqa: E402
 from ocr_models import RECIPES, recipe  # noqa: E402
 from tools.recipes import facts_of  # noqa: E402  (a script's FACTS, as the script states them)
-from tools.render import render  # noqa: E402
+from tools.render import RenderRefused, render  # noqa: E402
 
 WHEELS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/resolve/main/wheels"
 DOCS = ("README.md", "SERVING.md", "models.json", "compare-ocr.py")
@@ -264,6 +265,9 @@ def main() -> int:
             print("\n".join(layout(args.folder)))
     except ReleaseRefused as exc:
         print(f"release refused: {exc}", file=sys.stderr)
+        return 1
+    except RenderRefused as exc:
+        print(f"render refused: {exc}", file=sys.stderr)
         return 1
     return 0
 

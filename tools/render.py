@@ -103,11 +103,16 @@ def header(entry: Recipe, module: ModuleType, version: str, wheel_url: str) -> s
     return "\n".join(lines) + "\n"
 
 
+def wrapped(text: str) -> str:
+    """A paragraph broken at spaces only: a file or package name (`lighton-ocr3-saturate.py`) stays whole."""
+    return textwrap.fill(text, DOCSTRING_WIDTH, break_long_words=False, break_on_hyphens=False)
+
+
 def shape_paragraph(entry: Recipe) -> str:
     text = f"This script {SHAPE_TEXT[entry.shape].drives}."
     if entry.twin:
         text += f" Its twin {entry.twin} {SHAPE_TEXT[recipe(entry.twin).shape].as_twin}."
-    return textwrap.fill(text, DOCSTRING_WIDTH, break_long_words=False, break_on_hyphens=False)
+    return wrapped(text)
 
 
 def docstring(entry: Recipe, module: ModuleType) -> str:
@@ -125,8 +130,7 @@ def docstring(entry: Recipe, module: ModuleType) -> str:
         f"Run it on Hugging Face Jobs:\n    {job_command(entry.script, module.FACTS)}\n{shape.local_where}\n{runs}\n"
         "Run it without arguments for usage."
     )
-    closing = textwrap.fill(CLOSING, DOCSTRING_WIDTH)
-    return '"""' + "\n\n".join([summary, shape_paragraph(entry), usage, notes, closing]) + '\n"""\n'
+    return '"""' + "\n\n".join([summary, shape_paragraph(entry), usage, notes, wrapped(CLOSING)]) + '\n"""\n'
 
 
 def facts_source(module: ModuleType) -> tuple[str, bool]:
