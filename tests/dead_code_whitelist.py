@@ -45,3 +45,8 @@ parse_arguments
 
 # A field of a fan-out's summary line: FanoutSummary.line writes each ShardOutcome through asdict().
 _.duration_s
+
+# The shape fields of a registry Model (src/ocr_models/__init__.py): Model.scripts reads them by shape name (SHAPES).
+_.offline
+_.server
+_.saturate

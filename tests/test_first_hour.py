@@ -39,7 +39,8 @@ from tests.testbed.env import REPO_ROOT, VENV_PYTHON, script_command
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub
-from tests.testbed.recipes import ENTRIES, facts_of, load_script, run_entry
+from tests.testbed.recipes import ENTRIES, load_script, run_entry
+from tools.recipes import facts_of
 from tools.release import release_table
 
 

@@ -4,21 +4,24 @@ against the session's core wheel (tests/conftest.py)."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import re
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from ocr_core.cli import job_command, job_timeout, without_secrets
 from ocr_core.facts import ModelFacts
 from ocr_core.server import parse_metrics
-from ocr_models import RECIPES, hpd_parsing, ovis_ocr2
+from ocr_models import MODELS, RECIPES, hpd_parsing, model_module, ovis_ocr2
 from tests.testbed.env import ran_the_installed_wheel, script_command
 from tests.testbed.env import testbed_env as bed_env
-from tools import release
+from tools import release, render
 from tools.recipes import facts_of, load_script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,10 +37,75 @@ def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.parametrize("entry", RECIPES, ids=lambda entry: entry.script)
+def test_a_script_is_its_model_s_rendering(entry):
+    """Each script states its model's facts where a user edits them, as its model's module states them once."""
+    assert (ROOT / entry.script).read_text() == release.rendered(release.core_version())[entry.script]
+    assert facts_of(entry.script) == model_module(entry.model).FACTS
+
+
 @pytest.mark.parametrize(("offline", "server"), TWINS)
 def test_twins_state_the_same_facts(offline, server):
-    """Each script states its model's facts where a user edits them; twins must never disagree about the model."""
+    """Twins must never disagree about the model."""
     assert facts_of(offline) == facts_of(server)
+
+
+def scripts_checkout(tmp_path: Path) -> Path:
+    """A checkout's scripts and version, for the release tool to check and render."""
+    root = tmp_path / "checkout"
+    root.mkdir()
+    for name in [*SCRIPTS, "pyproject.toml"]:
+        shutil.copyfile(ROOT / name, root / name)
+    return root
+
+
+def test_a_script_edited_by_hand_is_named_with_the_fix_and_rendered_back(tmp_path):
+    root = scripts_checkout(tmp_path)
+    edited = root / "lighton-ocr3-saturate.py"
+    edited.write_text(edited.read_text().replace('"top_p": 1.0', '"top_p": 0.9'))
+    assert release.check(root) == [
+        "lighton-ocr3-saturate.py: differs from what src/ocr_models/lighton_ocr3.py renders; state the change there "
+        "and run python tools/release.py render"
+    ]
+    assert release.write_scripts(root) == ["wrote lighton-ocr3-saturate.py"]
+    assert edited.read_bytes() == (ROOT / "lighton-ocr3-saturate.py").read_bytes()
+    assert release.check(root) == [] and release.write_scripts(root) == []
+
+
+def test_a_release_renders_every_pin_of_its_version(tmp_path):
+    root = scripts_checkout(tmp_path)
+    project = root / "pyproject.toml"
+    project.write_text(project.read_text().replace('version = "0.2.0"', 'version = "0.3.0"'))
+    assert len(release.write_scripts(root)) == len(SCRIPTS)
+    assert release.check(root) == []
+    assert all("ocr-vllm-core==0.3.0" in (root / script).read_text() for script in SCRIPTS)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda model: model.module)
+def test_a_model_id_is_stated_in_one_file_under_src(model):
+    literal = f'"{model_module(model.module).FACTS.model}"'
+    stating = [
+        path for path in (ROOT / "src").rglob("*") if path.is_file() and literal in path.read_text(errors="replace")
+    ]
+    assert stating == [ROOT / "src" / "ocr_models" / f"{model.module}.py"]
+
+
+def made_up_model(tmp_path: Path, facts: str) -> ModuleType:
+    path = tmp_path / "made_up_model.py"
+    path.write_text(f'"""A model.\n\nWhy its facts.\n"""\n\nfrom ocr_core.facts import ModelFacts\n\nFACTS = {facts}\n')
+    spec = importlib.util.spec_from_file_location("ocr_models.made_up_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_facts_the_renderer_cannot_copy_are_refused_with_the_fix(tmp_path):
+    stated = 'model="m", image="i", serve_args=(), sampling={}, max_model_len=4096'
+    borrowed = made_up_model(tmp_path, f"ModelFacts({stated}, parse=print)")
+    with pytest.raises(render.RenderRefused, match="FACTS names print, which the module does not define: define"):
+        render.facts_source(borrowed)
+    with pytest.raises(render.RenderRefused, match=r"as one FACTS = ModelFacts\(\.\.\.\)"):
+        render.facts_source(made_up_model(tmp_path, f"dict({stated})"))
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

@@ -18,8 +18,8 @@ from ocr_core.cli import SCRIPTS_URL, job_command
 from ocr_core.provenance import script_source
 from ocr_core.version import RELEASE_TABLE
 from ocr_models import RECIPES
-from tests.testbed.recipes import facts_of
 from tools import release
+from tools.recipes import facts_of
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPORT_TO_DISTRIBUTION = {"PIL": "pillow", "yaml": "pyyaml", "huggingface_hub": "huggingface-hub"}

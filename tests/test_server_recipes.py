@@ -28,8 +28,8 @@ from ocr_core.window import engine_window
 from tests.testbed.env import REPO_ROOT, ran_the_installed_wheel, script_command
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.hub_double import FolderHub
-from tests.testbed.recipes import facts_of
 from tests.testbed.server import running_server
+from tools.recipes import facts_of
 
 SAMPLES = REPO_ROOT / "samples" / "dataset"
 HPD = facts_of("hpd-parsing-saturate.py")

@@ -1,10 +1,10 @@
 """Writes the model facts into models.json and renders the tables in README.md and SERVING.md from it.
 
 models.json is the one place that says which script runs which model on which image and what was measured. Its
-facts (model id, shape, image, flags, prompt, sampling, columns, twin) are copied from the recipe registry and the
-scripts' FACTS by this tool, so only the hand-kept fields (params, license, notes, measured, pinned_check) are
-edited there. The docs show it between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->` markers, and
-`--check` fails when models.json or a block differs from what this tool would write (the tests run it).
+facts (model id, shape, image, flags, prompt, sampling, columns, twin) are copied from the model registry and each
+model's FACTS (src/ocr_models) by this tool, so only the hand-kept fields (params, license, notes, measured,
+pinned_check) are edited there. The docs show it between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`
+markers, and `--check` fails when models.json or a block differs from what this tool would write (the tests run it).
 Usage: python tools/docs.py [--check]  (with the test bed's python, which has the core's dependencies)
 """
 
@@ -25,8 +25,7 @@ from ocr_core.assemble import INFO_COLUMN  # noqa: E402  (src/ is on the path on
 from ocr_core.cli import OFFLINE_BATCH, job_command  # noqa: E402
 from ocr_core.facts import ModelFacts  # noqa: E402
 from ocr_core.scale import Gpu, Machine, memory_utilization, plan_scale  # noqa: E402
-from ocr_models import RECIPES, Recipe  # noqa: E402
-from tools.recipes import facts_of  # noqa: E402
+from ocr_models import RECIPES, Recipe, model_module  # noqa: E402
 
 MODELS_JSON = ROOT / "models.json"
 PACKAGES = (ROOT / "src" / "ocr_core", ROOT / "src" / "ocr_core" / "fanout", ROOT / "src" / "ocr_models")
@@ -37,8 +36,8 @@ SHAPES = {
     "saturate": "server, adaptive window",
 }
 EDIT_NOTE = (
-    "<!-- rendered by tools/docs.py from models.json (measurements, notes), the scripts' FACTS and src/ (module "
-    "docstrings): edit those, then run python tools/docs.py -->"
+    "<!-- rendered by tools/docs.py from models.json (measurements, notes) and src/ (the models' FACTS in "
+    "ocr_models, module docstrings): edit those, then run python tools/docs.py -->"
 )
 
 
@@ -51,7 +50,7 @@ HAND_KEPT = {"params": None, "license": None, "notes": "", "measured": [], "pinn
 
 def model_facts(recipe: Recipe) -> dict:
     """The fields of a script's models.json entry that the code decides, in the order the file lists them."""
-    facts = facts_of(recipe.script)
+    facts = model_module(recipe.model).FACTS
     return {
         "model_id": facts.model,
         "mode": recipe.shape,

@@ -1,7 +1,9 @@
-"""Releases the collection: checks that every script pins the core version this checkout builds, builds that wheel
-with the released scripts' hashes in it, and lays out the folder to upload to the Hub repo the scripts' URLs name.
+"""Releases the collection: renders the scripts from their models' modules (tools/render.py), checks that each
+script is its rendering and pins the core version this checkout builds, builds that wheel with the released scripts'
+hashes in it, and lays out the folder to upload to the Hub repo the scripts' URLs name.
 
-    python tools/release.py check           # what the tests run: pins, sources URL, image, vLLM pin
+    python tools/release.py render          # write the scripts from src/ocr_models, pinned to this version
+    python tools/release.py check           # what the tests run: each script as rendered, its pins and URLs
     python tools/release.py layout FOLDER   # check, build, then add this release to FOLDER (a clone of the repo)
 
 The wheel this builds carries ocr_core/released_scripts.json: each script's sha256, of the very bytes laid out. A run
@@ -11,7 +13,7 @@ is a modified copy, and a core built any other way (a source tree, `uv build`) c
 
 The layout is the Hub repo's: the scripts and models.json and the docs at the top, the wheels under wheels/. A wheel
 is never overwritten or deleted: a version is released once, so a FOLDER holding this version's wheel with other
-bytes is refused (raise the version in pyproject.toml and the scripts' pins). Scripts and docs are replaced in
+bytes is refused (raise the version in pyproject.toml, then render the scripts' pins). Scripts and docs are replaced in
 place (the repo's history keeps each one released before); nothing in FOLDER is ever deleted, so an older script
 and the wheel it pins stay reachable. Builds are reproducible (SOURCE_DATE_EPOCH), so rerunning a layout of the
 same source finds the same wheel and changes nothing.
@@ -44,8 +46,9 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 from ocr_core.cli import DEFAULT_JOB_TIMEOUT, job_command  # noqa: E402  (src/ is on the path only from here on)
 from ocr_core.script_header import read_header  # noqa: E402
 from ocr_core.version import DISTRIBUTION, RELEASE_TABLE  # noqa: E402
-from ocr_models import RECIPES  # noqa: E402
+from ocr_models import RECIPES, recipe  # noqa: E402
 from tools.recipes import facts_of  # noqa: E402  (a script's FACTS, as the script states them)
+from tools.render import RenderRefused, render  # noqa: E402
 
 WHEELS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/resolve/main/wheels"
 DOCS = ("README.md", "SERVING.md", "models.json", "compare-ocr.py")
@@ -102,7 +105,7 @@ def script_problems(script: str, text: str, version: str) -> list[str]:
     script with a job command of its own (an image without uv) names no image in [tool.hf-jobs], which only
     `hf jobs uv run` reads."""
     pins, facts = read_pins(text), facts_of(script)
-    offline = next(entry for entry in RECIPES if entry.script == script).shape == "offline"
+    offline = recipe(script).shape == "offline"
     expected = Pins(
         version,
         f"{WHEELS_URL}/{wheel_name(version)}",
@@ -121,13 +124,35 @@ def script_problems(script: str, text: str, version: str) -> list[str]:
     return problems
 
 
+def rendered(version: str) -> dict[str, str]:
+    """Each script's text as its model's module renders it, pinned to core `version`."""
+    url = f"{WHEELS_URL}/{wheel_name(version)}"
+    return {entry.script: render(entry, version, url) for entry in RECIPES}
+
+
 def check(root: Path = ROOT) -> list[str]:
+    """What in the scripts under `root` disagrees with this release: a script other than its rendering (an edit
+    made in the script, not in its model's module), then each one's pins."""
     version = core_version(root)
-    return [
-        problem
-        for entry in RECIPES
-        for problem in script_problems(entry.script, (root / entry.script).read_text(), version)
+    texts = {entry.script: (root / entry.script).read_text() for entry in RECIPES}
+    stale = [
+        f"{script}: differs from what src/ocr_models/{recipe(script).model}.py renders; state the change there "
+        "and run python tools/release.py render"
+        for script, text in rendered(version).items()
+        if texts[script] != text
     ]
+    return stale + [problem for script, text in texts.items() for problem in script_problems(script, text, version)]
+
+
+def write_scripts(root: Path = ROOT) -> list[str]:
+    """Writes each script whose text differs from its rendering; returns what it wrote."""
+    written = []
+    for script, text in rendered(core_version(root)).items():
+        path = root / script
+        if path.read_bytes() != text.encode():
+            path.write_bytes(text.encode())
+            written.append(f"wrote {script}")
+    return written
 
 
 def release_table(root: Path = ROOT) -> dict[str, str]:
@@ -223,20 +248,26 @@ def layout(folder: Path, root: Path = ROOT) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     actions = parser.add_subparsers(dest="action", required=True)
-    actions.add_parser("check", help="fail if a script disagrees with this release; write nothing")
+    actions.add_parser("render", help="write each script from its model's module in src/ocr_models")
+    actions.add_parser("check", help="fail if a script disagrees with its rendering or this release; write nothing")
     actions.add_parser("layout", help="check, build the wheel and add this release to FOLDER").add_argument(
         "folder", type=Path
     )
     args = parser.parse_args()
     try:
-        if args.action == "check":
+        if args.action == "render":
+            print("\n".join(write_scripts()) or "every script is as its model's module renders it")
+        elif args.action == "check":
             problems = check()
-            print("\n".join(problems) or f"every script pins {DISTRIBUTION}=={core_version()}")
+            print("\n".join(problems) or f"every script is as rendered and pins {DISTRIBUTION}=={core_version()}")
             return 1 if problems else 0
         else:
             print("\n".join(layout(args.folder)))
     except ReleaseRefused as exc:
         print(f"release refused: {exc}", file=sys.stderr)
+        return 1
+    except RenderRefused as exc:
+        print(f"render refused: {exc}", file=sys.stderr)
         return 1
     return 0
 

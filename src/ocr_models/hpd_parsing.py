@@ -1,13 +1,11 @@
-"""HPD-Parsing's hooks: its block answers parsed into a typed column, its speculative head fetched, its cache read.
+"""HPD-Parsing: Baidu PaddlePaddle's hierarchical parallel document parser (InternVL3.5-1B based).
 
-HPD-Parsing (Baidu PaddlePaddle's hierarchical parallel document parser, InternVL3.5-1B based) needs the vendor's
-vLLM fork (dynamic request forking plus P-MTP speculative decoding), which ships in the vendor's image; that image
-has no `uv`, so the job installs it first. A layout branch forks one child branch per block and the children reuse
-the parent's KV cache, which is why this is the one OCR recipe that keeps prefix caching ON: never turn it off. The
-answer is a list of `<BLOCK>type [x1, y1, x2, y2]<CHILD>text` blocks (boxes in 0-1000 page coordinates), stored as a
-structured blocks column beside the joined text. The card names no page size (the image resizes pages itself,
-MAX_PATCHES_WITH_RESIZE), so PDF pages render at 200 dpi. The facts (prompt, sampling, flags) are in hpd-parsing-
-saturate.py.
+It needs the vendor's vLLM fork (dynamic request forking plus P-MTP speculative decoding), which ships in the
+vendor's image; that image has no `uv`, so the job installs it first. A layout branch forks one child branch per
+block and the children reuse the parent's KV cache, which is why this is the one OCR recipe that keeps prefix
+caching ON: never turn it off. The answer is a list of `<BLOCK>type [x1, y1, x2, y2]<CHILD>text` blocks (boxes
+in 0-1000 page coordinates), stored as a structured blocks column beside the joined text. The card names no page
+size (the image resizes pages itself, MAX_PATCHES_WITH_RESIZE), so PDF pages render at 200 dpi.
 """
 
 import json
@@ -19,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ocr_core.facts import Parsed
+from ocr_core.facts import ModelFacts, Parsed
 
 BLOCK = re.compile(
     r"<BLOCK>\s*(?P<type>[^\[<]*?)\s*\[(?P<bbox>[^\]]*)\]\s*(?:<CHILD>(?P<text>.*?))?(?=<BLOCK>|\Z)", re.S
@@ -72,3 +70,41 @@ def summary_metrics(before: Mapping[str, float], after: Mapping[str, float]) -> 
             reused = after.get(hits, 0.0) - before.get(hits, 0.0)
             return {"prefix_cache_hit_rate": round(reused / asked, 4) if asked else None}
     return {"prefix_cache_hit_rate": None}
+
+
+FACTS = ModelFacts(
+    model="PaddlePaddle/HPD-Parsing",
+    prompt="document parsing with fork.",
+    sampling={"temperature": 0.0, "max_tokens": 8000},
+    pdf_render={"dpi": 200},
+    max_model_len=16384,
+    image="ccr-2vdh3abv-pub.cnc.bj.baidubce.com/paddlepaddle/hpd-parsing-vllm:latest-nvidia-gpu",
+    flavor="l4x1",
+    params_b=1.1,
+    job_command=(  # the vendor's image has no uv: the job installs it first
+        "hf jobs run --flavor {flavor} --timeout {timeout} -s HF_TOKEN {image} "
+        "bash -lc 'pip install -q uv && uv run {url} {args}'"
+    ),
+    serve_env={"MAX_PATCHES_WITH_RESIZE": "true"},
+    serve_args=[
+        "--trust-remote-code",
+        "--served-model-name",
+        "HPD-Parsing",
+        "--limit-mm-per-prompt",
+        '{"image": 1}',
+        "--gpu-memory-utilization",
+        "0.9",
+        "--attention-backend",
+        "FLASHINFER",
+        "--attention-config",
+        '{"use_prefill_query_quantization":true}',
+        "--enable-chunked-prefill",
+        "--enable-prefix-caching",  # forked branches reuse the parent's KV cache: never turn it off
+        "--speculative-config",
+        '{"method":"medusa","model":"PaddlePaddle/HPD-Parsing/P-MTP","num_speculative_tokens":6}',
+    ],
+    parse=parse,  # the <BLOCK> list: joined text, and the blocks in their own column
+    extra_columns=EXTRA_COLUMNS,
+    prepare_serve=prepare_serve,  # points the P-MTP head at a local copy
+    summary_metrics=summary_metrics,  # the prefix-cache hit rate
+)

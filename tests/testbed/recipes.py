@@ -10,15 +10,15 @@ from ocr_core import recipes
 from ocr_core.facts import ModelFacts
 from ocr_core.fanout.jobs import JobsClient
 from ocr_core.hub import HubClient
-from ocr_models import RECIPES, recipe
-from tools.recipes import ROOT, facts_of, load_script
+from ocr_models import model_module, recipe
+from tools.recipes import ROOT, load_script
 
 ENTRIES = {"offline": recipes.run_offline, "server": recipes.run_server, "saturate": recipes.run_saturate}
 
 
 def model_facts(model: str) -> ModelFacts:
-    """A model's facts by its registry name (`lighton_ocr3`): those of its first script, which its twin equals."""
-    return facts_of(next(entry.script for entry in RECIPES if entry.model == model))
+    """A model's facts by its registry name (`lighton_ocr3`): its module's, which its scripts are rendered from."""
+    return model_module(model).FACTS
 
 
 def run_entry(script: str, argv: list[str], hub: HubClient | None = None, jobs: JobsClient | None = None) -> int:
