@@ -10,15 +10,23 @@ from __future__ import annotations
 import json
 import signal
 import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
 import datasets
 import pytest
 
 from ocr_core.cli import build_parser
+from ocr_core.compaction import merge
 from ocr_core.fanout import command as launch_command
 from ocr_core.fanout import drive
+from ocr_core.fanout.heal import Step
+from ocr_core.fanout.pages import LivePages, PageCount, planned_pages
 from ocr_core.fanout.plan import RUN_LABEL, SHARD_LABEL
 from ocr_core.fanout.request import job_arguments
+from ocr_core.fanout.watch import ShardView, Snapshot, projected_finish, total_line
+from ocr_core.output import Destination
+from ocr_core.progress import ResultLog, RowResult, new_run_id
 from tests.testbed.env import REPO_ROOT
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.hub_double import FolderHub
@@ -158,7 +166,7 @@ def test_the_summary_gives_each_shard_the_totals_the_cost_and_the_load_line(tmp_
     assert summary["load_with"] == f"datasets.load_dataset({OUTPUT!r}, split='train')"
     assert f"2 of 2 shard(s) in: 200 page(s), 2 with an error, 1 relaunch(es), ${summary['cost_usd']:.2f}" in err
     assert summary["load_with"] in err
-    assert "1 of 2 shard(s) in (100 pages)" in err, "the watch does not count a finished shard's pages"
+    assert "1 of 2 shard(s) in; 100 pages (1 with an error)" in err, "the watch does not count a finished shard's pages"
     assert any(line.split()[2:4] == ["completed", "100"] for line in err.splitlines() if "shard 0/2:" in line)
 
 
@@ -326,3 +334,135 @@ def test_the_real_jobs_client_sends_what_huggingface_hub_takes_and_reads_what_it
     assert (record.id, record.stage, record.running_s, record.flavor) == ("abc", "COMPLETED", 1700.0, "h200")
     assert (record.finished_at - record.created_at).total_seconds() == 1800
     assert [job.id for job in client.jobs_labelled({RUN_LABEL: "r"})] == ["abc"]
+
+
+@dataclass
+class CountingHub(FolderHub):
+    """The Hub double, noting every file the launcher reads or downloads."""
+
+    reads: list[str] = field(default_factory=list)
+    downloads: list[str] = field(default_factory=list)
+
+    def read_columns(self, repo_id, path_in_repo, columns):
+        self.reads.append(path_in_repo)
+        return super().read_columns(repo_id, path_in_repo, columns)
+
+    def download(self, repo_id, path_in_repo, local_dir):
+        self.downloads.append(path_in_repo)
+        return super().download(repo_id, path_in_repo, local_dir)
+
+
+PROGRESS = ".ocr-progress/default/train"
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def write_part(hub: FolderHub, shard: tuple[int, int], rows: list[tuple[int, str | None]], strikes=None) -> str:
+    """One part as a job of `shard` writes it (its tag, a run id of its own); `rows` are (row, error)."""
+    tag = f"shard-{shard[0]:05d}-of-{shard[1]:05d}-"
+    log = ResultLog(hub.repo(OUTPUT) / PROGRESS, tag + new_run_id())
+    for row, error in rows:
+        log.add(RowResult(row, f"train-{row}", text=None if error else "text", error=error, strikes=strikes))
+    log.flush()
+    return f"{PROGRESS}/part-{log.run_id}-00000.parquet"
+
+
+def live_pages(hub: FolderHub, shards: int, max_samples: int | None = None) -> LivePages:
+    return LivePages(Destination(OUTPUT, "train", None, hub), shards, max_samples)
+
+
+def test_a_running_shards_pages_are_counted_from_its_progress_parts_each_read_once(tmp_path):
+    """Done and error pages per shard from the parts on the output repo; a page retried, or a failed-attempts
+    record, counts once or not at all (the newest record wins, as on resume); a second poll reads nothing again,
+    a merge only its one new file; no file is ever downloaded whole."""
+    hub = CountingHub(tmp_path / "hub")
+    write_part(hub, (0, 2), [(0, None), (1, "timed out"), (2, None)])
+    write_part(hub, (1, 2), [(50, None)])
+    write_part(hub, (0, 3), [(7, None)])  # another N's shard: not this run's
+    pages = live_pages(hub, 2)
+    assert pages.count(hub.list_files(OUTPUT)) == {0: PageCount(2, 1), 1: PageCount(1, 0)}
+    assert sorted(hub.reads) == sorted(name for name in hub.list_files(OUTPUT) if "of-00002" in name)
+
+    write_part(hub, (0, 2), [(1, None), (3, None)])
+    write_part(hub, (0, 2), [(4, "no answer")], strikes=1)
+    reads = len(hub.reads)
+    assert pages.count(hub.list_files(OUTPUT)) == {0: PageCount(4, 0), 1: PageCount(1, 0)}
+    assert len(hub.reads) == reads + 2, "a part read at an earlier poll was read again"
+
+    folder, tag = hub.repo(OUTPUT) / PROGRESS, "shard-00000-of-00002-"
+    merged = merge(folder, sorted(path.name for path in folder.glob(f"part-{tag}*")), tag)
+    assert len(merged) == 3
+    reads = len(hub.reads)
+    assert pages.count(hub.list_files(OUTPUT)) == {0: PageCount(4, 0), 1: PageCount(1, 0)}
+    assert len(hub.reads) == reads + 1 and hub.reads[-1].startswith(f"{PROGRESS}/merged-shard-00000-of-00002-")
+    assert len(hub.reads) == len(set(hub.reads)) and hub.downloads == []
+
+
+def test_a_relaunched_shard_keeps_the_pages_its_earlier_job_wrote(tmp_path):
+    hub = CountingHub(tmp_path / "hub")
+    write_part(hub, (1, 2), [(row, None) for row in range(50, 60)])
+    pages = live_pages(hub, 2)
+    assert pages.count(hub.list_files(OUTPUT))[1] == PageCount(10, 0)
+    write_part(hub, (1, 2), [(row, None) for row in range(60, 65)])
+    assert pages.count(hub.list_files(OUTPUT))[1] == PageCount(15, 0)
+
+
+def test_each_shards_planned_pages_come_from_the_manifest_the_first_job_writes(tmp_path):
+    assert planned_pages({"input_rows": 10}, None, 3) == {0: 3, 1: 3, 2: 4}
+    assert planned_pages({"input_rows": 10}, 4, 2) == {0: 2, 1: 2}
+    assert planned_pages({"input": INPUT}, None, 2) is None and planned_pages(None, None, 2) is None
+    hub = CountingHub(tmp_path / "hub")
+    pages = live_pages(hub, 2)
+    assert pages.plan(hub.list_files(OUTPUT)) is None
+    (hub.repo(OUTPUT) / PROGRESS).mkdir(parents=True)
+    (hub.repo(OUTPUT) / PROGRESS / "manifest.json").write_text(json.dumps({"input_rows": 201, "shards": 2}))
+    assert pages.plan(hub.list_files(OUTPUT)) == {0: 100, 1: 101}
+    assert pages.plan(hub.list_files(OUTPUT)) == {0: 100, 1: 101} and len(hub.downloads) == 1
+
+
+def view(shard, step=Step.WAIT, pages=(0, 0), planned=None, ran_s=600.0, state="running"):
+    return ShardView(shard, step, state, f"job-{shard}", ran_s, PageCount(*pages), planned)
+
+
+def test_before_any_shard_is_in_the_finish_is_projected_from_the_running_shards_rates():
+    history = ((NOW - timedelta(minutes=10), {0: 100, 1: 40}), (NOW, {0: 400, 1: 340}))
+    snapshot = Snapshot((view(0, pages=(390, 10), planned=1000), view(1, pages=(340, 0), planned=1000)), 1.5, history)
+    finish, basis = projected_finish(snapshot, NOW)
+    assert finish == NOW + timedelta(seconds=660 / 0.5) and basis == "the running shards' rates"
+    assert total_line(snapshot, NOW) == (
+        "  0 of 2 shard(s) in; 740 of 2000 pages (10 with an error); 1.00 pages/s over the last 10 min; "
+        "$1.50 billed so far; projected finish about 12:22 UTC (from the running shards' rates)"
+    )
+
+
+def test_no_finish_is_projected_from_nothing_and_the_money_is_always_on_the_total_line():
+    """One shard's job not started yet, no shard in: no figure to project from. A shard whose plan is unknown
+    goes by the finished shards' mean time."""
+    history = ((NOW - timedelta(minutes=10), {0: 0, 1: 0}), (NOW, {0: 300, 1: 0}))
+    waiting = Snapshot((view(0, pages=(300, 0), planned=1000), view(1, ran_s=0.0, state="scheduling")), 0.4, history)
+    assert projected_finish(waiting, NOW) is None
+    assert total_line(waiting, NOW).endswith("0.50 pages/s over the last 10 min; $0.40 billed so far")
+    shards = (view(0, Step.DONE, (99, 1), ran_s=3600.0, state="completed"), view(1, pages=(20, 0), ran_s=600.0))
+    unplanned = Snapshot(shards, None, ())
+    assert projected_finish(unplanned, NOW) == (NOW + timedelta(minutes=50), "the finished shards' mean time")
+    assert total_line(unplanned, NOW).startswith("  1 of 2 shard(s) in; 120 pages (1 with an error); cost unknown;")
+
+
+def test_the_watch_shows_a_running_shards_pages_before_it_publishes_and_a_relaunch_keeps_them(tmp_path, capsys):
+    """Through the launcher: each running job leaves a part of 10 pages (1 an error) at every listing; shard 1's
+    first job times out after one, and its relaunch goes on from it. Every part is read once and none downloaded."""
+    hub = CountingHub(tmp_path / "hub")
+    (hub.repo(OUTPUT) / PROGRESS).mkdir(parents=True)
+    (hub.repo(OUTPUT) / PROGRESS / "manifest.json").write_text(json.dumps({"input_rows": 200, "shards": 2}))
+    stop = lambda double: double.listings == 5 and signal.raise_signal(signal.SIGINT)  # noqa: E731
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["running"], 1: ["timeout", "running"]}, progress_rows=10, on_listing=stop)
+    code, summary, err, _ = run_launcher(jobs, hub, [INPUT, OUTPUT, "--jobs", "2"], capsys)
+    assert code == 130 and summary["detached"]
+    totals = [line for line in err.splitlines() if "shard(s) in;" in line]
+    assert totals[0].startswith("  0 of 2 shard(s) in; 20 of 200 pages (2 with an error);")
+    assert totals[-1].startswith("  0 of 2 shard(s) in; 50 of 200 pages (5 with an error);")
+    assert all("billed so far" in line for line in totals)
+    shard_lines = [line.split() for line in err.splitlines() if line.startswith("  shard 1/2:")]
+    assert shard_lines[-1][2:4] == ["running", "20/100"] and shard_lines[-1][-1] == "job-2"
+    parts = [name for name in hub.list_files(OUTPUT) if name.endswith(".parquet")]
+    assert len(parts) == 5 and sorted(hub.reads) == sorted(parts)
+    assert not any(name.endswith(".parquet") for name in hub.downloads)

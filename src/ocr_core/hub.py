@@ -11,6 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from .errors import CommandError
 from .report import say
 
@@ -33,6 +36,8 @@ class HubClient(Protocol):
     def download(self, repo_id: str, path_in_repo: str, local_dir: Path) -> Path: ...
 
     def download_parts(self, repo_id: str, folder: str, local_dir: Path, names: Sequence[str]) -> None: ...
+
+    def read_columns(self, repo_id: str, path_in_repo: str, columns: Sequence[str]) -> pa.Table: ...
 
     def input_revision(self, repo_id: str) -> str | None: ...
 
@@ -77,6 +82,16 @@ class HfHub:
             repo_id, repo_type="dataset", allow_patterns=[f"{folder}/{name}" for name in names],
             local_dir=str(local_dir), max_workers=DOWNLOAD_WORKERS,
         )  # fmt: skip
+
+    def read_columns(self, repo_id: str, path_in_repo: str, columns: Sequence[str]) -> pa.Table:
+        """These columns of a parquet file in the repo (those it has), read by byte ranges: its footer, then only
+        their column chunks, so a reader of a few small columns never fetches the file's text."""
+        from huggingface_hub import HfFileSystem
+
+        remote = HfFileSystem(token=self.api.token)
+        path = f"datasets/{repo_id}/{path_in_repo}"
+        with remote.open(path, "rb", cache_type="none") as handle, pq.ParquetFile(handle) as parquet:
+            return parquet.read(columns=[name for name in columns if name in parquet.schema_arrow.names])
 
     def input_revision(self, repo_id: str) -> str | None:
         """The commit a Hub dataset's main branch points at now, so a run reads one fixed version of it."""

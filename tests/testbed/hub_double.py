@@ -12,6 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 
 @dataclass
 class Commit:
@@ -53,6 +56,10 @@ class FolderHub:
         for name in self.list_files(repo_id):
             if any(fnmatch.fnmatchcase(name, f"{folder}/{pattern}") for pattern in names):
                 self.download(repo_id, name, local_dir)
+
+    def read_columns(self, repo_id: str, path_in_repo: str, columns: Sequence[str]) -> pa.Table:
+        with pq.ParquetFile(self.repo(repo_id) / path_in_repo) as parquet:
+            return parquet.read(columns=[name for name in columns if name in parquet.schema_arrow.names])
 
     def input_revision(self, repo_id: str) -> str | None:
         return f"sha-of-{repo_id}-{len(self.commits)}"

@@ -2,8 +2,10 @@
 
 `ScriptedJobs` plays each launch's fate as the test wrote it (done, an error with the recipe's summary line, a
 timeout, a cancel), one step per listing, and publishes a finished shard's facts file to the Hub double as a real
-shard would. `LocalJobs` runs each launch's command as a local process (the recipe, with the Hub double), so a
-test sees the real shards publish one dataset.
+shard would; with `progress_rows`, a running job also leaves a progress part of that many rows at each listing,
+named and written as a real job's (progress.ResultLog under its shard's tag), going on from its shard's earlier
+parts as a relaunch resumes. `LocalJobs` runs each launch's command as a local process (the recipe, with the Hub
+double), so a test sees the real shards publish one dataset.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from ocr_core.fanout.jobs import JobLaunch, JobRecord
 from ocr_core.fanout.plan import SHARD_LABEL
+from ocr_core.progress import ResultLog, RowResult, new_run_id, read_results
 from ocr_core.slices import slice_facts_name
 from tests.testbed.env import REPO_ROOT, script_python
 from tests.testbed.hub_double import FolderHub
@@ -60,6 +63,7 @@ class ScriptedJobs:
     flavor: str = "l4x1"
     rows_per_shard: int = 100
     runs_here: bool = False
+    progress_rows: int = 0
     jobs: dict[str, ScriptedJob] = field(default_factory=dict)
     launches: list[JobLaunch] = field(default_factory=list)
     listings: int = 0
@@ -97,6 +101,9 @@ class ScriptedJobs:
                 self.jobs[job_id].record = replace_record(job.record, stage="RUNNING", running_s=SECONDS_PER_STEP)
             elif job.record.stage == "RUNNING" and job.fate != "running":
                 self.finish(job_id)
+        for job in self.jobs.values():
+            if job.record.stage == "RUNNING" and self.progress_rows:
+                self.write_part(job.record)
         found = [job.record for job in self.jobs.values()]
         return [job for job in found if all(job.labels.get(key) == value for key, value in labels.items())]
 
@@ -113,9 +120,23 @@ class ScriptedJobs:
         index, _, total = label.partition("-of-")
         shard = (int(index), int(total))
         facts = {"shard": list(shard), "rows": self.rows_per_shard, "errors": 1, "truncated": 0}
-        path = self.hub.repo(self.repo) / ".ocr-progress" / "default" / "train" / slice_facts_name(shard)
+        path = self.progress_dir() / slice_facts_name(shard)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(facts))
+
+    def write_part(self, record: JobRecord) -> None:
+        """The next `progress_rows` pages of the job's shard, every tenth an error."""
+        label = record.labels[SHARD_LABEL]
+        folder = self.progress_dir()
+        log = ResultLog(folder, f"shard-{label}-{new_run_id()}-{record.id}")
+        start = sum(row_id.startswith(f"{label}-") for row_id in read_results(folder, ["row_id"])["row_id"].to_pylist())
+        for row in range(start, start + self.progress_rows):
+            error = "no answer" if row % 10 == 9 else None
+            log.add(RowResult(row, f"{label}-{row}", text=None if error else "text", error=error))
+        log.flush()
+
+    def progress_dir(self) -> Path:
+        return self.hub.repo(self.repo) / ".ocr-progress" / "default" / "train"
 
     def inspect(self, job_id: str) -> JobRecord:
         return self.jobs[job_id].record

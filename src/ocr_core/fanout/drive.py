@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 from ..cli import wrapped_command
 from ..errors import CommandError
@@ -25,11 +26,14 @@ from ..settings import Settings
 from ..slices import published_slices
 from .heal import Attempt, ShardStep, Step, decide, failure_of
 from .jobs import JobRecord, JobsClient, newest_first
+from .pages import LivePages, PageCount
 from .plan import RUN_LABEL, JobsPlan, labelled_shard, launch_command
 from .request import FanoutRequest
 from .summary import FanoutSummary, shard_outcome, spend, wall_seconds
+from .watch import RATE_POLLS, ShardView, Snapshot, watch_lines
 
 POLL_S = 30.0
+SHARD_LINES_EVERY_S = 600.0
 LOG_LINES = 20
 DETACHED_EXIT = 130
 
@@ -41,16 +45,20 @@ def utc_now() -> datetime:
 @dataclass
 class Watch:
     """What the launcher knows of the run: every job it has seen (by id), which it started, each failed job's log
-    tail (read once) and the facts of the slices the finished shards published (read when another shard is in)."""
+    tail (read once), the facts of the slices the finished shards published (read when another shard is in), the
+    shards' pages as their progress files hold them (each file read once) and those of the last polls, for rates."""
 
     plan: JobsPlan
     client: JobsClient
     destination: Destination
+    pages: LivePages
     published: dict[int, dict] = field(default_factory=dict)
     seen: dict[str, JobRecord] = field(default_factory=dict)
     launched_here: set[str] = field(default_factory=set)
     given_up: set[int] = field(default_factory=set)
-    shown: tuple[str, ...] = ()
+    history: deque[tuple[datetime, dict[int, int]]] = field(default_factory=lambda: deque(maxlen=RATE_POLLS))
+    shown: tuple[tuple[str, str | None], ...] = ()
+    shown_at: datetime | None = None
     tails: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def refresh(self) -> dict[int, list[Attempt]]:
@@ -146,7 +154,7 @@ def fan_out(
     destination = Destination(settings.output, settings.split, settings.config, hub)
     check_shard_count(destination, settings, plan.shards)
     secrets = job_secrets(plan, settings)
-    watch = Watch(plan, client, destination)
+    watch = Watch(plan, client, destination, LivePages(destination, plan.shards, settings.max_samples))
     steps: dict[int, ShardStep] = {}
     attempts: dict[int, list[Attempt]] = {}
     try:
@@ -197,35 +205,46 @@ def show(
     price_per_hour: float | None,
     now: datetime,
 ) -> None:
-    """One line per shard (its state, its pages once it is in, the minutes its job has run), when a state changed,
-    and a total at every poll: shards and pages in, money so far, and the projected finish from the finished
-    shards' mean time. Minimal: a running shard's pages are not read live (its progress parts would have to be
-    fetched), so pages count once their shard has published."""
+    """A total at every poll (shards in, pages done of planned, the rate, the money billed so far, the projected
+    finish), after one line per shard (its state, pages, errors, the minutes its job has run, the job id) when a
+    shard's state or job changed, and every SHARD_LINES_EVERY_S. A shard's pages are its published slice's once
+    it is in, until then its progress files' on the output repo, read live: the repo is listed once a poll and only
+    the files not read before are read, a few columns each (pages.py); a second listing comes only at a poll that
+    sees a shard newly in, for its facts. The figures and lines themselves are watch.py's, from a snapshot."""
     plan = watch.plan
     watch.read_published([shard for shard, step in steps.items() if step.step is Step.DONE])
-    lines, states_now = [], []
-    for shard, tried in attempts.items():
-        job = tried[0].job if tried else None
-        state = steps[shard].step.value if job is None else job.stage.lower()
-        ran = f"{job.running_s / 60:.0f} min" if job is not None else "-"
-        pages = f"{watch.published[shard]['rows']} pages" if shard in watch.published else "-"
-        states_now.append(state)
-        line = f"  shard {shard}/{plan.shards}: {state:<12} {pages:>12} {ran:>8}"
-        lines.append(line + (f"  {job.id}" if job else ""))
+    listing = watch.destination.listing()
+    live = watch.pages.count(listing)
+    planned = watch.pages.plan(listing) or {}
+    views = tuple(
+        shard_view(shard, tried, steps[shard], watch.published.get(shard), live[shard], planned.get(shard))
+        for shard, tried in attempts.items()
+    )
+    watch.history.append((now, {view.shard: view.pages.pages for view in views}))
     jobs = [attempt.job for tried in attempts.values() for attempt in tried]
     spent = spend(jobs, plan.launches[0].flavor, price_per_hour)
-    done = [tried[0].job for shard, tried in attempts.items() if steps[shard].step is Step.DONE]
-    money = f"${spent.usd:.2f}" if spent.usd is not None else "cost unknown"
-    pages_in = sum(item["rows"] for item in watch.published.values())
-    total = f"  {len(done)} of {plan.shards} shard(s) in ({pages_in} pages); {money} billed so far"
-    running = [tried[0].job for tried in attempts.values() if tried and tried[0].job.running]
-    if done and running:
-        mean = sum(job.running_s for job in done) / len(done)
-        left = max(max(0.0, mean - job.running_s) for job in running)
-        total += f"; projected finish about {now + timedelta(seconds=left):%H:%M} UTC (the finished shards' mean)"
-    states = tuple(states_now)
-    say("\n".join([*lines, total]) if states != watch.shown else total)
-    watch.shown = states
+    snapshot = Snapshot(views, spent.usd, tuple(watch.history), len(watch.pages.unread))
+    states = tuple((view.state, view.job_id) for view in views)
+    due = watch.shown_at is None or (now - watch.shown_at).total_seconds() >= SHARD_LINES_EVERY_S
+    with_shards = states != watch.shown or due
+    say("\n".join(watch_lines(snapshot, now, with_shards)))
+    if with_shards:
+        watch.shown, watch.shown_at = states, now
+
+
+def shard_view(
+    shard: int,
+    tried: Sequence[Attempt],
+    step: ShardStep,
+    published: Mapping | None,
+    live: PageCount,
+    planned: int | None,
+) -> ShardView:
+    """A shard in: its published slice's pages; until then, the pages its progress files hold."""
+    job = tried[0].job if tried else None
+    pages = PageCount(published["rows"] - published["errors"], published["errors"]) if published else live
+    state = step.step.value if job is None else job.stage.lower()
+    return ShardView(shard, step.step, state, job.id if job else None, job.running_s if job else None, pages, planned)
 
 
 def conclude(
