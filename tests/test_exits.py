@@ -16,10 +16,10 @@ import httpx
 import pyarrow as pa
 import pytest
 
-from ocr_core import hub as hub_module
-from ocr_core import run as run_module
-from ocr_core import run_server
-from ocr_core.hub import HubRefused, with_retries
+from ocr_core import entry as run_module
+from ocr_core.shapes import served as run_server
+from ocr_core.store import hub as hub_module
+from ocr_core.store.hub import HubRefused, with_retries
 from tests.test_resume_publish import REPO, SAMPLES, repeated, run_main, served
 from tests.testbed.env import script_command
 from tests.testbed.env import testbed_env as bed_env

@@ -26,12 +26,13 @@ from huggingface_hub.errors import (
 )
 from PIL import Image
 
-from ocr_core import hub as hub_module
-from ocr_core import run as run_module
-from ocr_core.cli import build_parser, job_command
-from ocr_core.cost import price_known
-from ocr_core.inputs import input_problem
-from ocr_core.provenance import ran_image, reproducible
+from ocr_core import entry as run_module
+from ocr_core.command.job_line import job_command
+from ocr_core.command.parser import build_parser
+from ocr_core.command.provenance import ran_image, reproducible
+from ocr_core.inputs.checks import input_problem
+from ocr_core.publishing.cost import price_known
+from ocr_core.store import hub as hub_module
 from ocr_core.version import core_version
 from ocr_models import RECIPES, recipe
 from tests.test_resume_publish import SAMPLES, run_main, served
@@ -377,7 +378,7 @@ def test_the_resource_trackers_exit_warning_does_not_follow_the_summary():
     code = (
         "import sys\n"
         "if sys.argv[1] == 'quiet':\n"
-        "    from ocr_core.quiet import silence_notices; silence_notices()\n"
+        "    from ocr_core.console import silence_notices; silence_notices()\n"
         "from multiprocessing import shared_memory\n"
         "shared_memory.SharedMemory(create=True, size=64).close()\n"
         "print('{\"summary\": true}')\n"
@@ -395,7 +396,7 @@ def test_the_resource_trackers_exit_warning_does_not_follow_the_summary():
 
 def test_vllms_notice_about_tritons_cpu_backend_is_not_shown():
     """The CPU build logs it on import, in-process for an offline recipe; it says nothing a user can act on."""
-    code = "from ocr_core.quiet import silence_notices; silence_notices(); import vllm.triton_utils"
+    code = "from ocr_core.console import silence_notices; silence_notices(); import vllm.triton_utils"
     result = subprocess.run(
         [str(VENV_PYTHON), "-c", code],
         capture_output=True,

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from ocr_core import source as source_module
-from ocr_core.images import BadImage, cell_bytes, placeholder_part, prepare_image
-from ocr_core.source import load_source
+from ocr_core.inputs.checks import source as source_module
+from ocr_core.inputs.images import BadImage, cell_bytes, placeholder_part, prepare_image
+from ocr_core.inputs.source import load_source
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pages"
 

@@ -8,11 +8,14 @@ from pathlib import Path
 import datasets
 import pytest
 
-from ocr_core.assemble import Columns, assemble, missing_rows
-from ocr_core.card import CardFacts, render_card, split_front_matter
-from ocr_core.progress import ResultLog, RowResult, finished_ids, read_results
-from ocr_core.report import RunFacts, Summary
-from ocr_core.source import InputError, load_source
+from ocr_core.inputs.checks import InputError
+from ocr_core.inputs.columns import Columns
+from ocr_core.inputs.source import load_source
+from ocr_core.publishing.assembly import assemble, missing_rows
+from ocr_core.publishing.card import CardFacts, render_card
+from ocr_core.store.front_matter import split_front_matter
+from ocr_core.store.progress import ResultLog, RowResult, finished_ids, read_results
+from ocr_core.summary_line import RunFacts, Summary
 from ocr_core.version import core_identity
 
 SAMPLE_DATASET = Path(__file__).resolve().parent.parent / "samples" / "dataset"

@@ -15,13 +15,15 @@ import datasets
 import pytest
 from PIL import Image
 
-from ocr_core.canary import Canary, CanaryContext
-from ocr_core.cost import JOB_PRICES_USD_PER_HOUR
-from ocr_core.offline import OfflineRunner
-from ocr_core.pdf import BadPdf, PdfPage, RenderSize, looks_like_pdf, prepare_page, render_scale, render_size
-from ocr_core.progress import ResultLog, read_results
-from ocr_core.report import ProgressBar
-from ocr_core.source import InputError, load_source, page_files
+from ocr_core.inputs.checks import InputError
+from ocr_core.inputs.pdf import BadPdf, PdfPage, RenderSize, looks_like_pdf, prepare_page, render_scale, render_size
+from ocr_core.inputs.pdf_rows import page_files
+from ocr_core.inputs.source import load_source
+from ocr_core.judging.canary import Canary, CanaryContext
+from ocr_core.publishing.cost import JOB_PRICES_USD_PER_HOUR
+from ocr_core.shapes.llm_batches import OfflineRunner
+from ocr_core.shapes.tally import ProgressBar
+from ocr_core.store.progress import ResultLog, read_results
 from tests.test_offline_faults import FakeLLM, completion, recipe
 from tests.test_resume_publish import run_main, served
 from tests.test_server_recipes import FAST, load_output, run_recipe, summary_of
@@ -289,7 +291,7 @@ def test_a_hub_dataset_pdf_path_outside_the_dataset_is_never_opened(tmp_path, mo
     """A Hub dataset's cell naming /some/file.pdf on the job's machine: one error row, no page of it rendered."""
     import huggingface_hub.constants
 
-    from ocr_core import source as source_module
+    from ocr_core.inputs.checks import source as source_module
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
     private = tmp_path / "private.pdf"

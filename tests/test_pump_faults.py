@@ -24,20 +24,24 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from ocr_core import pump as pump_module
-from ocr_core.canary import Canary, CanaryContext
-from ocr_core.chat import Retryable, RowFailed, post_chat
-from ocr_core.cli import build_parser, parse_arguments
+from ocr_core.command.checks import parse_arguments
+from ocr_core.command.parser import build_parser
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, default_parse
-from ocr_core.fleet import SERVING, STARTING, Fleet, Replica
-from ocr_core.progress import ResultLog, read_results
-from ocr_core.pump import Pump, retry_delay
-from ocr_core.report import ProgressBar, RunFacts, process_seconds
-from ocr_core.scale import Slot
+from ocr_core.inputs.source import RowInput
+from ocr_core.judging.canary import Canary, CanaryContext
+from ocr_core.serving.chat import Retryable, RowFailed, post_chat
+from ocr_core.serving.fleet import Fleet
+from ocr_core.serving.replica import SERVING, STARTING, Replica
+from ocr_core.serving.scale import Slot
 from ocr_core.settings import Settings
-from ocr_core.source import RowInput
-from ocr_core.window import Window
+from ocr_core.shapes import pump as pump_module
+from ocr_core.shapes.page_requests import retry_delay
+from ocr_core.shapes.pump import Pump
+from ocr_core.shapes.tally import ProgressBar
+from ocr_core.shapes.window import Window
+from ocr_core.store.progress import ResultLog, read_results
+from ocr_core.summary_line import RunFacts, process_seconds
 from tests.testbed.recipes import model_facts
 
 URL = "http://vllm.test"

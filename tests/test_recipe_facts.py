@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ocr_core.cli import job_command, job_timeout, without_secrets
+from ocr_core.command.job_line import job_command, job_timeout, without_secrets
 from ocr_core.facts import ModelFacts
-from ocr_core.server import parse_metrics
+from ocr_core.serving.spawn import parse_metrics
 from ocr_models import RECIPES, hpd_parsing, ovis_ocr2
 from tests.testbed.env import ran_the_installed_wheel, script_command
 from tests.testbed.env import testbed_env as bed_env
@@ -209,7 +209,7 @@ def test_offline_header_pins_the_twin_image_version(script):
 
 
 def test_offline_engine_flags_mean_what_the_serve_flags_mean():
-    from ocr_core.offline import engine_flags
+    from ocr_core.shapes.llm_batches import engine_flags
 
     args = ["--limit-mm-per-prompt", "{}", "--default-chat-template-kwargs", "{}", "--served-model-name=x", "--a"]
     assert engine_flags(args) == ["--limit-mm-per-prompt", "{}", "--a"]

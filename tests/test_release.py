@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from ocr_core.cli import SCRIPTS_URL, job_command
-from ocr_core.provenance import script_source
+from ocr_core.command.job_line import SCRIPTS_URL, job_command
+from ocr_core.command.provenance import script_source
 from ocr_core.version import RELEASE_TABLE
 from ocr_models import RECIPES
 from tests.testbed.recipes import facts_of

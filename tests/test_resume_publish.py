@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from ocr_core import assemble as assemble_module
-from ocr_core import hub as hub_module
-from ocr_core import pump as pump_module
-from ocr_core.images import prepare_image
+from ocr_core.inputs.images import prepare_image
+from ocr_core.publishing import assembly as assemble_module
+from ocr_core.shapes import pump as pump_module
+from ocr_core.store import hub as hub_module
 from tests.testbed.env import REPO_ROOT, script_command, script_python
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.fake_server import answer_text, fake_server

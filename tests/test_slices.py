@@ -15,14 +15,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ocr_core import assemble as assemble_module
-from ocr_core import slices as slices_module
-from ocr_core.card import CardFacts, split_front_matter
-from ocr_core.compaction import FAN_IN, compact
-from ocr_core.output import Destination
-from ocr_core.progress import RESULT_SCHEMA, ResultLog, RowResult, part_files
-from ocr_core.slices import publish_slice, slice_facts, slice_results
-from ocr_core.source import load_source
+from ocr_core.inputs.source import load_source
+from ocr_core.publishing import assembly as assemble_module
+from ocr_core.publishing import slices as slices_module
+from ocr_core.publishing.card import CardFacts
+from ocr_core.publishing.slices import publish_slice, slice_facts, slice_results
+from ocr_core.store.compaction import FAN_IN, compact
+from ocr_core.store.front_matter import split_front_matter
+from ocr_core.store.output import Destination
+from ocr_core.store.progress import RESULT_SCHEMA, ResultLog, RowResult, part_files
 from tests.test_resume_publish import REPO, SAMPLES, load, repeated, run_main, served
 from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub

@@ -21,10 +21,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from ocr_core.assemble import INFO_COLUMN  # noqa: E402  (src/ is on the path only from here on)
-from ocr_core.cli import OFFLINE_BATCH, job_command  # noqa: E402
-from ocr_core.facts import ModelFacts  # noqa: E402
-from ocr_core.scale import Gpu, Machine, memory_utilization, plan_scale  # noqa: E402
+from ocr_core import (  # noqa: E402  (src/ is on the path only from here on)
+    INFO_COLUMN,
+    OFFLINE_BATCH,
+    Gpu,
+    Machine,
+    ModelFacts,
+    job_command,
+    memory_utilization,
+    plan_scale,
+)
 from ocr_models import RECIPES, Recipe  # noqa: E402
 from tools.recipes import facts_of  # noqa: E402
 

@@ -41,9 +41,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from ocr_core.cli import DEFAULT_JOB_TIMEOUT, job_command  # noqa: E402  (src/ is on the path only from here on)
-from ocr_core.script_header import read_header  # noqa: E402
-from ocr_core.version import DISTRIBUTION, RELEASE_TABLE  # noqa: E402
+from ocr_core import DEFAULT_JOB_TIMEOUT, DISTRIBUTION, RELEASE_TABLE, job_command, read_header  # noqa: E402  (src/ is on the path only from here on)
 from ocr_models import RECIPES  # noqa: E402
 from tools.recipes import facts_of  # noqa: E402  (a script's FACTS, as the script states them)
 

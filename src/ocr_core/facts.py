@@ -95,7 +95,8 @@ def unknown_fields_message(unknown: list[str]) -> str:
 
 def refuse_unknown_fields(unknown: list[str], model: object) -> None:
     """Exit 2 with the message and the summary line, as a refused command line gets."""
-    from .report import Summary, say
+    from .console import say
+    from .summary_line import Summary
 
     message = unknown_fields_message(unknown)
     say(f"error: {message}")

@@ -6,10 +6,10 @@ with the python of the script's uv environment, it is the installed wheel.
 
 from __future__ import annotations
 
-from ocr_core import recipes
+import ocr_core as recipes
 from ocr_core.facts import ModelFacts
 from ocr_core.fanout.jobs import JobsClient
-from ocr_core.hub import HubClient
+from ocr_core.store.hub import HubClient
 from ocr_models import RECIPES, recipe
 from tools.recipes import ROOT, facts_of, load_script
 

@@ -14,19 +14,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from ..cli import wrapped_command
+from ..command.job_line import wrapped_command
+from ..command.jobs_request import FanoutRequest
+from ..command.provenance import hub_id
+from ..console import say
 from ..errors import CommandError
-from ..hub import HubClient
-from ..output import Destination, is_local_output
-from ..provenance import hub_id
+from ..publishing.slices import published_slices
 from ..redact import register_secret
-from ..report import say
 from ..settings import Settings
-from ..slices import published_slices
+from ..store.hub import HubClient
+from ..store.output import Destination, is_local_output
 from .heal import Attempt, ShardStep, Step, decide, failure_of
 from .jobs import JobRecord, JobsClient, newest_first
 from .plan import RUN_LABEL, JobsPlan, labelled_shard, launch_command
-from .request import FanoutRequest
 from .summary import FanoutSummary, shard_outcome, spend, wall_seconds
 
 POLL_S = 30.0
