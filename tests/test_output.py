@@ -8,7 +8,7 @@ from pathlib import Path
 import datasets
 import pytest
 
-from ocr_core.inputs.checks import InputError
+from ocr_core.inputs.addresses import InputError
 from ocr_core.inputs.columns import Columns
 from ocr_core.inputs.source import load_source
 from ocr_core.publishing.assembly import assemble, missing_rows

@@ -15,7 +15,7 @@ import datasets
 import pytest
 from PIL import Image
 
-from ocr_core.inputs.checks import InputError
+from ocr_core.inputs.addresses import InputError
 from ocr_core.inputs.pdf import BadPdf, PdfPage, RenderSize, looks_like_pdf, prepare_page, render_scale, render_size
 from ocr_core.inputs.pdf_rows import page_files
 from ocr_core.inputs.source import load_source
@@ -291,7 +291,7 @@ def test_a_hub_dataset_pdf_path_outside_the_dataset_is_never_opened(tmp_path, mo
     """A Hub dataset's cell naming /some/file.pdf on the job's machine: one error row, no page of it rendered."""
     import huggingface_hub.constants
 
-    from ocr_core.inputs.checks import source as source_module
+    from ocr_core.inputs.addresses import source as source_module
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
     private = tmp_path / "private.pdf"

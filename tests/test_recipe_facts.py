@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ocr_core.command.job_line import job_command, job_timeout, without_secrets
+from ocr_core.command.job_commands import job_command, job_timeout, without_secrets
 from ocr_core.facts import ModelFacts
 from ocr_core.serving.spawn import parse_metrics
 from ocr_models import RECIPES, hpd_parsing, ovis_ocr2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ocr_core.errors import CommandError
-from ocr_core.inputs.checks import InputError
+from ocr_core.inputs.addresses import InputError
 from ocr_core.inputs.shards import parse_shard, shard_span
 from ocr_core.serving.scale import GIB, Gpu, Machine, max_num_seqs, plan_scale, visible_gpus
 

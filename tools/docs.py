@@ -35,7 +35,8 @@ from ocr_models import RECIPES, Recipe  # noqa: E402
 from tools.recipes import facts_of  # noqa: E402
 
 MODELS_JSON = ROOT / "models.json"
-PACKAGES = (ROOT / "src" / "ocr_core", ROOT / "src" / "ocr_core" / "fanout", ROOT / "src" / "ocr_models")
+CORE = ROOT / "src" / "ocr_core"
+PACKAGES = (CORE, *sorted(folder.parent for folder in CORE.glob("*/__init__.py")), ROOT / "src" / "ocr_models")
 BLOCKS = {"README.md": ("scripts", "modules"), "SERVING.md": ("scripts", "measurements")}
 SHAPES = {
     "offline": f"offline (`vllm.LLM`), batches of {OFFLINE_BATCH}",

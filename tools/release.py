@@ -5,7 +5,7 @@ with the released scripts' hashes in it, and lays out the folder to upload to th
     python tools/release.py layout FOLDER   # check, build, then add this release to FOLDER (a clone of the repo)
 
 The wheel this builds carries ocr_core/released_scripts.json: each script's sha256, of the very bytes laid out. A run
-looks its own bytes up there (ocr_core.provenance), so it is recorded as the released script only when the core it
+looks its own bytes up there (command/provenance.py), so it is recorded as the released script only when the core it
 runs on is a release build and its bytes are that release's; a copy edited by anyone, whatever it says of itself,
 is a modified copy, and a core built any other way (a source tree, `uv build`) certifies nothing.
 

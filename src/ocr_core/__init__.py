@@ -7,7 +7,7 @@ change without touching a caller.
 """
 
 from .command.checks import parse_arguments
-from .command.job_line import DEFAULT_JOB_TIMEOUT, job_command
+from .command.job_commands import DEFAULT_JOB_TIMEOUT, job_command
 from .command.launch import Launch
 from .command.parser import OFFLINE_BATCH, build_parser
 from .command.provenance import script_source

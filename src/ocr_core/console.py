@@ -1,4 +1,7 @@
-"""Keeps third-party notices that say nothing a user can act on off the terminal, so they never tear the progress
+"""What a run says on stderr: its own messages (`say`, above the progress bar), and none of the third-party notices
+that say nothing a user can act on.
+
+It keeps third-party notices that say nothing a user can act on off the terminal, so they never tear the progress
 bar: each is silenced by its exact source, and every other warning still shows.
 
 - Pillow warns ("possible decompression bomb") on any page above 89 MP, though a page is only read to be fitted
@@ -19,7 +22,7 @@ import warnings
 from PIL import Image
 from tqdm.auto import tqdm
 
-from .redact import redact
+from .redaction import redact
 
 TRITON_LOGGER = "vllm.triton_utils.importing"
 TRITON_NOTICE = "doesn't include CPU backend"

@@ -1,5 +1,12 @@
-"""What every recipe does around its pages: prepare the job, let its shape drive them, publish, and say what
-happened. The shapes' entry points (`main` in run_offline.py and run_server.py) hand their driver to `run_recipe`.
+"""The entry of a shipped script: parse the command, prepare the job, let its shape drive the pages, publish, and
+return the exit code. One public function per shape, each taking the model's facts and the script:
+
+    raise SystemExit(run_saturate(FACTS, __file__))
+
+`script` is the running file (its name appears in the summary, the card and the job command; its bytes are looked
+up in the release table of the core's wheel, so an edited copy is recorded as modified). `argv` defaults to the
+command line; `hub` replaces the real Hub client (tests pass a folder-backed double), `jobs` the HF Jobs client of a
+`--jobs N` launcher (tests pass a double that runs each job as a local process).
 
 Exit codes: 0 every selected row has an outcome and the dataset is published (or, for a shard, its rows are done);
 1 the job failed (the message says why; finished rows are kept for the rerun); 2 the command needs changing;
@@ -29,7 +36,7 @@ from .fanout.jobs import JobsClient
 from .fanout.launcher import launch_command_line
 from .preparation.job import Job, prepare_job, release
 from .publishing.outcome import finish, load_call
-from .redact import register_run_secrets
+from .redaction import register_run_secrets
 from .settings import Settings
 from .shapes.drive_result import DrivePages
 from .shapes.inference import prompt_sha256

@@ -1,4 +1,4 @@
-"""TODO"""
+"""The one JSON summary line every way out of a run prints on stdout, and its one sentence on stderr."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from .rates import billed_pages_per_s
-from .redact import redact
+from .redaction import redact
 from .version import core_identity
 
 IMPORTED = time.monotonic()

@@ -1,4 +1,4 @@
-"""TODO"""
+"""The checks on a parsed command line: a combination that cannot work exits 2 with its fix, as argparse does."""
 
 from __future__ import annotations
 

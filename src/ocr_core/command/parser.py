@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ..facts import ModelFacts
-from ..inputs.checks import InputError
+from ..inputs.addresses import InputError
 from ..inputs.shards import parse_shard
 from ..judging.breaker import MAX_ERROR_RATE
 from ..judging.canary import CANARY_PAGES
 from ..judging.poison import MAX_STRIKES
-from ..redact import redact
-from .job_line import SECRET_FLAGS, job_command, masked_secrets, script_url, wrapped_command
+from ..redaction import redact
+from .job_commands import SECRET_FLAGS, job_command, masked_secrets, script_url, wrapped_command
 from .jobs_request import add_fanout_arguments
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..inputs.checks import LOCAL_PREFIXES
+from ..inputs.addresses import LOCAL_PREFIXES
 from ..version import RELEASE_TABLE
-from .job_line import script_url
+from .job_commands import script_url
 
 VERSION_TAG = re.compile(r"v?(\d+\.\d+\.\d+)")
 # What a row keeps of the run that wrote it: the fields of its inference_info entry that say what made the text.

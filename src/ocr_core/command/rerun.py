@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from ..facts import ModelFacts
 from ..settings import Settings
-from .job_line import job_command, ran_command
+from .job_commands import job_command, ran_command
 from .provenance import reproducible
 
 SERVER_FLAG = "--server"

@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from ..command.job_line import wrapped_command
+from ..command.job_commands import wrapped_command
 from ..command.jobs_request import FanoutRequest
 from ..command.provenance import hub_id
 from ..console import say
 from ..errors import CommandError
 from ..publishing.slices import published_slices
-from ..redact import register_secret
+from ..redaction import register_secret
 from ..settings import Settings
 from ..store.hub import HubClient
 from ..store.output import Destination, is_local_output

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..command.job_line import without_secrets
+from ..command.job_commands import without_secrets
 from ..command.jobs_request import FanoutRequest, job_arguments
 from ..command.provenance import released_scripts, script_source
 from ..command.script_header import jobs_header
@@ -20,7 +20,7 @@ from ..console import say
 from ..errors import CommandError
 from ..facts import ModelFacts
 from ..preparation.ownership import hub_token
-from ..redact import register_run_secrets
+from ..redaction import register_run_secrets
 from ..settings import Settings
 from ..store.hub import HfHub, HubClient
 from ..store.output import is_local_output

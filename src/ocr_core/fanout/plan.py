@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..command.job_line import DEFAULT_JOB_TIMEOUT
+from ..command.job_commands import DEFAULT_JOB_TIMEOUT
 from ..command.jobs_request import FanoutRequest
 from ..command.provenance import ScriptSource
 from ..command.script_header import JobsHeader

@@ -1,4 +1,4 @@
-"""TODO"""
+"""An input cell's file paths made safe to read: under a local input's folder, or inside a Hub dataset's own files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TODO"""
+"""The columns a run writes beside the input's own, and the refusal of a name that clashes with one of them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from ..facts import ModelFacts
 from ..settings import Settings
-from .checks import UsageError
+from .addresses import UsageError
 from .source import Source
 
 FAILED_TEXT = "[OCR ERROR]"

@@ -1,4 +1,4 @@
-"""TODO"""
+"""PDF input as rows: one row per page of each PDF, from a folder of files or a dataset column of documents."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import datasets
 from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 
 from ..console import say
+from .addresses import InputError
 from .cells import HubFiles, anchored
-from .checks import InputError
 from .images import OutsidePath
 from .pdf import BadPdf, PdfPage, RenderSize, page_count
 from .selection import row_ids

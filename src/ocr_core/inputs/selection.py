@@ -1,4 +1,4 @@
-"""TODO"""
+"""Which rows a run covers, in which order, under which stable ids."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import datasets
 
-from .checks import InputError
+from .addresses import InputError
 
 
 def select_rows(total: int, max_samples: int | None, shuffle: bool, seed: int) -> list[int]:

@@ -1,8 +1,8 @@
-"""TODO"""
+"""Shard I of N: its contiguous range of the selected rows, and its label in file names."""
 
 from __future__ import annotations
 
-from .checks import InputError
+from .addresses import InputError
 
 
 def shard_label(shard: tuple[int, int]) -> str:

@@ -27,8 +27,8 @@ import pyarrow.parquet as pq
 
 from ..console import say
 from ..errors import CommandError
+from .addresses import InputError, input_problem
 from .cells import HubFiles, anchored, local_folder
-from .checks import InputError, input_problem
 from .pdf import PdfiumMissing, RenderSize, looks_like_pdf
 from .pdf_rows import PdfDocuments, file_pages, page_files, pdf_dataset_pages
 from .selection import row_ids, select_rows

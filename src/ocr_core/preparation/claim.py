@@ -1,4 +1,5 @@
-"""TODO"""
+"""This run's claim on its slice of the output: the lease taken, held and confirmed, and the whole output claimed
+before earlier results are replaced."""
 
 from __future__ import annotations
 

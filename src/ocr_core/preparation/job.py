@@ -17,7 +17,7 @@ from pathlib import Path
 from ..command.launch import Launch
 from ..console import say
 from ..facts import ModelFacts
-from ..inputs.checks import UsageError, check_local_input, input_problem, unreachable_problem
+from ..inputs.addresses import UsageError, check_local_input, input_problem, unreachable_problem
 from ..inputs.columns import Columns, collisions, result_columns
 from ..inputs.pdf import render_size
 from ..inputs.source import Source, load_source

@@ -1,11 +1,12 @@
-"""TODO"""
+"""Whose output this is: the destination a run writes to, opened once, and the refusal of an output that holds
+files this core did not write."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from ..inputs.checks import UsageError, output_problem, unreachable_problem
+from ..inputs.addresses import UsageError, output_problem, unreachable_problem
 from ..settings import Settings
 from ..store.front_matter import split_front_matter
 from ..store.hub import HfHub, HubClient, with_retries

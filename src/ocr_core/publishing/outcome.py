@@ -1,4 +1,4 @@
-"""TODO"""
+"""Where a job's rows stand after the driving, and the publish of its slice when each of them has an outcome."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..command.job_line import job_command, job_timeout, ran_command
+from ..command.job_commands import job_command, job_timeout, ran_command
 from ..command.provenance import ScriptSource, earlier_writers, ran_image, reproducible, row_entry
 from ..command.rerun import job_arguments
 from ..console import say

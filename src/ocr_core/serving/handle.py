@@ -27,12 +27,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..command.job_line import script_url
+from ..command.job_commands import script_url
 from ..command.rerun import rerun_command
 from ..console import say
 from ..errors import JobFailed
 from ..facts import ModelFacts
-from ..redact import redact
+from ..redaction import redact
 from ..settings import Settings
 from .chat import Retryable
 from .scale import Slot

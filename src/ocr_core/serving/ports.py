@@ -1,4 +1,4 @@
-"""TODO"""
+"""The ports of a fleet: the --server URLs given, and free ports for the replicas a run spawns."""
 
 from __future__ import annotations
 

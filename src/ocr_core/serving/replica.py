@@ -1,4 +1,4 @@
-"""TODO"""
+"""One endpoint of the fleet, with what the driver counts of it: pages outstanding and answered, and its state."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ import httpx
 
 from ..command.rerun import LOCAL_HOSTS
 from ..errors import CommandError
-from ..redact import redact
+from ..redaction import redact
 
 HEALTH_POLL_S = 2.0
 STOP_GRACE_S = 30.0

@@ -1,4 +1,4 @@
-"""TODO"""
+"""The canary a shape watches its first answers with, and the command its message offers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TODO"""
+"""What a shape hands back when it has driven a job's pages, whichever way the driving ended."""
 
 from __future__ import annotations
 

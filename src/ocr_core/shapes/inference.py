@@ -1,4 +1,4 @@
-"""TODO"""
+"""What ran over a run's rows, as each row and the card record it: the model, the sampling, the vLLM, the script."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The offline shape: the script owns a `vllm.LLM` and feeds it batches of pages through `LLM.chat`.
+"""Batches through an in-process engine: the script owns a `vllm.LLM` and feeds it pages through `LLM.chat`.
 
 The engine is built from the same serve_args as the server twin, parsed by vLLM's own argument parser, and pages
 are prepared by the same code, so both twins send the model the same bytes and settings. Unlike the anchor

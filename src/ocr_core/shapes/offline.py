@@ -1,4 +1,4 @@
-"""The offline shape: one in-process `vllm.LLM` fed batches of pages, for a GPU box or an HF Jobs image with vLLM.
+"""The offline driver: one in-process `vllm.LLM` fed batches of pages, for a GPU box or an HF Jobs image with vLLM.
 
 Its vLLM installs its own signal handlers while it starts, so the stop signals are taken back once it is up.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from ..command.job_line import job_command
+from ..command.job_commands import job_command
 from ..console import say
 from ..errors import JobFailed
 from ..preparation.job import Job

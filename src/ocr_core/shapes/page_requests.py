@@ -1,4 +1,4 @@
-"""TODO"""
+"""One page's request as the pump sends it, the streak of failures behind it and its retry pause."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The server shapes: find or start the fleet of `vllm serve` replicas the machine plan asks for, then keep one
-window of pages in flight over them (fixed for -server, adaptive for -saturate), with the later replicas' start and
-a watch for engines that stop making progress beside the pump.
+"""The served driver (the server and saturate shapes): find or start the fleet of `vllm serve` replicas the
+machine plan asks for, then keep one window of pages in flight over them (fixed for -server, adaptive for
+-saturate), with the later replicas' start and a watch for engines that stop making progress beside the pump.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""TODO"""
+"""Stop signals: SIGTERM, SIGINT and SIGHUP turned into one orderly stop that keeps every finished row."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a run tells its user while it goes (a tqdm bar on stderr) and when it ends (one JSON line on stdout)."""
+"""What a shape counts while it drives the pages: the tally of outcomes and speeds, and the tqdm bar on stderr."""
 
 from __future__ import annotations
 

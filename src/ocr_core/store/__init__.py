@@ -1,1 +1,2 @@
-"""TODO"""
+"""The results store: the output (local folder or Hub repo), progress parts, their compaction and mirror, the lease
+and the manifest."""

@@ -1,4 +1,4 @@
-"""TODO"""
+"""A dataset card's YAML front matter, apart from its prose."""
 
 from __future__ import annotations
 

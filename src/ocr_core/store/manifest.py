@@ -21,7 +21,7 @@ from typing import Any
 
 from ..facts import ModelFacts
 from ..inputs.images import placeholder_part
-from ..redact import is_secret_flag
+from ..redaction import is_secret_flag
 from ..settings import Settings
 
 MANIFEST = "manifest.json"

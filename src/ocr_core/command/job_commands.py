@@ -1,4 +1,4 @@
-"""TODO"""
+"""The HF Jobs command lines a run shows: the released script's URL, the job timeout, and no secret in any of them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shlex
 from collections.abc import Sequence
 
 from ..facts import ModelFacts
-from ..redact import redact
+from ..redaction import redact
 
 SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
 
