@@ -26,11 +26,12 @@ from huggingface_hub.errors import (
 )
 from PIL import Image
 
-from ocr_core import entry as run_module
+from ocr_core import entry as entry_module
 from ocr_core.command.job_commands import job_command
 from ocr_core.command.parser import build_parser
 from ocr_core.command.provenance import ran_image, reproducible
 from ocr_core.inputs.addresses import input_problem
+from ocr_core.publishing import outcome as outcome_module
 from ocr_core.publishing.cost import price_known
 from ocr_core.store import hub as hub_module
 from ocr_core.version import core_version
@@ -298,7 +299,7 @@ def test_a_core_built_from_a_checkout_never_calls_a_script_the_release(server, t
 
 
 def test_on_a_release_build_the_released_bytes_are_the_release(server, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(run_module, "released_scripts", release_table)
+    monkeypatch.setattr(entry_module, "released_scripts", release_table)
     out = tmp_path / "out"
     argv = [str(SAMPLES), str(out), "--max-samples", "2", *served(server)]
     assert run_main("lighton-ocr3-saturate.py", argv, capsys)[0] == 0
@@ -309,8 +310,8 @@ def test_on_a_release_build_the_released_bytes_are_the_release(server, tmp_path,
 def test_a_modified_copys_card_never_gives_the_released_job_command(server, tmp_path, capsys, monkeypatch):
     """Even where a job command could redo the run (Hub input, output and model: stood in for here, the tests reach
     no Hub), the released URL runs the released bytes, which write other text than the edited copy did."""
-    monkeypatch.setattr(run_module, "reproducible", lambda *names: True)
-    monkeypatch.setattr(run_module, "released_scripts", release_table)
+    monkeypatch.setattr(outcome_module, "reproducible", lambda *names: True)
+    monkeypatch.setattr(entry_module, "released_scripts", release_table)
     script = "lighton-ocr3-saturate.py"
     released = load_script(script)
     edited = tmp_path / script
@@ -326,7 +327,7 @@ def test_a_modified_copys_card_never_gives_the_released_job_command(server, tmp_
 
 
 def test_an_edited_copy_says_modified_and_records_its_prompt_and_its_core(server, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(run_module, "released_scripts", release_table)
+    monkeypatch.setattr(entry_module, "released_scripts", release_table)
     script = "ovis-ocr2-server.py"
     edited = tmp_path / script
     edited.write_bytes((REPO_ROOT / script).read_bytes().replace(b"Preserve the original text", b"Keep the text"))

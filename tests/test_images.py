@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from ocr_core.inputs.addresses import source as source_module
+from ocr_core.inputs import source as source_module
 from ocr_core.inputs.images import BadImage, cell_bytes, placeholder_part, prepare_image
 from ocr_core.inputs.source import load_source
 

@@ -291,7 +291,7 @@ def test_a_hub_dataset_pdf_path_outside_the_dataset_is_never_opened(tmp_path, mo
     """A Hub dataset's cell naming /some/file.pdf on the job's machine: one error row, no page of it rendered."""
     import huggingface_hub.constants
 
-    from ocr_core.inputs.addresses import source as source_module
+    from ocr_core.inputs import source as source_module
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
     private = tmp_path / "private.pdf"

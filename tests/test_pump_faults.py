@@ -1,7 +1,7 @@
 """The server shape's fault suite: every answer a server can give, and what the pump makes of it.
 
 A fake server (httpx.MockTransport) stands in for vLLM, so status codes, bodies, timeouts and refused connections
-are exact and cost nothing; the pump is driven as run.py drives it.
+are exact and cost nothing; the pump is driven as the served driver drives it.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.replica import SERVING, STARTING, Replica
 from ocr_core.serving.scale import Slot
 from ocr_core.settings import Settings
+from ocr_core.shapes import page_requests as requests_module
 from ocr_core.shapes import pump as pump_module
 from ocr_core.shapes.page_requests import retry_delay
 from ocr_core.shapes.pump import Pump
@@ -180,7 +181,7 @@ def run_pump(
 @pytest.fixture(autouse=True)
 def quick_backoff(monkeypatch):
     """Backoff of milliseconds: the retry decisions are the point here, not the pauses."""
-    monkeypatch.setattr(pump_module, "BACKOFF_BASE_S", 0.001)
+    monkeypatch.setattr(requests_module, "BACKOFF_BASE_S", 0.001)
 
 
 # ---- one request: the status-to-outcome map ----
@@ -296,8 +297,8 @@ def test_retry_after_is_bounded_and_never_negative():
 
 def test_retry_delay_grows_is_capped_and_honours_retry_after():
     delays = [retry_delay(attempt) for attempt in range(1, 60)]
-    assert delays[0] <= 2 * pump_module.BACKOFF_BASE_S
-    assert max(delays) <= pump_module.BACKOFF_CAP_S
+    assert delays[0] <= 2 * requests_module.BACKOFF_BASE_S
+    assert max(delays) <= requests_module.BACKOFF_CAP_S
     assert min(retry_delay(2, retry_after=20.0) for _ in range(50)) >= 20.0
 
 

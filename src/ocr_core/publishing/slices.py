@@ -1,7 +1,7 @@
 """Each job publishes its own slice of the output, and nothing waits for the others or holds the whole dataset.
 
 A job (one `--shard I/N`, or an unsharded run as shard 0 of 1) reads only its own rows' results, writes them
-beside its range of input rows as its own data files (assemble.py names them so they sort in input order), and
+beside its range of input rows as its own data files (assembly.py names them so they sort in input order), and
 commits those with a small facts file, `.ocr-progress/<config>/<split>/slice-<I>-of-<N>.json` (its rows,
 errors, speed, cost and command), in one commit. `load_dataset` then returns every finished shard in input order.
 
