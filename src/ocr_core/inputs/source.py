@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from ..console import say
 from ..errors import CommandError
+from ..settings import Settings
 from .addresses import InputError, input_problem
 from .cells import HubFiles, anchored, local_folder
 from .pdf import PdfiumMissing, RenderSize, looks_like_pdf
@@ -119,20 +120,32 @@ def local_files(path: Path, config: str | None) -> dict[str, list[str]]:
     return {split: list(files) for split, files in (builder.config.data_files or {}).items()}
 
 
-def load_source(
-    name: str,
-    split: str = "train",
-    image_column: str = "image",
-    config: str | None = None,
-    id_column: str | None = None,
-    max_samples: int | None = None,
-    shuffle: bool = False,
-    seed: int = 42,
-    shard: tuple[int, int] | None = None,
-    revision: str | None = None,
-    pdf_size: RenderSize | None = None,
-) -> Source:
-    """`pdf_size` is how PDF pages are rendered when the input holds PDFs (the model's card size by default)."""
+@dataclass(frozen=True)
+class InputSelection:
+    """Which rows of which input a run reads: the input's part of the settings, as one record (`of`)."""
+
+    name: str
+    split: str = "train"
+    image_column: str = "image"
+    config: str | None = None
+    id_column: str | None = None
+    max_samples: int | None = None
+    shuffle: bool = False
+    seed: int = 42
+    shard: tuple[int, int] | None = None
+
+    @classmethod
+    def of(cls, settings: Settings) -> InputSelection:
+        return cls(
+            settings.input, settings.split, settings.image_column, settings.input_config, settings.id_column,
+            settings.max_samples, settings.shuffle, settings.seed, settings.shard,
+        )  # fmt: skip
+
+
+def load_source(wanted: InputSelection, revision: str | None = None, pdf_size: RenderSize | None = None) -> Source:
+    """`revision` is the Hub input's commit to read; `pdf_size` is how PDF pages are rendered when the input holds
+    PDFs (the model's card size by default)."""
+    name, split, image_column, id_column = wanted.name, wanted.split, wanted.image_column, wanted.id_column
     folder = local_folder(name)
     size = pdf_size or RenderSize()
     offset, total = 0, None
@@ -146,9 +159,9 @@ def load_source(
             features = dataset.features
         else:
             sliced = None
-            if shard is not None and not shuffle and id_column is None:
-                sliced = parquet_slice(name, split, config, revision, image_column, max_samples, shard)
-            opened, offset, total = sliced or (open_dataset(name, split, config, revision), 0, None)
+            if wanted.shard is not None and not wanted.shuffle and id_column is None:
+                sliced = parquet_slice(wanted, wanted.shard, revision)
+            opened, offset, total = sliced or (open_dataset(name, split, wanted.config, revision), 0, None)
             dataset, features, pdfs, page_ids = dataset_rows(opened, name, split, image_column, id_column, size, folder)
     except PdfiumMissing as exc:
         raise InputError(str(exc)) from exc
@@ -159,28 +172,23 @@ def load_source(
         if problem is None:
             raise
         raise InputError(problem) from exc
-    selected = select_rows(len(dataset) if total is None else total, max_samples, shuffle, seed)
+    selected = select_rows(len(dataset) if total is None else total, wanted.max_samples, wanted.shuffle, wanted.seed)
     ids = [page_ids[index] for index in selected] if pdfs else row_ids(dataset, split, selected, id_column)
-    return Source(split, dataset, features, image_column, selected, ids, shard, folder, pdfs, offset, total)
+    return Source(split, dataset, features, image_column, selected, ids, wanted.shard, folder, pdfs, offset, total)
 
 
 def parquet_slice(
-    name: str,
-    split: str,
-    config: str | None,
-    revision: str | None,
-    image_column: str,
-    max_samples: int | None,
-    shard: tuple[int, int],
+    wanted: InputSelection, shard: tuple[int, int], revision: str | None
 ) -> tuple[datasets.Dataset, int, int] | None:
     """For a shard of an input made of parquet files of images (a Hub dataset, or a local folder of them): only
     the files that hold its range of rows, the position of their first row, and the split's rows. Which files is
     read from their footers (a few KB each), so a shard never downloads the other shards' images. None for any
     other input, which is then loaded whole."""
+    name, split, image_column = wanted.name, wanted.split, wanted.image_column
     path = Path(name).expanduser()
     if path.is_dir() and ((path / "state.json").exists() or (path / "dataset_dict.json").exists()):
         return None
-    builder = datasets.load_dataset_builder(str(path) if path.exists() else name, name=config, revision=revision)
+    builder = datasets.load_dataset_builder(str(path) if path.exists() else name, name=wanted.config, revision=revision)
     files = list((builder.config.data_files or {}).get(split) or [])
     if builder.name != "parquet" or not files:
         return None
@@ -190,7 +198,7 @@ def parquet_slice(
     counts = [parquet_rows(file) for file in files]
     starts = list(itertools.accumulate([0, *counts[:-1]]))
     total = sum(counts)
-    span = shard_span(total if max_samples is None else min(total, max_samples), shard)
+    span = shard_span(total if wanted.max_samples is None else min(total, wanted.max_samples), shard)
     needed = [
         number
         for number, (start, count) in enumerate(zip(starts, counts))

@@ -20,7 +20,7 @@ from ..facts import ModelFacts
 from ..inputs.addresses import UsageError, check_local_input, input_problem, unreachable_problem
 from ..inputs.columns import Columns, collisions, result_columns
 from ..inputs.pdf import render_size
-from ..inputs.source import Source, load_source
+from ..inputs.source import InputSelection, Source, load_source
 from ..settings import Settings
 from ..store.hub import HfHub, HubClient, with_retries
 from ..store.lease import Lease, LocalLocks, lease_key
@@ -78,21 +78,23 @@ def input_revision(settings: Settings, previous: dict | None, hub: HubClient | N
 
 
 def prepare_job(settings: Settings, facts: ModelFacts, launch: Launch, hub: HubClient | None) -> Job:
+    """OUTPUT is listed once: ownership, the leases and the earlier manifest are all read from that one listing."""
     started = time.monotonic()
     check_local_input(settings.input)
-    result_columns(settings, facts)
+    columns = result_columns(settings, facts)
     destination = open_destination(settings, hub)
+    listing = destination.listing()
+    check_ownership(destination, listing, settings.overwrite)
     run_id = destination.slice_tag + new_run_id()
-    check_ownership(destination, destination.listing(), settings.overwrite)
     locks = LocalLocks(destination.progress_dir, lease_key(settings.shard))
     locks.acquire(destination.where())
     lease, mirror = None, None
     try:
-        listing = destination.listing()
         lease = claim_lease(destination, listing, run_id, settings)
         mirror = hold_lease(destination, listing, lease, settings)
-        slice_ = Slice(destination, locks, lease, mirror, run_id)
-        return settle(settings, facts, launch, hub, slice_, listing, started)
+        earlier = earlier_manifest(destination, listing, settings.overwrite)
+        held = Slice(destination, locks, lease, mirror, run_id, columns, earlier)
+        return settle(settings, facts, launch, hub, held, started)
     except BaseException:
         release(destination, lease, locks, mirror)
         raise
@@ -115,33 +117,49 @@ def release(destination: Destination, lease: Lease | None, locks: LocalLocks, mi
 
 @dataclass(frozen=True)
 class Slice:
-    """What this run holds of OUTPUT while it settles: the destination, its locks, its lease and the thread that
-    keeps the lease alive."""
+    """What this run holds of OUTPUT while it settles, and what it read there once: the destination, its locks,
+    its lease and the thread that keeps the lease alive; the result columns and the manifest found before the load."""
 
     destination: Destination
     locks: LocalLocks
     lease: Lease | None
     mirror: ProgressMirror
     run_id: str
+    columns: Columns
+    earlier: dict | None
 
 
 def settle(
-    settings: Settings,
-    facts: ModelFacts,
-    launch: Launch,
-    hub: HubClient | None,
-    held: Slice,
-    listing: list[str],
-    started: float,
+    settings: Settings, facts: ModelFacts, launch: Launch, hub: HubClient | None, held: Slice, started: float
 ) -> Job:
-    destination, locks, lease = held.destination, held.locks, held.lease
-    revision = input_revision(settings, earlier_manifest(destination, listing, settings.overwrite), hub)
+    destination = held.destination
+    revision = input_revision(settings, held.earlier, hub)
     source = load_source(
-        settings.input, settings.split, settings.image_column, settings.input_config, settings.id_column,
-        settings.max_samples, settings.shuffle, settings.seed, settings.shard, revision,
-        render_size(facts.pdf_render, settings.pdf_longest_edge),
+        InputSelection.of(settings), revision, render_size(facts.pdf_render, settings.pdf_longest_edge)
+    )
+    check_columns(settings, source, held.columns)
+    pdf_render = source.pdfs.size.describe() if source.pdfs else None
+    manifest = fingerprint(settings, facts, launch.script, revision, source.input_rows, pdf_render)
+    recheck_manifest(held, settings, manifest)
+    start_progress(destination, manifest)
+    held.mirror.begin(manifest)
+    fetched = destination.pull_progress()
+    if fetched:
+        say(f"fetched {fetched} progress file(s) from {destination.describe()}")
+    skip = finished_ids(read_results(destination.progress_dir, ["error"]), settings.retry_errors)
+    job = Job(
+        settings, facts, launch, destination, source, held.columns, skip, held.locks, held.lease, held.run_id,
+        manifest, held.mirror, started,
     )  # fmt: skip
-    columns = result_columns(settings, facts)
+    owned = source.owned()
+    shard = f" (shard {settings.shard[0]}/{settings.shard[1]}: {len(owned)} of them)" if settings.shard else ""
+    say(f"{len(source.ids)} row(s) selected from {settings.input}{shard}; {len(owned) - job.todo} already done, "
+        f"{job.todo} to do")  # fmt: skip
+    return job
+
+
+def check_columns(settings: Settings, source: Source, columns: Columns) -> None:
+    """--columns must name the input's own columns, and the result columns must not overwrite one unasked."""
     unknown = [name for name in settings.columns or () if name not in source.features]
     if unknown:
         raise UsageError(
@@ -153,36 +171,29 @@ def settle(
             f"{settings.input} already has column(s) {clashing}; pass --overwrite to replace them, "
             "or --output-column / --error-column to write elsewhere"
         )
-    pdf_render = source.pdfs.size.describe() if source.pdfs else None
-    manifest = fingerprint(settings, facts, launch.script, revision, source.input_rows, pdf_render)
-    listing = destination.listing()
-    previous = earlier_manifest(destination, listing, settings.overwrite)
+
+
+def recheck_manifest(held: Slice, settings: Settings, manifest: dict) -> None:
+    """The manifest at OUTPUT read once more, right before this run writes its own (another run may have written
+    one while the input loaded), and compared with this run's; only a change lists OUTPUT again, for the results
+    that the change decides over."""
+    destination = held.destination
+    previous = earlier_manifest(destination, None, settings.overwrite)
     changed = settings_changes(previous, manifest)
-    if changed and not destination.holds_results(listing):
-        replace_unused_settings(destination, listing, lease, locks, settings.take_over, changed)
-    elif changed and not settings.overwrite:
+    if not changed:
+        return
+    listing = destination.listing()
+    if not destination.holds_results(listing):
+        replace_unused_settings(destination, listing, held.lease, held.locks, settings.take_over, changed)
+    elif not settings.overwrite:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
-    elif changed:
-        replace_results(destination, listing, lease, locks, settings.take_over, changed)
-    start_progress(destination, manifest)
-    held.mirror.begin(manifest)
-    fetched = destination.pull_progress()
-    if fetched:
-        say(f"fetched {fetched} progress file(s) from {destination.describe()}")
-    skip = finished_ids(read_results(destination.progress_dir, ["error"]), settings.retry_errors)
-    job = Job(
-        settings, facts, launch, destination, source, columns, skip, locks, lease, held.run_id, manifest,
-        held.mirror, started,
-    )  # fmt: skip
-    owned = source.owned()
-    shard = f" (shard {settings.shard[0]}/{settings.shard[1]}: {len(owned)} of them)" if settings.shard else ""
-    say(f"{len(source.ids)} row(s) selected from {settings.input}{shard}; {len(owned) - job.todo} already done, "
-        f"{job.todo} to do")  # fmt: skip
-    return job
+    else:
+        replace_results(destination, listing, held.lease, held.locks, settings.take_over, changed)
 
 
-def earlier_manifest(destination: Destination, listing: list[str], overwrite: bool) -> dict | None:
-    """The manifest of the results already at OUTPUT; an unreadable one is refused unless --overwrite."""
+def earlier_manifest(destination: Destination, listing: list[str] | None, overwrite: bool) -> dict | None:
+    """The manifest of the results already at OUTPUT (`listing`: as Destination.manifest_on_hub reads it); an
+    unreadable one is refused unless --overwrite."""
     try:
         return destination.fetch_manifest(listing)
     except ManifestUnreadable as exc:

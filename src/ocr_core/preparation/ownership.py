@@ -62,7 +62,7 @@ def check_ownership(destination: Destination, listing: list[str], overwrite: boo
     if overwrite:
         return
     owned = owned_configs(listing)
-    meta, _ = split_front_matter(destination.existing_card()) if "README.md" in listing else ({}, "")
+    meta, _ = split_front_matter(destination.existing_card(listing)) if "README.md" in listing else ({}, "")
     configs = [entry.get("config_name") for entry in meta.get("configs") or [] if isinstance(entry, dict)]
     foreign_configs = sorted(str(name) for name in configs if name not in owned)
     files = foreign_files(listing, owned)

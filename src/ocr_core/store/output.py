@@ -155,14 +155,21 @@ class Destination:
             return sorted(self.in_repo(path) for path in self.root.rglob("*") if path.is_file())
         return with_retries(lambda: self.hub.list_files(self.spec), "listing the output repo")
 
-    def manifest_on_hub(self, listing: Iterable[str]) -> dict | None:
-        """The manifest the Hub holds for this config and split now, or None (read aside, never over ours)."""
+    def manifest_on_hub(self, listing: Iterable[str] | None = None) -> dict | None:
+        """The manifest the Hub holds for this config and split now, or None (read aside, never over ours). With
+        a listing of OUTPUT it is read when the listing names it; without one it is fetched by name, so a re-check
+        costs one call and no listing."""
         name = f"{self.progress_prefix}/{MANIFEST}"
-        if self.local or name not in set(listing):
+        if self.local or (listing is not None and name not in set(listing)):
             return None
         with tempfile.TemporaryDirectory() as folder:
-            with_retries(lambda: self.hub.download(self.spec, name, Path(folder)), "reading the manifest")
-            return read_manifest(Path(folder) / self.progress_prefix)
+            here = Path(folder)
+            if listing is None:
+                parts = self.hub.download_parts
+                with_retries(lambda: parts(self.spec, self.progress_prefix, here, [MANIFEST]), "reading the manifest")
+            else:
+                with_retries(lambda: self.hub.download(self.spec, name, here), "reading the manifest")
+            return read_manifest(here / self.progress_prefix)
 
     def replaced_by_another_run(self, manifest: dict, listing: Iterable[str] | None = None) -> str | None:
         """Why this run's results are no longer the ones at OUTPUT: another run (an --overwrite with other settings)
@@ -178,9 +185,10 @@ class Destination:
             "while this one ran; nothing more is uploaded or published, so the two jobs' text never mix"
         )
 
-    def fetch_manifest(self, listing: list[str]) -> dict | None:
-        """The results' manifest. A local copy left by an earlier job whose manifest differs from the Hub's is
-        stale (another run replaced those results since): its parts are dropped before they can be trusted."""
+    def fetch_manifest(self, listing: list[str] | None = None) -> dict | None:
+        """The results' manifest (`listing`: as manifest_on_hub reads it). A local copy left by an earlier job whose
+        manifest differs from the Hub's is stale (another run replaced those results since): its parts are dropped
+        before they can be trusted."""
         local = read_manifest(self.progress_dir)
         remote = self.manifest_on_hub(listing)
         if remote is None:
@@ -273,11 +281,12 @@ class Destination:
 
         with_retries(attempt, "uploading progress")
 
-    def existing_card(self) -> str | None:
+    def existing_card(self, listing: Iterable[str] | None = None) -> str | None:
+        """The card at OUTPUT, or None; `listing` is a listing of OUTPUT already read, else it is listed now."""
         if self.local:
             path = self.root / "README.md"
             return path.read_text() if path.exists() else None
-        if "README.md" not in self.listing():
+        if "README.md" not in (self.listing() if listing is None else listing):
             return None
         with tempfile.TemporaryDirectory() as folder:
             return with_retries(lambda: self.hub.download(self.spec, "README.md", Path(folder)), "reading").read_text()
