@@ -14,11 +14,11 @@ from typing import ClassVar
 import pytest
 
 import ocr_core.redaction as redaction
+from ocr_core import run_saturate
 from ocr_core.command.checks import parse_arguments
 from ocr_core.command.job_commands import job_command, without_secrets
 from ocr_core.command.parser import build_parser
 from ocr_core.console import say
-from ocr_core.entry import run_saturate
 from ocr_core.redaction import redact, register_run_secrets, register_secret
 from ocr_core.serving.handle import api_headers, missing_vllm_message
 from ocr_core.serving.spawn import SpawnedServer

@@ -20,8 +20,8 @@ import httpx
 import pytest
 from PIL import Image
 
+from ocr_core import run_saturate
 from ocr_core.command.parser import SERVER_WINDOW
-from ocr_core.entry import run_saturate
 from ocr_core.serving.scale import max_num_seqs
 from ocr_core.serving.spawn import kv_capacity
 from ocr_core.shapes.window import engine_window

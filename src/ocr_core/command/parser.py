@@ -14,7 +14,7 @@ from typing import NoReturn
 
 from ..facts import ModelFacts
 from ..inputs.addresses import InputError
-from ..inputs.shards import parse_shard
+from ..inputs.selection import parse_shard
 from ..judging.breaker import MAX_ERROR_RATE
 from ..judging.canary import CANARY_PAGES
 from ..judging.poison import MAX_STRIKES

@@ -21,7 +21,7 @@ from ..command.jobs_request import FanoutRequest
 from ..command.provenance import ScriptSource
 from ..command.script_header import JobsHeader
 from ..facts import ModelFacts
-from ..inputs.shards import shard_label
+from ..inputs.selection import shard_label
 from ..settings import Settings
 from ..store.manifest import fingerprint
 from .jobs import JobLaunch

@@ -32,8 +32,7 @@ from .addresses import InputError, input_problem
 from .cells import HubFiles, anchored, local_folder
 from .pdf import PdfiumMissing, RenderSize, looks_like_pdf
 from .pdf_rows import PdfDocuments, file_pages, page_files, pdf_dataset_pages
-from .selection import row_ids, select_rows
-from .shards import shard_span
+from .selection import row_ids, select_rows, shard_span
 
 READ_BATCH = 64
 

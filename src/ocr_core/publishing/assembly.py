@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from datasets.table import embed_table_storage
 
 from ..inputs.columns import INFO_COLUMN, Columns
-from ..inputs.shards import shard_label
+from ..inputs.selection import shard_label
 from ..inputs.source import Source
 from ..store.progress import RESULT_SCHEMA
 

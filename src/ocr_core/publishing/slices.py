@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..console import say
-from ..inputs.shards import shard_label
+from ..inputs.selection import shard_label
 from ..store.hub import with_retries
 from ..store.output import Destination
 from ..store.progress import RESULT_SCHEMA, folder_lock, newest_rows, part_files, read_part

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..console import say
-from ..inputs.shards import shard_label
+from ..inputs.selection import shard_label
 from .hub import HubClient, with_retries
 from .lease import LEASE_PREFIX, Lease
 from .manifest import MANIFEST, differences, read_manifest, write_manifest
