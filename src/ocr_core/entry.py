@@ -89,7 +89,7 @@ def run_recipe(
             say(versions())
         origin = script_source(script_path, released_scripts())
         summary.copy = ScriptCopy(origin.standing, origin.sha256, prompt_sha256(facts))
-        code = run(
+        code = run_job(
             settings, facts, Launch(script, mode, argv, origin), drive_pages, hub, stop, summary, streams, origin
         )
     except BaseException as exc:
@@ -112,7 +112,7 @@ def refused_command(parser: argparse.ArgumentParser, summary: Summary) -> int:
     return 2
 
 
-def run(
+def run_job(
     settings: Settings,
     facts: ModelFacts,
     launch: Launch,
