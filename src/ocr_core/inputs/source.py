@@ -1,4 +1,5 @@
-"""The input side: which rows a run covers, in which order, under which stable ids.
+"""The input a run reads, opened once as a table of rows: a Hub dataset (for a shard, only the files of its range),
+a local dataset folder, or a folder of images and PDFs.
 
 Rows are addressed by position in the split, so a rerun, a shard or a shuffled subset all name a page the same
 way, and image bytes are read a batch at a time only for pages that still need work. A local dataset's relative

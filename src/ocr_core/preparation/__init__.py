@@ -1,2 +1,2 @@
-"""Preparing a job: everything a run settles before its first page, in the order that keeps foreign and earlier
-results safe (ownership, lease, manifest, input, what is left to do)."""
+"""Preparing a job before its first page: whose output it is (ownership), this run's claim on its slice (claim),
+and the job itself, settled in the order that keeps foreign and earlier results safe (job)."""

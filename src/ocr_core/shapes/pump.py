@@ -1,4 +1,4 @@
-"""The driver: keeps one window of pages in flight over the fleet's servers until every row has an outcome.
+"""The pump: keeps one window of pages in flight over the fleet's servers until every row has an outcome.
 
 One asyncio task per page in flight; image preparation runs in a thread pool so the event loop only moves bytes.
 Whatever happens to a page, exactly one result row is logged for it, except pages still in flight when the run is
