@@ -470,7 +470,7 @@ DRIVER = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from ocr_core.server import SpawnedServer
+from ocr_core.serving.spawn import SpawnedServer
 argv, url = ["vllm", "serve", "org/model", "--port", sys.argv[2]], f"http://127.0.0.1:{sys.argv[2]}"
 server = SpawnedServer(argv, url, log_path=Path(sys.argv[3]))
 server.start()
