@@ -38,8 +38,7 @@ check that they do.
 """
 # ruff: noqa: E501  (the job command above is one line, to copy whole)
 
-from ocr_core.facts import ModelFacts
-from ocr_core.recipes import run_saturate
+from ocr_core import ModelFacts, run_saturate
 
 FACTS = ModelFacts(
     model="lightonai/LightOnOCR-3-0.8B",

@@ -37,8 +37,7 @@ check that they do.
 """
 # ruff: noqa: E501  (the job command above is one line, to copy whole)
 
-from ocr_core.facts import ModelFacts
-from ocr_core.recipes import run_offline
+from ocr_core import ModelFacts, run_offline
 from ocr_models import ovis_ocr2
 
 FACTS = ModelFacts(

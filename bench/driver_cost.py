@@ -25,9 +25,7 @@ import datasets
 from common import ROOT, save
 from PIL import Image
 
-from ocr_core.chat import chat_body
-from ocr_core.images import placeholder_part, prepare_image
-from ocr_core.recipes import run_server
+from ocr_core import chat_body, placeholder_part, prepare_image, run_server
 from tools.recipes import load_script
 
 PAGES = sorted((ROOT / "samples" / "pages").glob("*.jpg"))

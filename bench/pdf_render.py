@@ -16,8 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from common import ROOT, save
 
-from ocr_core.images import reencode
-from ocr_core.pdf import (
+from ocr_core import (
     PDFIUM_LOCK,
     PREP_THREADS,
     PdfPage,
@@ -25,6 +24,7 @@ from ocr_core.pdf import (
     open_document,
     pdfium,
     prepare_page,
+    reencode,
     render_locked,
     render_size,
 )

@@ -20,10 +20,7 @@ from pathlib import Path
 
 from common import ROOT, save
 
-from ocr_core.lease import Lease
-from ocr_core.mirror import ProgressMirror
-from ocr_core.output import Destination
-from ocr_core.progress import ResultLog, RowResult, finished_ids, part_files, read_results
+from ocr_core import Destination, Lease, ProgressMirror, ResultLog, RowResult, finished_ids, part_files, read_results
 from tests.testbed.hub_double import FolderHub
 
 REPO = "bench/progress"

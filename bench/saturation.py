@@ -32,7 +32,7 @@ FIXED = ["--max-model-len", "1024", "--max-tokens", str(MAX_TOKENS), "--ignore-e
 CEILING_PARTS = ("serial_pages_per_s", "engine_only_pages_per_s", "decode_ms_per_page")
 # LightOnOCR-3's facts through the server shape's public entry, as a -server script of the model would run them.
 SERVER_MODE = (
-    "import sys; from ocr_core.recipes import run_server; from tools.recipes import ROOT, load_script; "
+    "import sys; from ocr_core import run_server; from tools.recipes import ROOT, load_script; "
     "script = load_script('lighton-ocr3-saturate.py'); "
     "sys.exit(run_server(script.FACTS, ROOT / 'lighton-ocr3-saturate.py'))"
 )
@@ -62,7 +62,7 @@ def saturate_library(url: str, model: str, folder: Path, out: Path) -> dict:
     """The peer: saturate's pump with the same request bodies as ours (pass-through JPEG/PNG/WebP bytes)."""
     import saturate
 
-    from ocr_core.images import cell_bytes, prepare_image
+    from ocr_core import cell_bytes, prepare_image
 
     rows = datasets.load_from_disk(str(folder)).cast_column("image", datasets.Image(decode=False))
 

@@ -13,13 +13,15 @@ from types import ModuleType
 import datasets
 import pyarrow as pa
 
-from ocr_core.answers import judge
-from ocr_core.assemble import Columns, assemble
-from ocr_core.cli import build_parser, parse_arguments
+from ocr_core.command.checks import parse_arguments
+from ocr_core.command.parser import build_parser
 from ocr_core.facts import ModelFacts
-from ocr_core.progress import ResultLog, RowResult, read_results
+from ocr_core.inputs.columns import Columns
+from ocr_core.inputs.source import InputSelection, load_source
+from ocr_core.judging.answers import judge
+from ocr_core.publishing.assembly import assemble
 from ocr_core.settings import Settings
-from ocr_core.source import load_source
+from ocr_core.store.progress import ResultLog, RowResult, read_results
 from ocr_models import hpd_parsing
 from tests.testbed.recipes import model_facts
 
@@ -135,7 +137,7 @@ def test_values_that_fit_are_kept():
 
 def test_rows_with_an_unstorable_value_still_publish(tmp_path):
     facts, args = recipe("hpd_parsing")
-    source = load_source(str(SAMPLE_DATASET), max_samples=2)
+    source = load_source(InputSelection(str(SAMPLE_DATASET), max_samples=2))
     log = ResultLog(tmp_path / "progress", "20260101T000000Z-aaaaaa")
     bboxes = ([0, 0, 2**40, 50], [0, 0, 1000, 50])
     for index, row_id, bbox in zip(source.selected, source.ids, bboxes):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ocr_core.breaker import Breaker, error_kind
 from ocr_core.errors import JobFailed, internal_error
+from ocr_core.judging.breaker import Breaker, error_kind
 
 REJECTED = "server rejected the page (400): The model does not support image input"
 BAD_IMAGE = "bad image: not a readable image (UnidentifiedImageError)"

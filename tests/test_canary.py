@@ -11,7 +11,9 @@ from __future__ import annotations
 import datasets
 import pytest
 
-from ocr_core.canary import (
+from ocr_core.errors import JobFailed
+from ocr_core.inputs.source import RowInput
+from ocr_core.judging.canary import (
     EMPTY,
     REPEATED,
     Canary,
@@ -20,11 +22,9 @@ from ocr_core.canary import (
     degenerate_kind,
     repeated_unit,
 )
-from ocr_core.errors import JobFailed
-from ocr_core.offline import OfflineRunner
-from ocr_core.progress import ResultLog, RowResult, read_results
-from ocr_core.report import ProgressBar
-from ocr_core.source import RowInput
+from ocr_core.shapes.llm_batches import OfflineRunner
+from ocr_core.shapes.tally import ProgressBar
+from ocr_core.store.progress import ResultLog, RowResult, read_results
 from tests.test_offline_faults import PAGE, FakeLLM, completion, recipe
 from tests.test_resume_publish import SAMPLES, run_main, served
 from tests.testbed.fake_server import fake_server
@@ -183,8 +183,9 @@ def test_no_canary_lets_the_same_job_finish(bang_input, tmp_path, capsys):
 def test_a_hub_runs_job_command_leaves_a_loopback_server_to_the_job():
     """Hub input, output and model: a job can redo the run, and it starts its own server; the loopback address of
     the machine that ran it names nothing there."""
-    from ocr_core.cli import build_parser, parse_arguments
-    from ocr_core.rerun import rerun_command
+    from ocr_core.command.checks import parse_arguments
+    from ocr_core.command.parser import build_parser
+    from ocr_core.command.rerun import rerun_command
     from tests.testbed.recipes import model_facts
 
     facts = model_facts("nanonets_ocr2")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ocr_core import hub as hub_module
+from ocr_core.store import hub as hub_module
 from tests.test_resume_publish import REPO, SAMPLES, load, run_main, served, snapshot
 from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub
@@ -178,7 +178,8 @@ def test_batch_size_on_a_server_recipe_names_max_inflight(server, tmp_path, caps
 
 
 def test_max_inflight_on_an_offline_recipe_names_batch_size(capsys):
-    from ocr_core.cli import build_parser, parse_arguments
+    from ocr_core.command.checks import parse_arguments
+    from ocr_core.command.parser import build_parser
     from tests.testbed.recipes import model_facts
 
     with pytest.raises(SystemExit) as stopped:

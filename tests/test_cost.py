@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ocr_core.cost import (
+from ocr_core.publishing.cost import (
     JOB_PRICES_DATE,
     JOB_PRICES_SOURCE,
     JOB_PRICES_USD_PER_HOUR,

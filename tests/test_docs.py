@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ocr_core.cli import build_parser, parse_arguments
-from ocr_core.run import load_call
+from ocr_core.command.checks import parse_arguments
+from ocr_core.command.parser import build_parser
+from ocr_core.publishing.outcome import load_call
 from ocr_models import RECIPES
 from tools.recipes import facts_of
 

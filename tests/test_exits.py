@@ -16,10 +16,10 @@ import httpx
 import pyarrow as pa
 import pytest
 
-from ocr_core import hub as hub_module
-from ocr_core import run as run_module
-from ocr_core import run_server
-from ocr_core.hub import HubRefused, with_retries
+from ocr_core.publishing import outcome as outcome_module
+from ocr_core.shapes import served as run_server
+from ocr_core.store import hub as hub_module
+from ocr_core.store.hub import HubRefused, with_retries
 from tests.test_resume_publish import REPO, SAMPLES, repeated, run_main, served
 from tests.testbed.env import script_command
 from tests.testbed.env import testbed_env as bed_env
@@ -95,7 +95,7 @@ def test_an_arrow_error_while_publishing_keeps_the_results_and_says_so(server, t
     def broken(*args, **kwargs):
         raise pa.ArrowInvalid("simulated: cannot cast")
 
-    monkeypatch.setattr(run_module, "assemble", broken)
+    monkeypatch.setattr(outcome_module, "assemble", broken)
     out = tmp_path / "out"
     code, summary, err = run_main("ovis-ocr2-server.py", [str(SAMPLES), str(out), *served(server)], capsys)
     assert code == 1 and summary["exit_code"] == 1 and summary["missing"] == 0

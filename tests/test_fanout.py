@@ -16,17 +16,17 @@ from datetime import datetime, timedelta, timezone
 import datasets
 import pytest
 
-from ocr_core.cli import build_parser
-from ocr_core.compaction import merge
-from ocr_core.fanout import command as launch_command
+from ocr_core.command.jobs_request import job_arguments
+from ocr_core.command.parser import build_parser
 from ocr_core.fanout import drive
+from ocr_core.fanout import launcher as launch_command
 from ocr_core.fanout.heal import Step
 from ocr_core.fanout.pages import LivePages, PageCount, planned_pages
 from ocr_core.fanout.plan import RUN_LABEL, SHARD_LABEL
-from ocr_core.fanout.request import job_arguments
 from ocr_core.fanout.watch import ShardView, Snapshot, projected_finish, total_line
-from ocr_core.output import Destination
-from ocr_core.progress import ResultLog, RowResult, new_run_id
+from ocr_core.store.compaction import merge
+from ocr_core.store.output import Destination
+from ocr_core.store.progress import ResultLog, RowResult, new_run_id
 from tests.testbed.env import REPO_ROOT
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.hub_double import FolderHub
@@ -286,7 +286,7 @@ def test_an_output_cut_into_another_number_of_shards_is_refused_before_any_launc
 def test_without_an_injected_hub_the_summary_reads_a_hub_output_through_a_hub_client(tmp_path, capsys, monkeypatch):
     """The real path: no Hub double is passed, so the launcher makes its own client for the output's slices (a
     Destination without one would read a local folder of that name and count no pages)."""
-    from ocr_core.fanout import command
+    from ocr_core.fanout import launcher as command
 
     hub = FolderHub(tmp_path / "hub")
     monkeypatch.setattr(command, "HfHub", lambda token: hub)

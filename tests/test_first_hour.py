@@ -26,12 +26,14 @@ from huggingface_hub.errors import (
 )
 from PIL import Image
 
-from ocr_core import hub as hub_module
-from ocr_core import run as run_module
-from ocr_core.cli import build_parser, job_command
-from ocr_core.cost import price_known
-from ocr_core.inputs import input_problem
-from ocr_core.provenance import ran_image, reproducible
+from ocr_core import entry as entry_module
+from ocr_core.command.job_commands import job_command
+from ocr_core.command.parser import build_parser
+from ocr_core.command.provenance import ran_image, reproducible
+from ocr_core.inputs.addresses import input_problem
+from ocr_core.publishing import outcome as outcome_module
+from ocr_core.publishing.cost import price_known
+from ocr_core.store import hub as hub_module
 from ocr_core.version import core_version
 from ocr_models import RECIPES, recipe
 from tests.test_resume_publish import SAMPLES, run_main, served
@@ -298,7 +300,7 @@ def test_a_core_built_from_a_checkout_never_calls_a_script_the_release(server, t
 
 
 def test_on_a_release_build_the_released_bytes_are_the_release(server, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(run_module, "released_scripts", release_table)
+    monkeypatch.setattr(entry_module, "released_scripts", release_table)
     out = tmp_path / "out"
     argv = [str(SAMPLES), str(out), "--max-samples", "2", *served(server)]
     assert run_main("lighton-ocr3-saturate.py", argv, capsys)[0] == 0
@@ -309,8 +311,8 @@ def test_on_a_release_build_the_released_bytes_are_the_release(server, tmp_path,
 def test_a_modified_copys_card_never_gives_the_released_job_command(server, tmp_path, capsys, monkeypatch):
     """Even where a job command could redo the run (Hub input, output and model: stood in for here, the tests reach
     no Hub), the released URL runs the released bytes, which write other text than the edited copy did."""
-    monkeypatch.setattr(run_module, "reproducible", lambda *names: True)
-    monkeypatch.setattr(run_module, "released_scripts", release_table)
+    monkeypatch.setattr(outcome_module, "reproducible", lambda *names: True)
+    monkeypatch.setattr(entry_module, "released_scripts", release_table)
     script = "lighton-ocr3-saturate.py"
     released = load_script(script)
     edited = tmp_path / script
@@ -326,7 +328,7 @@ def test_a_modified_copys_card_never_gives_the_released_job_command(server, tmp_
 
 
 def test_an_edited_copy_says_modified_and_records_its_prompt_and_its_core(server, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(run_module, "released_scripts", release_table)
+    monkeypatch.setattr(entry_module, "released_scripts", release_table)
     script = "ovis-ocr2-server.py"
     edited = tmp_path / script
     edited.write_bytes((REPO_ROOT / script).read_bytes().replace(b"Preserve the original text", b"Keep the text"))
@@ -378,7 +380,7 @@ def test_the_resource_trackers_exit_warning_does_not_follow_the_summary():
     code = (
         "import sys\n"
         "if sys.argv[1] == 'quiet':\n"
-        "    from ocr_core.quiet import silence_notices; silence_notices()\n"
+        "    from ocr_core.console import silence_notices; silence_notices()\n"
         "from multiprocessing import shared_memory\n"
         "shared_memory.SharedMemory(create=True, size=64).close()\n"
         "print('{\"summary\": true}')\n"
@@ -396,7 +398,7 @@ def test_the_resource_trackers_exit_warning_does_not_follow_the_summary():
 
 def test_vllms_notice_about_tritons_cpu_backend_is_not_shown():
     """The CPU build logs it on import, in-process for an offline recipe; it says nothing a user can act on."""
-    code = "from ocr_core.quiet import silence_notices; silence_notices(); import vllm.triton_utils"
+    code = "from ocr_core.console import silence_notices; silence_notices(); import vllm.triton_utils"
     result = subprocess.run(
         [str(VENV_PYTHON), "-c", code],
         capture_output=True,

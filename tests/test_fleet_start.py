@@ -15,14 +15,17 @@ import time
 
 import pytest
 
-from ocr_core import run_server
-from ocr_core.cli import build_parser, parse_arguments
+from ocr_core.command.checks import parse_arguments
+from ocr_core.command.parser import build_parser
 from ocr_core.errors import CommandError
-from ocr_core.fleet import SERVING, Fleet, Replica, free_ports
-from ocr_core.hostmem import GIB, MemoryGuard
-from ocr_core.run_server import replica_window
-from ocr_core.scale import Gpu, Machine, ScalePlan, Slot, plan_scale
-from ocr_core.server_handle import Target
+from ocr_core.serving.fleet import Fleet
+from ocr_core.serving.handle import Target
+from ocr_core.serving.hostmem import GIB, MemoryGuard
+from ocr_core.serving.ports import free_ports
+from ocr_core.serving.replica import SERVING, Replica
+from ocr_core.serving.scale import Gpu, Machine, ScalePlan, Slot, plan_scale
+from ocr_core.shapes import served as run_server
+from ocr_core.shapes.served import replica_window
 from tests.test_pump_faults import recipe
 
 H200 = Gpu("0", "NVIDIA H200", 143771)

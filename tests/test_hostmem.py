@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ocr_core.hostmem import GIB, PAGE_IN_FLIGHT_BYTES, MemoryGuard, available_memory, cgroup_available
+from ocr_core.serving.hostmem import GIB, PAGE_IN_FLIGHT_BYTES, MemoryGuard, available_memory, cgroup_available
 
 LIMIT = 32 * GIB
 DRIVER = 4 * GIB

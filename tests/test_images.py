@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from ocr_core import source as source_module
-from ocr_core.images import BadImage, cell_bytes, placeholder_part, prepare_image
-from ocr_core.source import load_source
+from ocr_core.inputs import source as source_module
+from ocr_core.inputs.images import BadImage, cell_bytes, placeholder_part, prepare_image
+from ocr_core.inputs.source import InputSelection, load_source
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pages"
 
@@ -267,7 +267,7 @@ def test_relative_paths_of_a_local_dataset_are_read_beside_it(tmp_path, monkeypa
     (elsewhere / "pages").mkdir(parents=True)
     Image.new("L", (30, 20), 128).save(elsewhere / "pages" / "white.png")
     monkeypatch.chdir(elsewhere)
-    source = load_source(str(dataset_folder))
+    source = load_source(InputSelection(str(dataset_folder)))
     images = [prepare_image(cell_bytes(row.cell)) for row in source.rows(set())]
     assert [gray_levels(image) for image in images] == [(255, 255), (0, 0)]
 
@@ -298,7 +298,7 @@ def test_paths_in_a_hub_dataset_never_read_files_of_the_jobs_machine(tmp_path, m
     Image.new("L", (30, 20), 255).save(own / "white.png")
     escape = str(own / ".." / ".." / ".." / ".." / ".." / "secret.png")
     hub_dataset(monkeypatch, tmp_path, [str(secret), "~/key.png", "secret.png", escape, str(own / "white.png")])
-    source = load_source("someone/scans")
+    source = load_source(InputSelection("someone/scans"))
     cells = [row.cell for row in source.rows(set())]
     for cell in cells[:4]:
         with pytest.raises(BadImage, match="outside"):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ocr_core import mps
-from ocr_core.mps import JOIN, START, WITHOUT, cuda_mps, mps_decision
+from ocr_core.serving import mps
+from ocr_core.serving.mps import JOIN, START, WITHOUT, cuda_mps, mps_decision
 
 
 def test_the_decision_needs_a_shared_gpu_and_the_control_program():

@@ -20,7 +20,7 @@ import pytest
 from ocr_bench.dataset import discover_configs, discover_ocr_columns, load_config_dataset
 from PIL import Image
 
-from ocr_core import hub as hub_module
+from ocr_core.store import hub as hub_module
 from tests.test_resume_publish import REPO, SAMPLES, run_main
 from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub

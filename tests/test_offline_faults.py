@@ -17,14 +17,15 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from ocr_core.cli import build_parser, parse_arguments
+from ocr_core.command.checks import parse_arguments
+from ocr_core.command.parser import build_parser
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, Parsed, default_parse
-from ocr_core.offline import OfflineRunner
-from ocr_core.progress import ResultLog, read_results
-from ocr_core.report import ProgressBar
+from ocr_core.inputs.source import RowInput
 from ocr_core.settings import Settings
-from ocr_core.source import RowInput
+from ocr_core.shapes.llm_batches import OfflineRunner
+from ocr_core.shapes.tally import ProgressBar
+from ocr_core.store.progress import ResultLog, read_results
 from tests.testbed.recipes import model_facts
 
 Reply = Callable[[int], "SimpleNamespace | Exception"]

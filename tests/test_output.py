@@ -8,11 +8,14 @@ from pathlib import Path
 import datasets
 import pytest
 
-from ocr_core.assemble import Columns, assemble, missing_rows
-from ocr_core.card import CardFacts, render_card, split_front_matter
-from ocr_core.progress import ResultLog, RowResult, finished_ids, read_results
-from ocr_core.report import RunFacts, Summary
-from ocr_core.source import InputError, load_source
+from ocr_core.inputs.addresses import InputError
+from ocr_core.inputs.columns import Columns
+from ocr_core.inputs.source import InputSelection, load_source
+from ocr_core.publishing.assembly import assemble, missing_rows
+from ocr_core.publishing.card import CardFacts, render_card
+from ocr_core.store.front_matter import split_front_matter
+from ocr_core.store.progress import ResultLog, RowResult, finished_ids, read_results
+from ocr_core.summary_line import RunFacts, Summary
 from ocr_core.version import core_identity
 
 SAMPLE_DATASET = Path(__file__).resolve().parent.parent / "samples" / "dataset"
@@ -42,8 +45,8 @@ def test_error_rows_are_skipped_unless_retried(tmp_path):
 
 
 def test_source_selection_is_stable(tmp_path):
-    source = load_source(str(SAMPLE_DATASET), max_samples=5, shuffle=True, seed=7)
-    again = load_source(str(SAMPLE_DATASET), max_samples=5, shuffle=True, seed=7)
+    source = load_source(InputSelection(str(SAMPLE_DATASET), max_samples=5, shuffle=True, seed=7))
+    again = load_source(InputSelection(str(SAMPLE_DATASET), max_samples=5, shuffle=True, seed=7))
     assert source.ids == again.ids
     assert len(set(source.ids)) == 5
     rows = list(source.rows(skip={source.ids[0]}))
@@ -53,11 +56,11 @@ def test_source_selection_is_stable(tmp_path):
 
 def test_missing_column_names_the_fix():
     with pytest.raises(InputError, match="--image-column"):
-        load_source(str(SAMPLE_DATASET), image_column="scan")
+        load_source(InputSelection(str(SAMPLE_DATASET), image_column="scan"))
 
 
 def test_final_dataset_keeps_input_order_and_columns(tmp_path):
-    source = load_source(str(SAMPLE_DATASET), max_samples=6, shuffle=True, seed=3)
+    source = load_source(InputSelection(str(SAMPLE_DATASET), max_samples=6, shuffle=True, seed=3))
     log = ResultLog(tmp_path / "progress", "20260101T000000Z-aaaaaa")
     for index, row_id in reversed(list(zip(source.selected, source.ids))):
         error = "bad image: broken" if index % 2 else None
@@ -92,7 +95,7 @@ def test_final_dataset_keeps_input_order_and_columns(tmp_path):
 def test_each_row_names_the_server_and_the_vllm_build_that_wrote_it(tmp_path):
     """Before: every row's inference_info named the run's one vLLM version, that of the first server, also for the
     rows another server of the fleet wrote."""
-    source = load_source(str(SAMPLE_DATASET), max_samples=4)
+    source = load_source(InputSelection(str(SAMPLE_DATASET), max_samples=4))
     log = ResultLog(tmp_path / "progress", "20260101T000000Z-aaaaaa")
     servers = [
         json.dumps({"server": f"http://gpu-{index % 2}:8000", "vllm_version": f"0.1{index % 2}.0"})

@@ -15,13 +15,15 @@ import datasets
 import pytest
 from PIL import Image
 
-from ocr_core.canary import Canary, CanaryContext
-from ocr_core.cost import JOB_PRICES_USD_PER_HOUR
-from ocr_core.offline import OfflineRunner
-from ocr_core.pdf import BadPdf, PdfPage, RenderSize, looks_like_pdf, prepare_page, render_scale, render_size
-from ocr_core.progress import ResultLog, read_results
-from ocr_core.report import ProgressBar
-from ocr_core.source import InputError, load_source, page_files
+from ocr_core.inputs.addresses import InputError
+from ocr_core.inputs.pdf import BadPdf, PdfPage, RenderSize, looks_like_pdf, prepare_page, render_scale, render_size
+from ocr_core.inputs.pdf_rows import page_files
+from ocr_core.inputs.source import InputSelection, load_source
+from ocr_core.judging.canary import Canary, CanaryContext
+from ocr_core.publishing.cost import JOB_PRICES_USD_PER_HOUR
+from ocr_core.shapes.llm_batches import OfflineRunner
+from ocr_core.shapes.tally import ProgressBar
+from ocr_core.store.progress import ResultLog, read_results
 from tests.test_offline_faults import FakeLLM, completion, recipe
 from tests.test_resume_publish import run_main, served
 from tests.test_server_recipes import FAST, load_output, run_recipe, summary_of
@@ -79,7 +81,7 @@ def test_each_model_states_the_size_its_card_asks_for():
 
 
 def test_a_single_pdf_is_one_row_per_page_at_the_asked_size():
-    source = load_source(str(SAMPLE_PDF), pdf_size=SMALL)
+    source = load_source(InputSelection(str(SAMPLE_PDF)), pdf_size=SMALL)
     assert source.ids == [f"sample-pages.pdf#p{page}" for page in range(SAMPLE_PAGES)]
     assert source.dataset["source_file"] == ["sample-pages.pdf"] * SAMPLE_PAGES
     assert source.dataset["page_index"] == list(range(SAMPLE_PAGES))
@@ -92,7 +94,7 @@ def test_a_folder_names_pages_by_path_and_a_bad_pdf_is_one_error_row_that_says_w
     folder = pdf_folder(tmp_path / "in")
     (folder / ".hidden").mkdir()
     (folder / ".hidden" / "skip.pdf").write_bytes(blank_pdf())
-    source = load_source(str(folder), pdf_size=SMALL)
+    source = load_source(InputSelection(str(folder)), pdf_size=SMALL)
     assert source.ids == FOLDER_IDS
     cells = {row.row_id: row.cell for row in source.rows(set())}
     with pytest.raises(BadPdf, match=r"scans/encrypted\.pdf is encrypted \(password protected\).*qpdf --decrypt"):
@@ -105,7 +107,9 @@ def test_a_folder_names_pages_by_path_and_a_bad_pdf_is_one_error_row_that_says_w
 
 def test_a_page_that_cannot_be_rendered_fails_alone(tmp_path):
     (tmp_path / "two.pdf").write_bytes(broken_page_pdf())
-    first, second = (row.cell for row in load_source(str(tmp_path / "two.pdf"), pdf_size=SMALL).rows(set()))
+    first, second = (
+        row.cell for row in load_source(InputSelection(str(tmp_path / "two.pdf")), pdf_size=SMALL).rows(set())
+    )
     assert max(size_of(prepare_page(first, None, None))) == 256
     with pytest.raises(BadPdf, match=r"page 1 of two\.pdf cannot be rendered"):
         prepare_page(second, None, None)
@@ -126,13 +130,15 @@ def pdf_dataset(folder, cells: list, feature) -> str:
 
 def test_a_dataset_column_of_pdf_bytes_keeps_its_other_columns(tmp_path):
     cells = [{"bytes": SAMPLE_PDF.read_bytes(), "path": None}, {"bytes": blank_pdf(), "path": "blank.pdf"}]
-    source = load_source(pdf_dataset(tmp_path / "in", cells, datasets.Pdf()), image_column="pdf", pdf_size=SMALL)
+    source = load_source(
+        InputSelection(pdf_dataset(tmp_path / "in", cells, datasets.Pdf()), image_column="pdf"), pdf_size=SMALL
+    )
     assert source.ids == [*(f"train-0#p{page}" for page in range(SAMPLE_PAGES)), "train-1#p0"]
     assert source.dataset.column_names == ["doc", "source_file", "page_index"]
     assert source.dataset["doc"] == ["first"] * SAMPLE_PAGES + ["second"]
     assert source.dataset["source_file"] == ["train-0"] * SAMPLE_PAGES + ["blank.pdf"]
     assert all(prepare_page(row.cell, None, None).data for row in source.rows(set()))
-    keyed = load_source(str(tmp_path / "in"), image_column="pdf", id_column="doc", pdf_size=SMALL)
+    keyed = load_source(InputSelection(str(tmp_path / "in"), image_column="pdf", id_column="doc"), pdf_size=SMALL)
     assert keyed.ids[-1] == "second#p0"
 
 
@@ -141,7 +147,7 @@ def test_a_dataset_column_of_relative_pdf_paths_reads_them_beside_the_dataset(tm
     (tmp_path / "files" / "sample.pdf").write_bytes(SAMPLE_PDF.read_bytes())
     (tmp_path / "files" / "locked.pdf").write_bytes(encrypted_pdf())
     folder = pdf_dataset(tmp_path / "in", ["../files/sample.pdf", "../files/locked.pdf"], datasets.Value("string"))
-    source = load_source(folder, image_column="pdf", pdf_size=SMALL)
+    source = load_source(InputSelection(folder, image_column="pdf"), pdf_size=SMALL)
     assert len(source.ids) == SAMPLE_PAGES + 1
     rows = list(source.rows(set()))
     assert max(size_of(prepare_page(rows[0].cell, None, None))) == 256
@@ -157,11 +163,11 @@ def test_pdf_cells_are_told_from_image_cells():
 def test_without_pypdfium2_pdf_input_names_the_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "pypdfium2", None)
     with pytest.raises(InputError, match="pip install pypdfium2"):
-        load_source(str(SAMPLE_PDF))
+        load_source(InputSelection(str(SAMPLE_PDF)))
 
 
 def test_rendering_in_many_threads_gives_the_bytes_of_one():
-    cells = [row.cell for row in load_source(str(SAMPLE_PDF), pdf_size=SMALL).rows(set())] * 6
+    cells = [row.cell for row in load_source(InputSelection(str(SAMPLE_PDF)), pdf_size=SMALL).rows(set())] * 6
     alone = [prepare_page(cell, None, None).data for cell in cells]
     with ThreadPoolExecutor(8) as threads:
         together = list(threads.map(lambda cell: prepare_page(cell, None, None).data, cells))
@@ -187,7 +193,7 @@ def test_the_offline_runner_sends_rendered_pages_and_fails_a_bad_pdf_alone(tmp_p
     engine.chat = keep_images
     canary = Canary(log, CanaryContext("m", "i", "c"))
     runner = OfflineRunner(engine, facts, args, log, ProgressBar(6, 0), canary)
-    runner.run(load_source(str(pdf_folder(tmp_path / "in")), pdf_size=SMALL).rows(set()), 4)
+    runner.run(load_source(InputSelection(str(pdf_folder(tmp_path / "in"))), pdf_size=SMALL).rows(set()), 4)
     results = {row["row_id"]: row for row in read_results(tmp_path / "progress").to_pylist()}
     assert sorted(results) == sorted(FOLDER_IDS)
     assert [max(Image.open(io.BytesIO(image)).size) for image in sent] == [256] * SAMPLE_PAGES
@@ -289,7 +295,7 @@ def test_a_hub_dataset_pdf_path_outside_the_dataset_is_never_opened(tmp_path, mo
     """A Hub dataset's cell naming /some/file.pdf on the job's machine: one error row, no page of it rendered."""
     import huggingface_hub.constants
 
-    from ocr_core import source as source_module
+    from ocr_core.inputs import source as source_module
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
     private = tmp_path / "private.pdf"
@@ -297,7 +303,7 @@ def test_a_hub_dataset_pdf_path_outside_the_dataset_is_never_opened(tmp_path, mo
     features = datasets.Features({"doc": datasets.Value("string"), "pdf": datasets.Value("string")})
     dataset = datasets.Dataset.from_dict({"doc": ["mine"], "pdf": [str(private)]}, features=features)
     monkeypatch.setattr(source_module, "open_dataset", lambda *args, **kwargs: dataset)
-    source = load_source("someone/scans", image_column="pdf", pdf_size=SMALL)
+    source = load_source(InputSelection("someone/scans", image_column="pdf"), pdf_size=SMALL)
     rows = list(source.rows(set()))
     assert len(rows) == 1, "the private PDF's pages were counted"
     with pytest.raises(BadPdf, match="outside"):

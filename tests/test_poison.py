@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from ocr_core.poison import MAX_STRIKES, Lane, Strikes, fault_of_the_page, set_aside_error
+from ocr_core.judging.poison import MAX_STRIKES, Lane, Strikes, fault_of_the_page, set_aside_error
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from ocr_core.card import CardFacts, render_card, split_front_matter
-from ocr_core.compaction import FAN_IN, TOP_CLASS, compact, plan_merges, size_class
-from ocr_core.job import claim_lease, hold_lease, release
-from ocr_core.lease import (
+from ocr_core.preparation.claim import claim_lease, hold_lease
+from ocr_core.preparation.job import release
+from ocr_core.publishing.card import CardFacts, render_card
+from ocr_core.store.compaction import FAN_IN, TOP_CLASS, compact, plan_merges, size_class
+from ocr_core.store.front_matter import split_front_matter
+from ocr_core.store.lease import (
     WHOLE,
     Lease,
     LeaseTaken,
@@ -29,10 +31,10 @@ from ocr_core.lease import (
     lease_key,
     overlaps,
 )
-from ocr_core.manifest import differences, fingerprint, settings_mismatch_message
-from ocr_core.mirror import ProgressMirror
-from ocr_core.output import Destination, foreign_files, owned_configs, unsafe_local_output
-from ocr_core.progress import ResultLog, RowResult, finished_ids, part_files, read_results, read_strikes
+from ocr_core.store.manifest import differences, fingerprint, settings_mismatch_message
+from ocr_core.store.mirror import ProgressMirror
+from ocr_core.store.output import Destination, foreign_files, owned_configs, unsafe_local_output
+from ocr_core.store.progress import ResultLog, RowResult, finished_ids, part_files, read_results, read_strikes
 from tests.testbed.hub_double import FolderHub
 
 
@@ -134,7 +136,8 @@ def test_compaction_keeps_the_newest_record_of_a_row_merged_with_an_older_one(tm
 
 
 def manifest_args(**changes):
-    from ocr_core.cli import build_parser, parse_arguments
+    from ocr_core.command.checks import parse_arguments
+    from ocr_core.command.parser import build_parser
     from tests.testbed.recipes import model_facts
 
     facts = model_facts("ovis_ocr2")
@@ -292,7 +295,8 @@ def test_live_overlapping_leases_of_other_runs_conflict():
 
 def two_runs_of_one_command(tmp_path):
     """Two machines' view of one Hub output, and each run's lease, the first started before the second."""
-    from ocr_core.cli import build_parser, parse_arguments
+    from ocr_core.command.checks import parse_arguments
+    from ocr_core.command.parser import build_parser
     from tests.testbed.recipes import model_facts
 
     hub = FolderHub(tmp_path / "hub")

@@ -1,7 +1,7 @@
 """The server shape's fault suite: every answer a server can give, and what the pump makes of it.
 
 A fake server (httpx.MockTransport) stands in for vLLM, so status codes, bodies, timeouts and refused connections
-are exact and cost nothing; the pump is driven as run.py drives it.
+are exact and cost nothing; the pump is driven as the served driver drives it.
 """
 
 from __future__ import annotations
@@ -24,20 +24,25 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from ocr_core import pump as pump_module
-from ocr_core.canary import Canary, CanaryContext
-from ocr_core.chat import Retryable, RowFailed, post_chat
-from ocr_core.cli import build_parser, parse_arguments
+from ocr_core.command.checks import parse_arguments
+from ocr_core.command.parser import build_parser
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, default_parse
-from ocr_core.fleet import SERVING, STARTING, Fleet, Replica
-from ocr_core.progress import ResultLog, read_results
-from ocr_core.pump import Pump, retry_delay
-from ocr_core.report import ProgressBar, RunFacts, process_seconds
-from ocr_core.scale import Slot
+from ocr_core.inputs.source import RowInput
+from ocr_core.judging.canary import Canary, CanaryContext
+from ocr_core.serving.chat import Retryable, RowFailed, post_chat
+from ocr_core.serving.fleet import Fleet
+from ocr_core.serving.replica import SERVING, STARTING, Replica
+from ocr_core.serving.scale import Slot
 from ocr_core.settings import Settings
-from ocr_core.source import RowInput
-from ocr_core.window import Window
+from ocr_core.shapes import page_requests as requests_module
+from ocr_core.shapes import pump as pump_module
+from ocr_core.shapes.page_requests import retry_delay
+from ocr_core.shapes.pump import Pump
+from ocr_core.shapes.tally import ProgressBar
+from ocr_core.shapes.window import Window
+from ocr_core.store.progress import ResultLog, read_results
+from ocr_core.summary_line import RunFacts, process_seconds
 from tests.testbed.recipes import model_facts
 
 URL = "http://vllm.test"
@@ -176,7 +181,7 @@ def run_pump(
 @pytest.fixture(autouse=True)
 def quick_backoff(monkeypatch):
     """Backoff of milliseconds: the retry decisions are the point here, not the pauses."""
-    monkeypatch.setattr(pump_module, "BACKOFF_BASE_S", 0.001)
+    monkeypatch.setattr(requests_module, "BACKOFF_BASE_S", 0.001)
 
 
 # ---- one request: the status-to-outcome map ----
@@ -292,8 +297,8 @@ def test_retry_after_is_bounded_and_never_negative():
 
 def test_retry_delay_grows_is_capped_and_honours_retry_after():
     delays = [retry_delay(attempt) for attempt in range(1, 60)]
-    assert delays[0] <= 2 * pump_module.BACKOFF_BASE_S
-    assert max(delays) <= pump_module.BACKOFF_CAP_S
+    assert delays[0] <= 2 * requests_module.BACKOFF_BASE_S
+    assert max(delays) <= requests_module.BACKOFF_CAP_S
     assert min(retry_delay(2, retry_after=20.0) for _ in range(50)) >= 20.0
 
 

@@ -15,9 +15,9 @@ from types import ModuleType
 
 import pytest
 
-from ocr_core.cli import job_command, job_timeout, without_secrets
+from ocr_core.command.job_commands import job_command, job_timeout, without_secrets
 from ocr_core.facts import ModelFacts
-from ocr_core.server import parse_metrics
+from ocr_core.serving.spawn import parse_metrics
 from ocr_models import MODELS, RECIPES, hpd_parsing, model_module, ovis_ocr2
 from tests.testbed.env import ran_the_installed_wheel, script_command
 from tests.testbed.env import testbed_env as bed_env
@@ -277,7 +277,7 @@ def test_offline_header_pins_the_twin_image_version(script):
 
 
 def test_offline_engine_flags_mean_what_the_serve_flags_mean():
-    from ocr_core.offline import engine_flags
+    from ocr_core.shapes.llm_batches import engine_flags
 
     args = ["--limit-mm-per-prompt", "{}", "--default-chat-template-kwargs", "{}", "--served-model-name=x", "--a"]
     assert engine_flags(args) == ["--limit-mm-per-prompt", "{}", "--a"]

@@ -13,13 +13,16 @@ from typing import ClassVar
 
 import pytest
 
-import ocr_core.redact as redaction
-from ocr_core.cli import build_parser, job_command, parse_arguments, without_secrets
-from ocr_core.recipes import run_saturate
-from ocr_core.redact import redact, register_run_secrets, register_secret
-from ocr_core.report import Summary, say
-from ocr_core.server import SpawnedServer
-from ocr_core.server_handle import api_headers, missing_vllm_message
+import ocr_core.redaction as redaction
+from ocr_core import run_saturate
+from ocr_core.command.checks import parse_arguments
+from ocr_core.command.job_commands import job_command, without_secrets
+from ocr_core.command.parser import build_parser
+from ocr_core.console import say
+from ocr_core.redaction import redact, register_run_secrets, register_secret
+from ocr_core.serving.handle import api_headers, missing_vllm_message
+from ocr_core.serving.spawn import SpawnedServer
+from ocr_core.summary_line import Summary
 from tests.testbed.recipes import model_facts
 
 ROOT = Path(__file__).resolve().parent.parent

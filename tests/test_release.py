@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from ocr_core.cli import SCRIPTS_URL, job_command
-from ocr_core.provenance import script_source
+from ocr_core.command.job_commands import SCRIPTS_URL, job_command
+from ocr_core.command.provenance import script_source
 from ocr_core.version import RELEASE_TABLE
 from ocr_models import RECIPES
 from tools import release
@@ -80,7 +80,7 @@ def test_the_layout_holds_the_scripts_the_wheel_and_the_docs(released):
     wheel = folder / "wheels" / release.wheel_name(release.core_version())
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-    assert "ocr_core/recipes.py" in names and "ocr_models/hpd_parsing.py" in names
+    assert "ocr_core/entry.py" in names and "ocr_core/shapes/pump.py" in names and "ocr_models/hpd_parsing.py" in names
     assert not any(name.startswith("tests/") for name in names)
     for name in [entry.script for entry in RECIPES] + list(release.DOCS):
         assert (folder / name).read_bytes() == (ROOT / name).read_bytes(), name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from ocr_core.repeats import repeated_tail, trim_repeats
+from ocr_core.judging.repeats import repeated_tail, trim_repeats
 
 
 def test_single_character_loop():

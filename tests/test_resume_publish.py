@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from ocr_core import assemble as assemble_module
-from ocr_core import hub as hub_module
-from ocr_core import pump as pump_module
-from ocr_core.images import prepare_image
+from ocr_core.inputs.images import prepare_image
+from ocr_core.publishing import assembly as assemble_module
+from ocr_core.shapes import page_requests as requests_module
+from ocr_core.store import hub as hub_module
 from tests.testbed.env import REPO_ROOT, script_command, script_python
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.fake_server import answer_text, fake_server
@@ -456,7 +456,7 @@ def test_a_page_that_always_fails_is_one_error_row_the_rest_publishes_and_retry_
     tmp_path, capsys, monkeypatch
 ):
     """A budget of 2 s (other pages are answered within it, so the failures are the page's own), quick backoff."""
-    monkeypatch.setattr(pump_module, "BACKOFF_BASE_S", 0.05)
+    monkeypatch.setattr(requests_module, "BACKOFF_BASE_S", 0.05)
     out = tmp_path / "out"
     with fake_server() as server:
         server.state.poison = True

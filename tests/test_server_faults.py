@@ -24,16 +24,18 @@ from pathlib import Path
 
 import pytest
 
-from ocr_core import server as server_module
-from ocr_core import server_handle as engine_module
-from ocr_core.chat import Retryable
-from ocr_core.cli import build_parser, parse_arguments
+from ocr_core.command.checks import parse_arguments
+from ocr_core.command.parser import build_parser
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts
-from ocr_core.fleet import SERVING, STARTING, Fleet, Replica
-from ocr_core.server import ServerError, SpawnedServer, url_port
-from ocr_core.server_handle import ServerHandle, Target
-from ocr_core.stall import PROGRESS_COUNTERS, StallDetector, watch_for_stalls
+from ocr_core.serving import handle as engine_module
+from ocr_core.serving import spawn as server_module
+from ocr_core.serving.chat import Retryable
+from ocr_core.serving.fleet import Fleet
+from ocr_core.serving.handle import ServerHandle, Target
+from ocr_core.serving.replica import SERVING, STARTING, Replica
+from ocr_core.serving.spawn import ServerError, SpawnedServer, url_port
+from ocr_core.serving.stall import PROGRESS_COUNTERS, StallDetector, watch_for_stalls
 from tests.testbed.env import REPO_ROOT
 
 FAKE_VLLM = '''\
@@ -295,7 +297,7 @@ def watch(server: FakeServer, engine: RecordingEngine, in_flight: int, seconds: 
 
 
 def test_watcher_reports_frozen_counters_with_pages_in_flight(fake_server, monkeypatch):
-    monkeypatch.setattr("ocr_core.stall.STALL_POLL_S", 0.05)
+    monkeypatch.setattr("ocr_core.serving.stall.STALL_POLL_S", 0.05)
     fake_server.metrics = prometheus(120, 40, 2)
     engine = RecordingEngine()
     watch(fake_server, engine, in_flight=3, seconds=1.5)
@@ -306,7 +308,7 @@ def test_watcher_reports_frozen_counters_with_pages_in_flight(fake_server, monke
 
 
 def test_watcher_leaves_an_idle_or_metricless_server_alone(fake_server, monkeypatch):
-    monkeypatch.setattr("ocr_core.stall.STALL_POLL_S", 0.05)
+    monkeypatch.setattr("ocr_core.serving.stall.STALL_POLL_S", 0.05)
     fake_server.metrics = prometheus(120, 40, 2)
     idle = RecordingEngine()
     watch(fake_server, idle, in_flight=0, seconds=1.5)
@@ -468,7 +470,7 @@ DRIVER = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from ocr_core.server import SpawnedServer
+from ocr_core.serving.spawn import SpawnedServer
 argv, url = ["vllm", "serve", "org/model", "--port", sys.argv[2]], f"http://127.0.0.1:{sys.argv[2]}"
 server = SpawnedServer(argv, url, log_path=Path(sys.argv[3]))
 server.start()

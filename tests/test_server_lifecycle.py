@@ -20,7 +20,7 @@ import datasets
 import httpx
 import pytest
 
-from ocr_core.stall import PROGRESS_COUNTERS
+from ocr_core.serving.stall import PROGRESS_COUNTERS
 from tests.testbed.env import REPO_ROOT, script_command
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.server import free_port

@@ -20,11 +20,11 @@ import httpx
 import pytest
 from PIL import Image
 
-from ocr_core.cli import SERVER_WINDOW
-from ocr_core.recipes import run_saturate
-from ocr_core.scale import max_num_seqs
-from ocr_core.server import kv_capacity
-from ocr_core.window import engine_window
+from ocr_core import run_saturate
+from ocr_core.command.parser import SERVER_WINDOW
+from ocr_core.serving.scale import max_num_seqs
+from ocr_core.serving.spawn import kv_capacity
+from ocr_core.shapes.window import engine_window
 from tests.testbed.env import REPO_ROOT, ran_the_installed_wheel, script_command
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.hub_double import FolderHub

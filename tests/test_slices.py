@@ -15,14 +15,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ocr_core import assemble as assemble_module
-from ocr_core import slices as slices_module
-from ocr_core.card import CardFacts, split_front_matter
-from ocr_core.compaction import FAN_IN, compact
-from ocr_core.output import Destination
-from ocr_core.progress import RESULT_SCHEMA, ResultLog, RowResult, part_files
-from ocr_core.slices import publish_slice, slice_facts, slice_results
-from ocr_core.source import load_source
+from ocr_core.inputs.source import InputSelection, load_source
+from ocr_core.publishing import assembly as assemble_module
+from ocr_core.publishing import slices as slices_module
+from ocr_core.publishing.card import CardFacts
+from ocr_core.publishing.slices import publish_slice, slice_facts, slice_results
+from ocr_core.store.compaction import FAN_IN, compact
+from ocr_core.store.front_matter import split_front_matter
+from ocr_core.store.output import Destination
+from ocr_core.store.progress import RESULT_SCHEMA, ResultLog, RowResult, part_files
 from tests.test_resume_publish import REPO, SAMPLES, load, repeated, run_main, served
 from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub
@@ -48,12 +49,12 @@ def rows(dataset: datasets.Dataset, names: list[str] = COMPARED) -> list[dict]:
 
 
 def test_a_shard_reads_and_owns_only_its_contiguous_range():
-    whole = load_source(str(SAMPLES))
-    second = load_source(str(SAMPLES), shard=(1, 2))
+    whole = load_source(InputSelection(str(SAMPLES)))
+    second = load_source(InputSelection(str(SAMPLES), shard=(1, 2)))
     assert second.owned() == whole.ids[6:]
     assert [row.index for row in second.rows(skip=set())] == whole.selected[6:]
-    shuffled = load_source(str(SAMPLES), max_samples=5, shuffle=True, seed=3, shard=(0, 2))
-    assert shuffled.owned() == load_source(str(SAMPLES), max_samples=5, shuffle=True, seed=3).ids[:2]
+    shuffled = load_source(InputSelection(str(SAMPLES), max_samples=5, shuffle=True, seed=3, shard=(0, 2)))
+    assert shuffled.owned() == load_source(InputSelection(str(SAMPLES), max_samples=5, shuffle=True, seed=3)).ids[:2]
 
 
 def test_each_shard_publishes_its_own_slice_and_the_union_is_the_unsharded_run(server, tmp_path, capsys, monkeypatch):
@@ -239,8 +240,8 @@ def parquet_input(folder: Path, files: int = 4) -> Path:
 )
 def test_a_shard_of_parquet_files_loads_only_the_files_of_its_range(tmp_path, shard, samples, files, offset):
     folder = parquet_input(tmp_path / "in")
-    whole = load_source(str(folder), max_samples=samples)
-    part = load_source(str(folder), max_samples=samples, shard=shard)
+    whole = load_source(InputSelection(str(folder), max_samples=samples))
+    part = load_source(InputSelection(str(folder), max_samples=samples, shard=shard))
     assert (len(part.dataset), part.offset, part.input_rows) == (3 * files, offset, 12)
     assert part.owned() == whole.ids[part.span.start : part.span.stop]
     positions = list(part.span)

@@ -16,13 +16,13 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from ocr_core import hub as hub_module
-from ocr_core import job as job_module
-from ocr_core import lease as lease_module
-from ocr_core import progress as progress_module
-from ocr_core import server_handle as engine_module
-from ocr_core.lease import Lease
-from ocr_core.progress import ResultLog, RowResult, part_files
+from ocr_core.preparation import job as job_module
+from ocr_core.serving import handle as engine_module
+from ocr_core.store import hub as hub_module
+from ocr_core.store import lease as lease_module
+from ocr_core.store import progress as progress_module
+from ocr_core.store.lease import Lease
+from ocr_core.store.progress import ResultLog, RowResult, part_files
 from tests.test_resume_publish import (
     PROGRESS,
     REPO,

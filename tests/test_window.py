@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from ocr_core.hostmem import GIB, MemoryGuard
-from ocr_core.window import Window, engine_window
+from ocr_core.serving.hostmem import GIB, MemoryGuard
+from ocr_core.shapes.window import Window, engine_window
 
 
 def run(coroutine):

@@ -21,14 +21,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from ocr_core.assemble import INFO_COLUMN  # noqa: E402  (src/ is on the path only from here on)
-from ocr_core.cli import OFFLINE_BATCH, job_command  # noqa: E402
-from ocr_core.facts import ModelFacts  # noqa: E402
-from ocr_core.scale import Gpu, Machine, memory_utilization, plan_scale  # noqa: E402
+from ocr_core import (  # noqa: E402  (src/ is on the path only from here on)
+    INFO_COLUMN,
+    OFFLINE_BATCH,
+    Gpu,
+    Machine,
+    ModelFacts,
+    job_command,
+    memory_utilization,
+    plan_scale,
+)
 from ocr_models import RECIPES, Recipe, model_module  # noqa: E402
 
 MODELS_JSON = ROOT / "models.json"
-PACKAGES = (ROOT / "src" / "ocr_core", ROOT / "src" / "ocr_core" / "fanout", ROOT / "src" / "ocr_models")
+CORE = ROOT / "src" / "ocr_core"
+PACKAGES = (CORE, *sorted(folder.parent for folder in CORE.glob("*/__init__.py")), ROOT / "src" / "ocr_models")
 BLOCKS = {"README.md": ("scripts", "modules"), "SERVING.md": ("scripts", "measurements")}
 SHAPES = {
     "offline": f"offline (`vllm.LLM`), batches of {OFFLINE_BATCH}",

@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-from ocr_core.facts import ModelFacts
+from ocr_core import ModelFacts
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,7 @@ hashes in it, and lays out the folder to upload to the Hub repo the scripts' URL
     python tools/release.py layout FOLDER   # check, build, then add this release to FOLDER (a clone of the repo)
 
 The wheel this builds carries ocr_core/released_scripts.json: each script's sha256, of the very bytes laid out. A run
-looks its own bytes up there (ocr_core.provenance), so it is recorded as the released script only when the core it
+looks its own bytes up there (command/provenance.py), so it is recorded as the released script only when the core it
 runs on is a release build and its bytes are that release's; a copy edited by anyone, whatever it says of itself,
 is a modified copy, and a core built any other way (a source tree, `uv build`) certifies nothing.
 
@@ -43,9 +43,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from ocr_core.cli import DEFAULT_JOB_TIMEOUT, job_command  # noqa: E402  (src/ is on the path only from here on)
-from ocr_core.script_header import read_header  # noqa: E402
-from ocr_core.version import DISTRIBUTION, RELEASE_TABLE  # noqa: E402
+from ocr_core import DEFAULT_JOB_TIMEOUT, DISTRIBUTION, RELEASE_TABLE, job_command, read_header  # noqa: E402  (src/ is on the path only from here on)
 from ocr_models import RECIPES, recipe  # noqa: E402
 from tools.recipes import facts_of  # noqa: E402  (a script's FACTS, as the script states them)
 from tools.render import RenderRefused, render  # noqa: E402

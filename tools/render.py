@@ -14,9 +14,8 @@ import textwrap
 from dataclasses import dataclass
 from types import ModuleType
 
-from ocr_core import recipes
-from ocr_core.cli import DEFAULT_JOB_TIMEOUT, job_command
-from ocr_core.version import DISTRIBUTION
+import ocr_core
+from ocr_core import DEFAULT_JOB_TIMEOUT, DISTRIBUTION, job_command
 from ocr_models import Recipe, model_module, recipe
 
 # The docstring's own paragraphs are wrapped this narrow, as the scripts always were: the twin's name moves a break.
@@ -169,15 +168,10 @@ def facts_source(module: ModuleType) -> tuple[str, bool]:
 
 
 def body(entry: Recipe, module: ModuleType) -> str:
-    """The imports, FACTS and the call, each import from where the core defines it."""
+    """The imports (the core's through its public face), FACTS and the call."""
     facts, names_hooks = facts_source(module)
-    entry_point = getattr(recipes, f"run_{entry.shape}")
-    imports = sorted(
-        [
-            f"from {type(module.FACTS).__module__} import ModelFacts",
-            f"from {entry_point.__module__} import {entry_point.__name__}",
-        ]
-    )
+    entry_point = getattr(ocr_core, f"run_{entry.shape}")
+    imports = [f"from ocr_core import ModelFacts, {entry_point.__name__}"]
     if names_hooks:
         package, _, short = module.__name__.rpartition(".")
         imports.append(f"from {package} import {short}")

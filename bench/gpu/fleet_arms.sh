@@ -37,7 +37,7 @@ phase() {
     left=$((budget - (SECONDS - t0) - 30))
     if [ "$left" -lt 150 ]; then say "$name: skipped, $left s left"; return; fi
     gpu_idle
-    plan_flags=$("$py" -c "import sys; from ocr_core.scale import detect_machine, plan_scale
+    plan_flags=$("$py" -c "import sys; from ocr_core import detect_machine, plan_scale
 print(' '.join(plan_scale(detect_machine(), 0.8, None, replicas=int(sys.argv[1]), vllm_version='0.30.0').serve_args()))" "$n")
     if [ "$mps" = 1 ]; then
         export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from ocr_core.report import Tally
+from ocr_core import Tally
 
 # The Nanonets-OCR2 prompt (the text after the image), as the nanonets recipes send it.
 NANONETS_PROMPT = (

@@ -1,7 +1,7 @@
 """A model's facts, as a recipe states them: the single place a script's model-specific behaviour comes from.
 
 Each shipped script constructs one `ModelFacts` at its top (the prompt and sampling on its first screen) and hands
-it to its shape's entry in recipes.py. The fields are keyword-only, so a misspelt one (`max_sides=`) stops the
+it to its shape's entry (entry.py). The fields are keyword-only, so a misspelt one (`max_sides=`) stops the
 script the moment it starts, never a fact silently left at its default: exit 2 (the fix is the user's), the closest
 field named, and the summary line every way out prints. Model-specific code (a parser, a serve-flag
 rewrite) is a hook: a typed callable field, defined once in `ocr_models.<model>` and named by both twins.
@@ -95,7 +95,8 @@ def unknown_fields_message(unknown: list[str]) -> str:
 
 def refuse_unknown_fields(unknown: list[str], model: object) -> None:
     """Exit 2 with the message and the summary line, as a refused command line gets."""
-    from .report import Summary, say
+    from .console import say
+    from .summary_line import Summary
 
     message = unknown_fields_message(unknown)
     say(f"error: {message}")

@@ -84,7 +84,7 @@ def engine_check(serve_args: list[str], model_dir: str) -> dict[str, Any]:
     """The offline recipe's `LLM(...)` kwargs, and any this release's EngineArgs does not take."""
     from vllm.engine.arg_utils import EngineArgs
 
-    from ocr_core.offline import engine_kwargs
+    from ocr_core.shapes.llm_batches import engine_kwargs
 
     try:
         kwargs = engine_kwargs(serve_args)

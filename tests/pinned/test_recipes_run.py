@@ -23,8 +23,8 @@ import pytest
 from PIL import Image
 
 from ocr_core.facts import ModelFacts
-from ocr_core.output import PROGRESS_ROOT
-from ocr_core.server import serve_command
+from ocr_core.serving.spawn import serve_command
+from ocr_core.store.output import PROGRESS_ROOT
 from tests.testbed.env import REPO_ROOT
 from tests.testbed.pinned import PinnedVllm
 from tests.testbed.server import free_port

@@ -1,6 +1,6 @@
 """A Hub client double: each dataset repo is a folder, each commit copies files in and records itself.
 
-It implements the same calls as ocr_core.hub.HfHub, so the publishing and resume code under test is the real
+It implements the same calls as ocr_core.store.hub.HfHub, so the publishing and resume code under test is the real
 code; only the network is missing.
 """
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from ocr_core.fanout.jobs import JobLaunch, JobRecord
 from ocr_core.fanout.plan import SHARD_LABEL
-from ocr_core.progress import ResultLog, RowResult, new_run_id, read_results
-from ocr_core.slices import slice_facts_name
+from ocr_core.publishing.slices import slice_facts_name
+from ocr_core.store.progress import ResultLog, RowResult, new_run_id, read_results
 from tests.testbed.env import REPO_ROOT, script_python
 from tests.testbed.hub_double import FolderHub
 

@@ -6,14 +6,13 @@ with the python of the script's uv environment, it is the installed wheel.
 
 from __future__ import annotations
 
-from ocr_core import recipes
-from ocr_core.facts import ModelFacts
+from ocr_core import ModelFacts, run_offline, run_saturate, run_server
 from ocr_core.fanout.jobs import JobsClient
-from ocr_core.hub import HubClient
+from ocr_core.store.hub import HubClient
 from ocr_models import model_module, recipe
 from tools.recipes import ROOT, load_script
 
-ENTRIES = {"offline": recipes.run_offline, "server": recipes.run_server, "saturate": recipes.run_saturate}
+ENTRIES = {"offline": run_offline, "server": run_server, "saturate": run_saturate}
 
 
 def model_facts(model: str) -> ModelFacts:

@@ -15,20 +15,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from ..cli import wrapped_command
+from ..command.job_commands import wrapped_command
+from ..command.jobs_request import FanoutRequest
+from ..command.provenance import hub_id
+from ..console import say
 from ..errors import CommandError
-from ..hub import HubClient
-from ..output import Destination, is_local_output
-from ..provenance import hub_id
-from ..redact import register_secret
-from ..report import say
+from ..publishing.slices import published_slices
+from ..redaction import register_secret
 from ..settings import Settings
-from ..slices import published_slices
+from ..store.hub import HubClient
+from ..store.output import Destination, is_local_output
 from .heal import Attempt, ShardStep, Step, decide, failure_of
 from .jobs import JobRecord, JobsClient, newest_first
 from .pages import LivePages, PageCount
 from .plan import RUN_LABEL, JobsPlan, labelled_shard, launch_command
-from .request import FanoutRequest
 from .summary import FanoutSummary, shard_outcome, spend, wall_seconds
 from .watch import RATE_POLLS, ShardView, Snapshot, watch_lines
 

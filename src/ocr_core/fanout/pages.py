@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..manifest import MANIFEST, read_manifest
-from ..output import Destination
-from ..progress import RESULT_SCHEMA, newest_rows
-from ..source import shard_span
+from ..inputs.selection import shard_span
+from ..store.manifest import MANIFEST, read_manifest
+from ..store.output import Destination
+from ..store.progress import RESULT_SCHEMA, newest_rows
 
 KEY_COLUMNS = ("row_id", "recorded_at", "error", "strikes")
 

@@ -16,15 +16,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..cli import DEFAULT_JOB_TIMEOUT
+from ..command.job_commands import DEFAULT_JOB_TIMEOUT
+from ..command.jobs_request import FanoutRequest
+from ..command.provenance import ScriptSource
+from ..command.script_header import JobsHeader
 from ..facts import ModelFacts
-from ..manifest import fingerprint
-from ..provenance import ScriptSource
-from ..script_header import JobsHeader
+from ..inputs.selection import shard_label
 from ..settings import Settings
-from ..source import shard_label
+from ..store.manifest import fingerprint
 from .jobs import JobLaunch
-from .request import FanoutRequest
 
 RUN_LABEL = "ocr-vllm-run"
 SHARD_LABEL = "ocr-vllm-shard"

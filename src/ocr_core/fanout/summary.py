@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
-from ..cost import flavor_price
+from ..publishing.cost import flavor_price
 from .heal import Attempt, ShardStep, Step
 from .jobs import JobRecord
 

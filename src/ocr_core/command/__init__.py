@@ -1,0 +1,1 @@
+"""The command line: its parser and checks, the job command a message offers, and how the run was launched."""

@@ -1,0 +1,122 @@
+"""The HF Jobs command lines a run shows: the released script's URL, the job timeout, and no secret in any of them."""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Sequence
+
+from ..facts import ModelFacts
+from ..redaction import redact
+
+SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
+
+
+SECRET_FLAGS = ("--hf-token", "--api-key")
+
+
+DEFAULT_JOB_TIMEOUT = "4h"
+
+
+JOB_STARTUP_S = 900
+
+
+COMMAND_WIDTH = 100
+
+
+JOB_COMMAND_TEMPLATE = "hf jobs uv run --flavor {flavor} --timeout {timeout} --image {image} -s HF_TOKEN {url} {args}"
+
+
+def script_url(script: str) -> str:
+    return f"{SCRIPTS_URL}/{script}"
+
+
+def job_timeout(rows: int | None = None, pages_per_s: float | None = None) -> str:
+    """An HF Jobs --timeout for the run: its measured rate with half again as margin, plus start-up; 4h when unknown.
+
+    HF Jobs stop a job after 30 minutes unless told otherwise, which kills most real runs.
+    """
+    if not rows or not pages_per_s:
+        return DEFAULT_JOB_TIMEOUT
+    return f"{max(1, math.ceil((rows / pages_per_s * 1.5 + JOB_STARTUP_S) / 3600))}h"
+
+
+def job_command(
+    script: str, facts: ModelFacts, arguments: Sequence[str] = ("INPUT", "OUTPUT"), timeout: str = DEFAULT_JOB_TIMEOUT
+) -> str:
+    """The exact HF Jobs command that runs this script where `vllm` exists, with the model's image tag.
+
+    It is printed and written into the card, so the token and key flags are left out (the job gets the token
+    through `-s HF_TOKEN`) and any other secret in the arguments is masked. The template is read as the words of
+    the shell the user pastes it into: `{args}` alone becomes the arguments, each quoted once; a word that is a
+    command for a second shell (`bash -lc '... {args}'`) gets them quoted inside it and is then quoted whole, so
+    a space or a `$(...)` in an argument reaches the script as it was given, at either level.
+    """
+    rest = " ".join(shlex.quote(redact(arg)) for arg in without_secrets(arguments))
+    fields = {"url": script_url(script), "image": facts.image, "flavor": facts.flavor, "timeout": timeout}
+    words = shlex.split(facts.job_command or JOB_COMMAND_TEMPLATE)
+    return " ".join(rest if word == "{args}" else shlex.quote(word.format(args=rest, **fields)) for word in words)
+
+
+def command_words(command: str) -> list[str]:
+    """The command's words as written, a quoted one (with its spaces) kept whole."""
+    words, current, quote = [], "", None
+    for char in command:
+        if quote is None and char == " ":
+            words, current = [*words, current] if current else words, ""
+            continue
+        current += char
+        if char in "'\"":
+            quote = None if quote == char else quote or char
+    return [*words, current] if current else words
+
+
+def wrapped_command(command: str, indent: str = "") -> str:
+    """The command on lines that a shell joins back (each but the last ends in a backslash), broken between words
+    only, so a copy of what a terminal or argparse shows still runs."""
+    lines = [indent]
+    for word in command_words(command):
+        if lines[-1].strip() and len(lines[-1]) + 1 + len(word) > COMMAND_WIDTH:
+            lines.append(f"{indent}  ")
+        lines[-1] += f" {word}" if lines[-1].strip() else word
+    return " \\\n".join(lines)
+
+
+def ran_command(script: str, arguments: Sequence[str]) -> str:
+    """The script and the arguments it ran with, as job_command writes them: secret flags left out, secrets masked."""
+    return " ".join([script, *(shlex.quote(redact(arg)) for arg in without_secrets(arguments))])
+
+
+def without_secrets(arguments: Sequence[str]) -> list[str]:
+    """The arguments less the secret flags and their values, under any abbreviation argparse accepts (`--hf`)."""
+    kept: list[str] = []
+    skip = False
+    for arg in arguments:
+        name, equals, _ = arg.partition("=")
+        if skip:
+            skip = False
+        elif names_secret_flag(name):
+            skip = not equals
+        else:
+            kept.append(arg)
+    return kept
+
+
+def masked_secrets(words: Sequence[str]) -> list[str]:
+    """The words with the value of every secret flag (or a start of one, `--api-k`) masked: argparse quotes the
+    words it does not know, and a mistyped flag's value is as secret as the flag's."""
+    masked: list[str] = []
+    for word in words:
+        name, equals, _ = word.partition("=")
+        if masked and names_secret_flag(masked[-1]):
+            masked.append("***")
+        elif equals and names_secret_flag(name):
+            masked.append(f"{name}=***")
+        else:
+            masked.append(word)
+    return masked
+
+
+def names_secret_flag(name: str) -> bool:
+    """argparse takes any unambiguous prefix of an option, so `--hf` and `--api-k` name the secret flags too."""
+    return name.startswith("--") and len(name) > 2 and any(flag.startswith(name) for flag in SECRET_FLAGS)

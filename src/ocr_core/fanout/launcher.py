@@ -1,0 +1,72 @@
+"""`--jobs N` on a recipe's command line: the launcher's whole life, from the parsed command to its summary line.
+
+Every way out prints the summary line on stdout, as a recipe run does; a command the launcher cannot run (a local
+output, a missing token) is exit 2 with the fix, and nothing is launched. A launcher that fails midway (the Jobs
+API down) says so and exits 1, its jobs running on: the same command re-attaches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..command.job_commands import without_secrets
+from ..command.jobs_request import FanoutRequest, job_arguments
+from ..command.provenance import released_scripts, script_source
+from ..command.script_header import jobs_header
+from ..console import say
+from ..errors import CommandError
+from ..facts import ModelFacts
+from ..preparation.ownership import hub_token
+from ..redaction import register_run_secrets
+from ..settings import Settings
+from ..store.hub import HfHub, HubClient
+from ..store.output import is_local_output
+from .drive import fan_out
+from .jobs import HfJobs, JobsClient
+from .plan import plan_launches
+from .summary import FanoutSummary
+
+
+def launch_command_line(
+    facts: ModelFacts,
+    script_path: Path,
+    parser: argparse.ArgumentParser,
+    settings: Settings,
+    request: FanoutRequest,
+    argv: Sequence[str],
+    hub: HubClient | None,
+    jobs: JobsClient | None,
+    load_with: str,
+) -> int:
+    """`hub` and `jobs` replace the real Hub and Jobs clients (tests pass doubles)."""
+    register_run_secrets(settings)
+    options = [option for action in parser._actions for option in action.option_strings]
+    arguments = without_secrets(job_arguments(argv, options))
+    origin = script_source(script_path, released_scripts())
+    plan = plan_launches(request, settings, facts, script_path, origin, jobs_header(script_path.read_text()), arguments)
+    summary = FanoutSummary(script_path.name, settings.model, settings.output, plan.run, plan.shards)
+    summary.load_with = load_with
+    try:
+        client = jobs or HfJobs(hub_token(settings))
+        output_hub = hub if hub is not None or is_local_output(settings.output) else HfHub(hub_token(settings))
+        summary.exit_code = fan_out(request, settings, plan, summary, client, output_hub)
+    except CommandError as exc:
+        say(f"error: {exc}")
+        summary.exit_code = 2
+        summary.print_to(sys.stdout)
+        return 2
+    except Exception as exc:
+        say(
+            f"error: the launcher stopped ({type(exc).__name__}: {exc}); the jobs it started keep running: run the "
+            "same command to re-attach"
+        )
+        summary.exit_code = 1
+        summary.print_to(sys.stdout)
+        return 1
+    if not request.dry_run:
+        say(summary.sentence())
+    summary.print_to(sys.stdout)
+    return summary.exit_code

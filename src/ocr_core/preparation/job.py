@@ -1,0 +1,225 @@
+"""Everything a run settles before its first page: input, output, ownership, lease, manifest and what is left to do.
+
+The order matters. Nothing is written before OUTPUT is known to hold nothing foreign and this run holds its slice
+of it; the lease is on the Hub, and kept renewed, before the input is loaded (minutes, for a large dataset); the
+manifest is compared before any earlier result is trusted, and again after the load, right before this run writes
+its own; an `--overwrite` clears earlier results (here and on the Hub) before any new one is written; and only
+then are the results fetched and counted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from ..command.launch import Launch
+from ..console import say
+from ..facts import ModelFacts
+from ..inputs.addresses import UsageError, check_local_input, input_problem, unreachable_problem
+from ..inputs.columns import Columns, collisions, result_columns
+from ..inputs.pdf import render_size
+from ..inputs.source import InputSelection, Source, load_source
+from ..settings import Settings
+from ..store.hub import HfHub, HubClient, with_retries
+from ..store.lease import Lease, LocalLocks, lease_key
+from ..store.manifest import (
+    ManifestUnreadable,
+    differences,
+    fingerprint,
+    is_legacy_match,
+    settings_mismatch_message,
+    write_manifest,
+)
+from ..store.mirror import ProgressMirror
+from ..store.output import Destination
+from ..store.progress import finished_ids, new_run_id, read_results
+from .claim import claim_lease, hold_lease, replace_results, replace_unused_settings
+from .ownership import check_ownership, hub_token, open_destination
+
+
+@dataclass
+class Job:
+    settings: Settings
+    facts: ModelFacts
+    launch: Launch
+    destination: Destination
+    source: Source
+    columns: Columns
+    skip: set[str]
+    locks: LocalLocks
+    lease: Lease | None
+    run_id: str
+    manifest: dict
+    mirror: ProgressMirror
+    started: float = field(default_factory=time.monotonic)
+
+    @cached_property
+    def todo(self) -> int:
+        """Rows this run drives (counted once: `skip` is settled before the job exists)."""
+        return sum(row_id not in self.skip for row_id in self.source.owned())
+
+
+def input_revision(settings: Settings, previous: dict | None, hub: HubClient | None) -> str | None:
+    """The commit of a Hub input this run reads: the one asked for, else the one the job began on, else the newest."""
+    if Path(settings.input).expanduser().exists():
+        return None
+    if settings.input_revision:
+        return settings.input_revision
+    if previous and previous.get("input") == settings.input and previous.get("input_revision"):
+        return previous["input_revision"]
+    client = hub or HfHub(hub_token(settings))
+    return with_retries(
+        lambda: client.input_revision(settings.input),
+        "reading the input's revision",
+        permanent=lambda exc: input_problem(exc, settings.input) or unreachable_problem(exc, "INPUT", settings.input),
+    )
+
+
+def prepare_job(settings: Settings, facts: ModelFacts, launch: Launch, hub: HubClient | None) -> Job:
+    """OUTPUT is listed once: ownership, the leases and the earlier manifest are all read from that one listing."""
+    started = time.monotonic()
+    check_local_input(settings.input)
+    columns = result_columns(settings, facts)
+    destination = open_destination(settings, hub)
+    listing = destination.listing()
+    check_ownership(destination, listing, settings.overwrite)
+    run_id = destination.slice_tag + new_run_id()
+    locks = LocalLocks(destination.progress_dir, lease_key(settings.shard))
+    locks.acquire(destination.where())
+    lease, mirror = None, None
+    try:
+        lease = claim_lease(destination, listing, run_id, settings)
+        mirror = hold_lease(destination, listing, lease, settings)
+        earlier = earlier_manifest(destination, listing, settings.overwrite)
+        held = Slice(destination, locks, lease, mirror, run_id, columns, earlier)
+        return settle(settings, facts, launch, hub, held, started)
+    except BaseException:
+        release(destination, lease, locks, mirror)
+        raise
+
+
+def release(destination: Destination, lease: Lease | None, locks: LocalLocks, mirror: ProgressMirror | None) -> None:
+    """Gives this run's slice of OUTPUT back: the lease's renewals stop, then the Hub lease file (if it was written)
+    and the local locks go."""
+    try:
+        if mirror is not None:
+            mirror.stop()
+        if lease is not None:
+            name = f"{destination.progress_prefix}/{lease.file_name}"
+            destination.push({}, [name], "OCR progress: lease released")
+    except Exception as exc:
+        say(f"warning: could not remove this run's lease from the Hub ({type(exc).__name__}: {exc}); it expires")
+    finally:
+        locks.release()
+
+
+@dataclass(frozen=True)
+class Slice:
+    """What this run holds of OUTPUT while it settles, and what it read there once: the destination, its locks,
+    its lease and the thread that keeps the lease alive; the result columns and the manifest found before the load."""
+
+    destination: Destination
+    locks: LocalLocks
+    lease: Lease | None
+    mirror: ProgressMirror
+    run_id: str
+    columns: Columns
+    earlier: dict | None
+
+
+def settle(
+    settings: Settings, facts: ModelFacts, launch: Launch, hub: HubClient | None, held: Slice, started: float
+) -> Job:
+    destination = held.destination
+    revision = input_revision(settings, held.earlier, hub)
+    source = load_source(
+        InputSelection.of(settings), revision, render_size(facts.pdf_render, settings.pdf_longest_edge)
+    )
+    check_columns(settings, source, held.columns)
+    pdf_render = source.pdfs.size.describe() if source.pdfs else None
+    manifest = fingerprint(settings, facts, launch.script, revision, source.input_rows, pdf_render)
+    recheck_manifest(held, settings, manifest)
+    start_progress(destination, manifest)
+    held.mirror.begin(manifest)
+    fetched = destination.pull_progress()
+    if fetched:
+        say(f"fetched {fetched} progress file(s) from {destination.describe()}")
+    skip = finished_ids(read_results(destination.progress_dir, ["error"]), settings.retry_errors)
+    job = Job(
+        settings, facts, launch, destination, source, held.columns, skip, held.locks, held.lease, held.run_id,
+        manifest, held.mirror, started,
+    )  # fmt: skip
+    owned = source.owned()
+    shard = f" (shard {settings.shard[0]}/{settings.shard[1]}: {len(owned)} of them)" if settings.shard else ""
+    say(f"{len(source.ids)} row(s) selected from {settings.input}{shard}; {len(owned) - job.todo} already done, "
+        f"{job.todo} to do")  # fmt: skip
+    return job
+
+
+def check_columns(settings: Settings, source: Source, columns: Columns) -> None:
+    """--columns must name the input's own columns, and the result columns must not overwrite one unasked."""
+    unknown = [name for name in settings.columns or () if name not in source.features]
+    if unknown:
+        raise UsageError(
+            f"--columns names {unknown}, which {settings.input} does not have; its columns are {list(source.features)}"
+        )
+    clashing = collisions(source, columns)
+    if clashing and not settings.overwrite:
+        raise UsageError(
+            f"{settings.input} already has column(s) {clashing}; pass --overwrite to replace them, "
+            "or --output-column / --error-column to write elsewhere"
+        )
+
+
+def recheck_manifest(held: Slice, settings: Settings, manifest: dict) -> None:
+    """The manifest at OUTPUT read once more, right before this run writes its own (another run may have written
+    one while the input loaded), and compared with this run's; only a change lists OUTPUT again, for the results
+    that the change decides over."""
+    destination = held.destination
+    previous = earlier_manifest(destination, None, settings.overwrite)
+    changed = settings_changes(previous, manifest)
+    if not changed:
+        return
+    listing = destination.listing()
+    if not destination.holds_results(listing):
+        replace_unused_settings(destination, listing, held.lease, held.locks, settings.take_over, changed)
+    elif not settings.overwrite:
+        raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
+    else:
+        replace_results(destination, listing, held.lease, held.locks, settings.take_over, changed)
+
+
+def earlier_manifest(destination: Destination, listing: list[str] | None, overwrite: bool) -> dict | None:
+    """The manifest of the results already at OUTPUT (`listing`: as Destination.manifest_on_hub reads it); an
+    unreadable one is refused unless --overwrite."""
+    try:
+        return destination.fetch_manifest(listing)
+    except ManifestUnreadable as exc:
+        if not overwrite:
+            raise UsageError(
+                f"{exc}: nothing says how the results at {destination.where()} were made. Pass --overwrite to start "
+                "this config over, or write elsewhere (another --config or OUTPUT)"
+            ) from exc
+        return {"manifest": "unreadable"}
+
+
+def settings_changes(previous: dict | None, current: dict) -> list[str]:
+    """The fields that differ; a manifest from before the fingerprint existed, for the same input, split and
+    model, is adopted (its results were made by the recipe's own settings)."""
+    if previous is None:
+        return []
+    if is_legacy_match(previous, current):
+        say("adopting results written by an earlier version of this script (same input, split and model)")
+        return []
+    return differences(previous, current)
+
+
+def start_progress(destination: Destination, manifest: dict) -> None:
+    """Writes the manifest before the first result: read again after the input load, so it is compared with what
+    OUTPUT holds at the moment this run starts writing, not when it began (another run may have written since)."""
+    path = write_manifest(destination.progress_dir, manifest)
+    if destination.local or not destination.mirror_progress:
+        return
+    destination.push({destination.in_repo(path): path}, [], "OCR progress: manifest")

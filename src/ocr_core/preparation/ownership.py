@@ -1,0 +1,73 @@
+"""Whose output this is: the destination a run writes to, opened once, and the refusal of an output that holds
+files this core did not write."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..inputs.addresses import UsageError, output_problem, unreachable_problem
+from ..settings import Settings
+from ..store.front_matter import split_front_matter
+from ..store.hub import HfHub, HubClient, with_retries
+from ..store.output import (
+    Destination,
+    foreign_files,
+    foreign_message,
+    is_local_output,
+    owned_configs,
+    unsafe_local_output,
+)
+
+
+def hub_token(settings: Settings) -> str | None:
+    return settings.hf_token or os.environ.get("HF_TOKEN")
+
+
+def open_destination(settings: Settings, hub: HubClient | None) -> Destination:
+    """The output, refused before anything is written when it is a folder that must not be written over."""
+    if is_local_output(settings.output):
+        reason = unsafe_local_output(settings.output, settings.input)
+        if reason:
+            raise UsageError(reason)
+        return Destination(settings.output, settings.split, settings.config, None, shard=settings.shard)
+    if settings.output.count("/") != 1:
+        raise UsageError(
+            f"OUTPUT {settings.output!r} is neither a local folder (start it with ./ or /) nor a Hub id "
+            "(namespace/name)"
+        )
+    client = hub or HfHub(hub_token(settings))
+    with_retries(
+        lambda: client.create_repo(settings.output, settings.private),
+        "creating the output repo",
+        permanent=lambda exc: (
+            output_problem(exc, settings.output) or unreachable_problem(exc, "OUTPUT", settings.output)
+        ),
+    )
+    work_dir = Path(os.environ[WORK_DIR_ENV]) if os.environ.get(WORK_DIR_ENV) else None
+    return Destination(
+        settings.output,
+        settings.split,
+        settings.config,
+        client,
+        settings.private,
+        settings.create_pr,
+        work_dir,
+        settings.shard,
+    )
+
+
+def check_ownership(destination: Destination, listing: list[str], overwrite: bool) -> None:
+    """Refuses an OUTPUT that holds files or configs no run of ours wrote, unless --overwrite."""
+    if overwrite:
+        return
+    owned = owned_configs(listing)
+    meta, _ = split_front_matter(destination.existing_card(listing)) if "README.md" in listing else ({}, "")
+    configs = [entry.get("config_name") for entry in meta.get("configs") or [] if isinstance(entry, dict)]
+    foreign_configs = sorted(str(name) for name in configs if name not in owned)
+    files = foreign_files(listing, owned)
+    if files or foreign_configs:
+        raise UsageError(foreign_message(destination.describe(), files, foreign_configs))
+
+
+WORK_DIR_ENV = "OCR_WORK_DIR"

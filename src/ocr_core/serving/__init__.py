@@ -1,0 +1,2 @@
+"""Serving: the `vllm serve` replicas a run talks to, spawned or found, restarted, planned over the machine's GPUs
+and watched for stalls."""

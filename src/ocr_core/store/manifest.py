@@ -1,0 +1,190 @@
+"""What a job's results depend on, written beside them, so that a rerun never mixes two jobs' text.
+
+The manifest fingerprints everything that changes a row's text or which page a row id names: the input, its
+config and resolved revision, the split, the image and id columns, the model, the prompt, the sampling and the
+retry temperature, the image limits, the serve flags (the recipe's and --extra-serve-args), the PDF render size,
+the model's own parse options and the script; and how the output is cut:
+the number of shards (each shard publishes its own range of rows, so another N would cut other ranges) and, with
+--columns, which input columns the output carries (every shard's files must share one schema). A rerun whose
+fingerprint differs stops before any work and names what differs; `--overwrite` deletes the earlier results
+(locally and on the Hub) instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..facts import ModelFacts
+from ..inputs.images import placeholder_part
+from ..redaction import is_secret_flag
+from ..settings import Settings
+
+MANIFEST = "manifest.json"
+SPEED_ONLY_FLAGS = frozenset(
+    {
+        "--gpu-memory-utilization", "--max-num-seqs", "--max-num-batched-tokens", "--tensor-parallel-size", "-tp",
+        "--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp", "--api-server-count", "--host", "--port",
+        "--uvicorn-log-level", "--disable-log-requests", "--enable-log-requests", "--disable-log-stats",
+        "--disable-uvicorn-access-log", "--max-log-len", "--swap-space", "--cpu-offload-gb", "--enable-prefix-caching",
+        "--no-enable-prefix-caching", "--mm-processor-cache-gb", "--block-size", "--enable-chunked-prefill",
+        "--no-enable-chunked-prefill", "--async-scheduling", "--served-model-name",
+    }
+)  # fmt: skip
+
+
+LEGACY_FIELDS = {"input", "split", "model", "output_column"}
+LEGACY_MATCH = ("input", "split", "model")
+
+
+class ManifestUnreadable(ValueError):
+    """The manifest cannot be read (a crash while it was written): nothing says how the results were made."""
+
+
+def fingerprint(
+    settings: Settings,
+    facts: ModelFacts,
+    script: str,
+    input_revision: str | None,
+    input_rows: int,
+    pdf_render: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`input_rows` (the split's length) tells a regenerated local input folder apart: row ids are positions, so
+    another folder under the same path would map old results onto other pages. `pdf_render` is how PDF pages are
+    rendered (it changes the pixels, so the text); absent for image input, so a manifest of an image run stays what
+    it was."""
+    manifest = {
+        "script": script,
+        "input": settings.input,
+        "input_config": settings.input_config,
+        "input_revision": input_revision,
+        "input_rows": input_rows,
+        "split": settings.split,
+        "image_column": settings.image_column,
+        "id_column": settings.id_column,
+        "model": settings.model,
+        "prompt": facts.build_content(placeholder_part()),
+        "sampling": requested_sampling(facts, settings),
+        "request_extras": dict(facts.request_extras),
+        "image_limits": {"max_side": facts.max_side, "max_pixels": facts.max_pixels},
+        "parse_options": dict(settings.model_options),
+        "shards": settings.shard[1] if settings.shard else 1,
+    }
+    if facts.retry_temperature is not None:
+        manifest["retry_temperature"] = facts.retry_temperature
+    serve_args = text_serve_args([*facts.serve_args, *shlex.split(settings.extra_serve_args or "")])
+    if serve_args:
+        manifest["serve_args"] = serve_args
+    selection = shard_selection(settings)
+    if selection is not None:
+        manifest["selection"] = selection
+    if pdf_render is not None:
+        manifest["pdf_render"] = pdf_render
+    if settings.columns is not None:
+        manifest["columns"] = list(settings.columns)
+    return manifest
+
+
+def text_serve_args(words: Sequence[str]) -> list[str]:
+    """The serve flags that can change a page's text (`--chat-template`, `--mm-processor-kwargs`,
+    `--override-generation-config`, a dtype, ...), from the recipe's FACTS and from `--extra-serve-args` alike (an
+    edited copy's pixel band changes the text as much as the same flag given on the command line): every flag but
+    those known to change only speed, memory or where the server listens, so a faster rerun still resumes.
+    Secret-looking flags are left out: the manifest is published beside the results."""
+    kept: list[str] = []
+    for group in flag_groups(words):
+        name = group[0].partition("=")[0]
+        if name not in SPEED_ONLY_FLAGS and not is_secret_flag(name):
+            kept.extend(group)
+    return kept
+
+
+def flag_groups(words: Sequence[str]) -> list[list[str]]:
+    """Each flag with the values that follow it (a JSON value or a path never starts with a dash)."""
+    groups: list[list[str]] = []
+    for word in words:
+        if word.startswith("-") or not groups:
+            groups.append([word])
+        else:
+            groups[-1].append(word)
+    return groups
+
+
+def shard_selection(settings: Settings) -> dict[str, Any] | None:
+    """Which rows a shard's range is cut from: --max-samples, --shuffle and --seed pick the selection that shard I
+    of N takes its I-th range of, so shards that differ in them publish some rows twice and others never. Absent
+    for an unsharded run (its rows are keyed by position, so another sample of them resumes correctly) and for the
+    default selection (so a shard manifest written before this field existed stays what it was)."""
+    if settings.shard is None or (settings.max_samples is None and not settings.shuffle):
+        return None
+    return {
+        "max_samples": settings.max_samples,
+        "shuffle": settings.shuffle,
+        "seed": settings.seed if settings.shuffle else None,
+    }
+
+
+def differences(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Fields whose values differ, comparing them as they read back from JSON. A manifest from before shards were
+    counted holds results keyed by row id, which any number of shards resumes correctly, so it takes this one's."""
+    current = json.loads(json.dumps(current))
+    if "shards" in current and "shards" not in previous:
+        previous = {**previous, "shards": current["shards"]}
+    return [key for key in sorted(set(previous) | set(current)) if previous.get(key) != current.get(key)]
+
+
+def settings_mismatch_message(where: str, previous: dict[str, Any], current: dict[str, Any], fields: list[str]) -> str:
+    current = json.loads(json.dumps(current))
+    changes = "\n".join(f"  {field}: {previous.get(field)!r} -> {current.get(field)!r}" for field in fields)
+    return (
+        f"{where} holds results made another way; continuing would mix two jobs' text under one dataset:\n"
+        f"{changes}\n"
+        "Write elsewhere (another --config NAME, or another OUTPUT), or pass --overwrite to delete those results "
+        "(locally and on the Hub) and start over."
+    )
+
+
+def is_legacy_match(previous: dict[str, Any], current: dict[str, Any]) -> bool:
+    """A manifest written before the fingerprint existed, for the same input, split and model: its results can be
+    adopted (they were made by the recipe's own settings, which is all that version could run)."""
+    return set(previous) == LEGACY_FIELDS and all(previous[key] == current.get(key) for key in LEGACY_MATCH)
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    path = folder / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ManifestUnreadable(f"{path} cannot be read ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise ManifestUnreadable(f"{path} holds no manifest")
+    return manifest
+
+
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
+    """Written aside, fsynced and renamed, so a crash leaves the old manifest or the new one, never half of one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / MANIFEST
+    temporary = folder / f".{MANIFEST}.tmp"
+    with open(temporary, "w") as handle:
+        handle.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    return path
+
+
+def requested_sampling(facts: ModelFacts, settings: Settings) -> dict[str, Any]:
+    """The card's sampling with the command line's temperature and max_tokens on top."""
+    sampling = {**facts.sampling, "temperature": settings.temperature}
+    if settings.max_tokens is not None:
+        sampling["max_tokens"] = settings.max_tokens
+    if settings.ignore_eos:
+        sampling["ignore_eos"] = True
+    return sampling

@@ -1,0 +1,141 @@
+"""The core's layout, read from its imports: stage folders that import one way, and modules a reader can find.
+
+Each stage may use the stages below it and never one above, so a stage can be read (and tested) with only what
+lies under it in mind. The order, lowest first, is RECORDS (the shared modules at the top of ocr_core), STAGES, ENTRY.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parent.parent / "src" / "ocr_core"
+
+# The shared records at the top of ocr_core, the stage folders, and the entry over all of them.
+RECORDS = ("console", "errors", "facts", "rates", "redaction", "settings", "summary_line", "version")
+STAGES = ("inputs", "store", "judging", "command", "serving", "preparation", "shapes", "publishing", "fanout")
+ENTRY = ("entry", "__init__")
+MAX_TOP_MODULES = 10
+MAX_LINES = 400
+
+
+def modules() -> dict[str, Path]:
+    """Every module by its dotted name under ocr_core (a folder's __init__.py by the folder's name)."""
+    found = {}
+    for path in sorted(CORE.rglob("*.py")):
+        parts = path.relative_to(CORE).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)] = path
+    return found
+
+
+def imported(name: str, path: Path) -> set[str]:
+    """The ocr_core modules `path` imports, lazy imports included: `from .x import y` names module x, or x.y when
+    that is a module."""
+    known = modules()
+    package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
+    if name == "__init__":
+        package = []
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+            target = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            for alias in node.names:
+                child = f"{target}.{alias.name}" if target else alias.name
+                found.add(child if child in known else target)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "ocr_core":
+            found.add(".".join(node.module.split(".")[1:]))
+    return {module for module in found if module in known}
+
+
+def layer(name: str) -> int:
+    top = name.split(".")[0]
+    if top in RECORDS:
+        return 0
+    if top in STAGES:
+        return 1 + STAGES.index(top)
+    assert top in ENTRY, f"ocr_core/{top} has no layer: add it to tests/test_layers.py's order"
+    return 1 + len(STAGES)
+
+
+def test_no_stage_imports_one_above_it():
+    upward = [
+        f"{name} imports {other}"
+        for name, path in modules().items()
+        for other in sorted(imported(name, path))
+        if layer(other) > layer(name)
+    ]
+    assert upward == []
+
+
+def test_the_imports_have_no_cycle():
+    graph = {name: imported(name, path) - {name} for name, path in modules().items()}
+    done: set[str] = set()
+
+    def cycle_from(name: str, trail: list[str]) -> list[str] | None:
+        if name in trail:
+            return [*trail[trail.index(name) :], name]
+        if name in done:
+            return None
+        for other in sorted(graph[name]):
+            if found := cycle_from(other, [*trail, name]):
+                return found
+        done.add(name)
+        return None
+
+    cycles = [found for name in graph if (found := cycle_from(name, []))]
+    assert cycles == []
+
+
+def test_few_modules_stay_at_the_top():
+    top = sorted(path.name for path in CORE.glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, top
+    assert {Path(name).stem for name in top} <= {*RECORDS, *ENTRY}
+    assert {path.parent.name for path in CORE.glob("*/__init__.py")} == set(STAGES)
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_no_module_is_long(name):
+    assert len(modules()[name].read_text().splitlines()) <= MAX_LINES
+
+
+def test_no_two_modules_share_a_name_and_none_is_named_like_a_public_function():
+    stems = [name.split(".")[-1] for name in modules() if name != "__init__"]
+    assert sorted({stem for stem in stems if stems.count(stem) > 1}) == []
+    functions = {
+        node.name
+        for path in modules().values()
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("_")
+    }
+    assert sorted(set(stems) & functions) == []
+
+
+def test_the_public_face_declares_what_it_hands_on():
+    face = ast.parse((CORE / "__init__.py").read_text())
+    declared = next(
+        ast.literal_eval(node.value)
+        for node in face.body
+        if isinstance(node, ast.Assign) and any(getattr(target, "id", "") == "__all__" for target in node.targets)
+    )
+    imported_names = {
+        alias.asname or alias.name for node in face.body if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
+    assert set(declared) == imported_names
+    assert {"ModelFacts", "run_offline", "run_server", "run_saturate"} <= set(declared)
+
+
+def test_bench_and_tools_use_only_the_public_face():
+    root = CORE.parent.parent
+    inside = re.compile(r"\bocr_core\.\w+")
+    reached = [
+        f"{path.relative_to(root)}: {match.group(0)}"
+        for folder in ("bench", "tools")
+        for path in sorted((root / folder).rglob("*"))
+        if path.suffix in {".py", ".sh"}
+        for match in inside.finditer(path.read_text())
+    ]
+    assert reached == []
