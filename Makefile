@@ -1,11 +1,18 @@
 # Entry points a person (and CI) runs; each target states the one command behind it.
-.PHONY: run demo test test-pinned
+.PHONY: run submit demo test test-pinned
 
 # Runs any recipe from this clone, its header unedited, with the core's wheel built from src/ (the scripts' URLs and
 # the wheel they pin are published only by a release): on your own GPU box, or against a server with ARGS="--server
 # URL" (tools/run.sh). make run SCRIPT=lighton-ocr3-saturate.py INPUT=./scans OUTPUT=./scans-ocr [ARGS="..."]
 run:
 	bash tools/run.sh "$(SCRIPT)" "$(INPUT)" "$(OUTPUT)" $(ARGS)
+
+# Submits a recipe of this clone to HF Jobs before a release: JOBS jobs (default 1, each --shard I/JOBS), every one
+# shipped the core's wheel built from src/, which its uv installs in place of the header's unpublished one (tools/run.sh
+# adds --core-wheel). INPUT and OUTPUT are Hub datasets; HF_TOKEN or `hf auth login` gives the token; ARGS="--dry-run"
+# prints the hf jobs uv run command of each job and sends nothing. make submit SCRIPT=... INPUT=you/scans OUTPUT=you/scans-ocr
+submit:
+	bash tools/run.sh "$(SCRIPT)" "$(INPUT)" "$(OUTPUT)" --jobs $(or $(JOBS),1) $(ARGS)
 
 # OCRs pages through a real vLLM engine on the CPU with the tiny model and prints the run's summary: by default the
 # bundled sample pages with lighton-ocr3-saturate.py (which spawns `vllm serve` itself) into ./out/<script>-<input>.

@@ -7,11 +7,14 @@ real recipe against the CPU engine and the Hub double.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shlex
 import signal
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import datasets
 import pytest
@@ -27,11 +30,12 @@ from ocr_core.fanout.watch import ShardView, Snapshot, projected_finish, total_l
 from ocr_core.store.compaction import merge
 from ocr_core.store.output import Destination
 from ocr_core.store.progress import ResultLog, RowResult, new_run_id
-from tests.testbed.env import REPO_ROOT
+from tests.testbed.env import REPO_ROOT, script_python
 from tests.testbed.env import testbed_env as bed_env
 from tests.testbed.hub_double import FolderHub
-from tests.testbed.jobs_double import LocalJobs, ScriptedJobs
+from tests.testbed.jobs_double import JOB_MOUNT, LocalJobs, ScriptedJobs, installed_python, job_env, mounted, shipped
 from tests.testbed.recipes import model_facts, run_entry
+from tests.testbed.wheels import WHEELS_DIR
 from tools.release import release_table
 
 SCRIPT = "lighton-ocr3-saturate.py"
@@ -55,6 +59,17 @@ def launcher(tmp_path, fates, *flags, capsys, **double):
     return jobs, *run_launcher(jobs, hub, [INPUT, OUTPUT, "--jobs", str(len(fates)), *flags], capsys)
 
 
+def core_wheel() -> Path:
+    """The core's wheel the session built from src/ (tests/conftest.py), as `make submit` builds one."""
+    return next(WHEELS_DIR.glob("ocr_vllm_core-*.whl"))
+
+
+def printed_commands(out: str) -> list[list[str]]:
+    """The words of each `hf jobs uv run` command a dry run printed (wrapped lines joined)."""
+    lines = out.replace("\\\n", " ").splitlines()
+    return [shlex.split(line) for line in lines if line.startswith("hf jobs uv run")]
+
+
 def run_launcher(jobs, hub, argv, capsys):
     capsys.readouterr()
     code = run_entry(SCRIPT, argv, hub, jobs)
@@ -76,15 +91,109 @@ def test_a_dry_run_prints_the_n_launches_and_sends_nothing(tmp_path, capsys):
     assert "token-for-the-jobs" not in out + err
 
 
-def test_on_a_source_tree_core_the_jobs_get_this_copys_bytes_and_the_launcher_says_so(tmp_path, capsys, monkeypatch):
+def test_on_a_source_tree_core_the_jobs_get_this_copys_bytes_and_the_core_wheel_shipped_with_them(
+    tmp_path, capsys, monkeypatch
+):
     """A core that is not a release build can certify no script: sending the released URL would run other bytes
-    than the ones here, so the jobs get these, and the first line says they were not checked."""
+    than the ones here, so the jobs get these, and the first line says they were not checked. Nor is the core the
+    header pins this code (before a release it does not even exist), so each job gets the wheel given, as a word of
+    its own that hf uploads, and the variables that make its uv install it."""
     monkeypatch.setattr(launch_command, "released_scripts", lambda: None)
-    _, code, _, err, out = launcher(tmp_path, {0: [], 1: []}, "--dry-run", capsys=capsys)
-    assert code == 0
-    commands = [line for line in out.replace("\\\n", " ").splitlines() if line.startswith("hf jobs uv run")]
-    assert len(commands) == 2 and all(RELEASED_URL not in line and str(REPO_ROOT / SCRIPT) in line for line in commands)
+    wheel = core_wheel()
+    _, code, _, err, out = launcher(tmp_path, {0: [], 1: []}, "--dry-run", f"--core-wheel={wheel}", capsys=capsys)
+    assert code == 0, err
+    commands = printed_commands(out)
+    assert len(commands) == 2
+    for index, words in enumerate(commands):
+        assert RELEASED_URL not in words and str(REPO_ROOT / SCRIPT) in words
+        assert words[-4:] == ["--core-wheel", str(wheel), "--shard", f"{index}/2"]
+        shipped_env = [words[at + 1] for at, word in enumerate(words) if word == "-e"]
+        assert shipped_env == ["UV_NO_SOURCES=1", f"UV_FIND_LINKS={JOB_MOUNT}"]
     assert "not checked against the released script: the core here is not a release build" in err
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()[:12]
+    assert f"they install the core wheel {wheel} (0.2.0, sha256 {sha}), shipped with each job" in err
+
+
+def test_a_launcher_on_a_source_tree_core_without_a_core_wheel_launches_nothing_and_names_make_submit(
+    tmp_path, capsys, monkeypatch
+):
+    """Its jobs would install the header's pinned wheel, which is not this code and, before a release, not there:
+    every job would fail at its install, each after its start-up is paid."""
+    monkeypatch.setattr(launch_command, "released_scripts", lambda: None)
+    for flags in ((), ("--dry-run",)):
+        jobs, code, summary, err, _ = launcher(tmp_path, {0: ["done"], 1: ["done"]}, *flags, capsys=capsys)
+        assert code == 2 and summary["exit_code"] == 2 and jobs.launches == [] and jobs.listings == 0
+        assert "the core here is a source tree build" in err and "make submit SCRIPT=" in err, err
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("ocr_vllm_core-9.9.9-py3-none-any.whl", "but lighton-ocr3-saturate.py pins ocr-vllm-core==0.2.0"),
+        ("ocr_vllm_core-0.2.0.tar.gz", "not a wheel of ocr-vllm-core"),
+        ("missing/ocr_vllm_core-0.2.0-py3-none-any.whl", "not a wheel of ocr-vllm-core"),
+    ],
+)
+def test_a_core_wheel_the_jobs_could_not_install_is_refused_before_any_launch(tmp_path, capsys, name, says):
+    wheel = tmp_path / name
+    if wheel.parent.is_dir():
+        wheel.write_bytes(b"PK")
+    hub = FolderHub(tmp_path / "hub")
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"]})
+    capsys.readouterr()
+    assert run_entry(SCRIPT, [INPUT, OUTPUT, "--jobs", "1", "--core-wheel", str(wheel)], hub, jobs) == 2
+    err = capsys.readouterr().err
+    assert says in err and jobs.launches == [], err
+
+
+def test_a_job_whose_core_is_not_the_shipped_wheel_stops_before_its_first_page(tmp_path, capsys, monkeypatch):
+    """In the job the flag names the shipped file: a core of another version (an image's, a cached environment's)
+    is said at once, exit 2, rather than OCRing the shard with code nobody shipped."""
+    from ocr_core.command import core_wheel as shipping
+
+    monkeypatch.setattr(shipping, "core_version", lambda: "0.1.9")
+    capsys.readouterr()
+    code = run_entry(SCRIPT, [str(SAMPLES), str(tmp_path / "out"), "--core-wheel", str(core_wheel())])
+    err = capsys.readouterr().err
+    assert code == 2 and "holds ocr-vllm-core 0.2.0, but this run's core is 0.1.9" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_hf_jobs_uv_run_ships_the_script_and_the_core_wheel_as_the_job_double_does(tmp_path, capsys, monkeypatch):
+    """The dry run's command, given to hf's own CLI (huggingface_hub 2.4) over a recording HfApi: hf uploads the
+    two files and runs the job on their mounted paths with the shipping variables, which is what the job double
+    (LocalJobs with install) imitates; if hf stopped shipping files so, this fails before a user's job does."""
+    from huggingface_hub import HfApi, JobInfo
+    from huggingface_hub.cli.hf import app
+
+    monkeypatch.setattr(launch_command, "released_scripts", lambda: None)
+    wheel = core_wheel()
+    _, code, _, err, out = launcher(tmp_path, {0: []}, "--dry-run", "--core-wheel", str(wheel), capsys=capsys)
+    assert code == 0, err
+    words = printed_commands(out)[0]
+    calls: dict = {}
+
+    def run_job(self, **job):
+        calls["job"] = job
+        owner = {"id": "1", "name": "someone", "type": "user"}
+        status = {"stage": "RUNNING", "message": None}
+        return JobInfo(id="j1", createdAt="2026-12-01T10:00:00.000Z", status=status, owner=owner, labels={})
+
+    monkeypatch.setattr(HfApi, "whoami", lambda self, **_: {"name": "someone"})
+    monkeypatch.setattr(HfApi, "create_bucket", lambda self, **_: type("Bucket", (), {"url": "bucket-url"}))
+    monkeypatch.setattr(HfApi, "batch_bucket_files", lambda self, **upload: calls.setdefault("upload", upload))
+    monkeypatch.setattr(HfApi, "run_job", run_job)
+    assert words[:3] == ["hf", "jobs", "uv"]
+    app(words[1:], standalone_mode=False, windows_expand_args=False)
+    uploaded = {str(local) for local, _ in calls["upload"]["add"]}
+    assert uploaded == {str(REPO_ROOT / SCRIPT), str(wheel)}
+    job = calls["job"]
+    script_at = words.index(str(REPO_ROOT / SCRIPT))
+    assert job["command"] == ["uv", "run", *mounted(words[script_at:], JOB_MOUNT)]
+    assert job["env"] == {"UV_NO_SOURCES": "1", "UV_FIND_LINKS": JOB_MOUNT}
+    assert [volume.mount_path for volume in job["volumes"]] == [JOB_MOUNT]
+    assert job["secrets"] == {"HF_TOKEN": "token-for-the-jobs"}, "the token goes to the job as a secret"
+    assert "token-for-the-jobs" not in json.dumps({**job, "secrets": None}, default=str)
 
 
 def test_each_job_runs_its_shard_with_the_same_flags_and_labels_naming_the_run(tmp_path, capsys):
@@ -253,6 +362,40 @@ def test_end_to_end_the_jobs_run_as_local_processes_and_the_output_loads_every_r
     print(f"end to end: 3 shards, {summary['pages']} pages, {summary['relaunches']} relaunch(es), {took:.0f} s")
 
 
+def test_a_clones_script_submitted_before_a_release_installs_the_shipped_core_in_its_job(
+    vllm_server, tmp_path, capsys, monkeypatch
+):
+    """`make submit`'s path (issue 32): a source-tree core, and a job that starts as HF Jobs start one: the files
+    its command names shipped to its mount, its script's environment built by uv from the unedited header with the
+    launch's variables and nothing of this session's. Without the shipped wheel that install fails (the header's
+    pinned URL, unpublished before a release, is all uv has); with it the job installs the wheel, runs the recipe
+    and publishes every row."""
+    bare = tmp_path / "bare"
+    script = Path(shipped([str(REPO_ROOT / SCRIPT)], bare)[0])
+    log = tmp_path / "bare.log"
+    assert installed_python(script, job_env(bed_env(), {}, bare), log) is None, "the header's pin installed alone"
+    assert "ocr_vllm_core-0.2.0-py3-none-any.whl" in log.read_text()
+
+    monkeypatch.setattr(drive, "POLL_S", 1.0)
+    monkeypatch.setattr(launch_command, "released_scripts", lambda: None)
+    hub_folder = tmp_path / "hub"
+    jobs = LocalJobs(hub_folder, tmp_path / "jobs", bed_env(), install=True)
+    argv = [str(SAMPLES), OUTPUT, "--jobs", "1", "--core-wheel", str(core_wheel()), "--server", vllm_server.url]
+    argv += ["--model", vllm_server.model, "--max-model-len", "1024", "--max-tokens", "16", "--temperature", "0"]
+    code, summary, err, _ = run_launcher(jobs, FolderHub(hub_folder), [*argv, "--ignore-eos"], capsys)
+    job_log = jobs.jobs["local-0"].log.read_text()
+    assert code == 0 and len(jobs.jobs) == 1 and summary["errors"] == 0, err[-2000:] + job_log[-3000:]
+    ran = json.loads([line for line in job_log.splitlines() if line.startswith("{")][-1])
+    location = Path(ran["core"]["location"])
+    assert not location.is_relative_to(REPO_ROOT / "src"), "the job's core came from src/"
+    assert not location.is_relative_to(script_python(SCRIPT).parent.parent), "the job ran the session's environment"
+    assert (ran["core"]["version"], ran["core"]["build"]) == ("0.2.0", "source tree")
+    assert ran["script_release"] == "unchecked"
+    output = datasets.load_dataset(str(hub_folder / OUTPUT), split="train", cache_dir=str(tmp_path / "cache"))
+    expected = datasets.load_dataset(str(SAMPLES), split="train")["page_id"]
+    assert output["page_id"] == expected and summary["pages"] == len(expected) and all(output["markdown"])
+
+
 def test_without_a_token_for_the_jobs_nothing_is_launched_and_the_fix_is_said(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("HF_TOKEN")
     jobs, code, summary, err, _ = launcher(tmp_path, {0: ["done"], 1: ["done"]}, capsys=capsys)
@@ -329,7 +472,7 @@ def test_the_real_jobs_client_sends_what_huggingface_hub_takes_and_reads_what_it
     assert calls[0] == (
         "s.py",
         {"script_args": ["a", "b"], "image": "img", "flavor": "h200", "timeout": "6h",
-         "secrets": {"HF_TOKEN": "secret"}, "labels": {RUN_LABEL: "r", "name": "ocr-r-0-of-2"}},
+         "env": {}, "secrets": {"HF_TOKEN": "secret"}, "labels": {RUN_LABEL: "r", "name": "ocr-r-0-of-2"}},
     )  # fmt: skip
     assert (record.id, record.stage, record.running_s, record.flavor) == ("abc", "COMPLETED", 1700.0, "h200")
     assert (record.finished_at - record.created_at).total_seconds() == 1800

@@ -1,13 +1,16 @@
 """The README's first commands from a clone (issue 32): before a release, the scripts' URLs and the core wheel their
 headers pin are not published, so `make run` builds the core's wheel from src/ and runs any recipe with its header
-unedited, on one's own GPU box or against a `--server`. A fake vLLM server answers here; the wheel build and the
-script's environment are uv's own, as on a user's machine (the package index is read, the Hub never).
+unedited, on one's own GPU box or against a `--server`, and `make submit` sends it to HF Jobs with that wheel. A fake
+vLLM server answers here; the wheel build and the script's environment are uv's own, as on a user's machine (the
+package index is read, the Hub never: the submission is a dry run, whose command tests/test_fanout.py gives to hf's
+own CLI and whose job it runs as HF Jobs start one).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -59,3 +62,23 @@ def test_make_run_runs_a_recipe_from_the_clone_against_a_server(tmp_path):
     assert summary["core"]["version"] == "0.2.0"
     assert not (clone / "build").exists(), "the build left setuptools' scratch in the tree"
     assert os.listdir(out / "data")
+
+
+def test_make_submit_ships_the_wheel_it_builds_with_each_job(tmp_path):
+    """Its dry run: the launcher's command for each job, which carries the wheel built into the clone's dist/ as a
+    word of its own (hf uploads such a file with the job) and the variables that make the job's uv install it."""
+    clone = clone_of_this_checkout(tmp_path)
+    result = subprocess.run(
+        ["make", "-s", "submit", f"SCRIPT={SCRIPT}", "INPUT=someone/scans", "OUTPUT=someone/scans-ocr", "JOBS=2",
+         "ARGS=--dry-run --max-samples 20"],
+        cwd=clone, env=user_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.replace("\\\n", " ").splitlines()
+    commands = [shlex.split(line) for line in lines if line.startswith("hf jobs uv run")]
+    wheel = clone / "dist" / "ocr_vllm_core-0.2.0-py3-none-any.whl"
+    assert wheel.is_file() and len(commands) == 2
+    for index, words in enumerate(commands):
+        assert words[-6:] == ["--max-samples", "20", "--core-wheel", str(wheel), "--shard", f"{index}/2"]
+        assert str(clone / SCRIPT) in words and "UV_NO_SOURCES=1" in words and "UV_FIND_LINKS=/data" in words
+    assert "they install the core wheel" in result.stderr and json.loads(lines[-1])["dry_run"]

@@ -10,6 +10,9 @@
 # it there: UV_NO_SOURCES=1 drops the header's wheel URL, --find-links offers the wheel, and --reinstall-package
 # replaces a wheel of the same version that an earlier build installed. The header is never edited, so an offline
 # recipe installs the vLLM it pins, as it would on HF Jobs. Paths are read from where the command was typed.
+#
+# With --jobs N (make submit), the recipe launches HF Jobs instead: this adds --core-wheel with the wheel just built,
+# which travels with each job and which the job's uv installs in place of the header's unpublished one.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 script="${1:-}"
@@ -27,5 +30,15 @@ fi
     uv build --wheel --quiet --out-dir "$repo/dist" "$repo"
     rm -rf "$repo/build" "$repo"/src/*.egg-info
 ) 9<"$repo/pyproject.toml"
+version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml")"
+wheel="$repo/dist/ocr_vllm_core-$version-py3-none-any.whl"
+ships=()
+for arg in "$@"; do
+    case $arg in
+        --jobs | --jobs=*) ships=(--core-wheel "$wheel") ;;
+        --core-wheel | --core-wheel=*) ships=() && break ;;
+    esac
+done
+set -- "$@" ${ships[@]+"${ships[@]}"}
 export UV_NO_SOURCES=1
 exec uv run --quiet --find-links "$repo/dist" --reinstall-package ocr-vllm-core --script "$repo/$script" "$@"

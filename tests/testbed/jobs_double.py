@@ -5,12 +5,14 @@ timeout, a cancel), one step per listing, and publishes a finished shard's facts
 shard would; with `progress_rows`, a running job also leaves a progress part of that many rows at each listing,
 named and written as a real job's (progress.ResultLog under its shard's tag), going on from its shard's earlier
 parts as a relaunch resumes. `LocalJobs` runs each launch's command as a local process (the recipe, with the Hub
-double), so a test sees the real shards publish one dataset.
+double), so a test sees the real shards publish one dataset; with `install`, each job also installs its script as a
+job does, from the files shipped with it and nothing of this machine's set-up.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -23,10 +25,14 @@ from ocr_core.fanout.jobs import JobLaunch, JobRecord
 from ocr_core.fanout.plan import SHARD_LABEL
 from ocr_core.publishing.slices import slice_facts_name
 from ocr_core.store.progress import ResultLog, RowResult, new_run_id, read_results
-from tests.testbed.env import REPO_ROOT, script_python
+from tests.testbed.env import REPO_ROOT, UV, VENV_PYTHON, script_python
 from tests.testbed.hub_double import FolderHub
 
 EPOCH = datetime(2026, 12, 1, tzinfo=timezone.utc)
+# Where HF Jobs mount the files a job's command line names (huggingface_hub.constants.HF_JOBS_ARTIFACTS_MOUNT_PATH)
+JOB_MOUNT = "/data"
+# What a job's machine has not: the test session's pointers to this checkout's wheels
+SESSION_UV_VARIABLES = ("UV_NO_SOURCES", "UV_FIND_LINKS")
 SECONDS_PER_STEP = 600.0
 
 
@@ -160,26 +166,40 @@ class LocalJob:
 class LocalJobs:
     """Each launch runs `tests.testbed.hub_run` (the shipped script's entry with the Hub double at `hub_folder`)
     in its own process and work folder, as a job runs on its own machine. `stop_first` names shards whose first
-    job is stopped by SIGTERM once it is running, as HF Jobs stop a job at its timeout."""
+    job is stopped by SIGTERM once it is running, as HF Jobs stop a job at its timeout.
+
+    By default a job runs on the script's environment the session synced. With `install`, it starts as
+    `hf jobs uv run` starts one: each file of this machine its command names is copied to the job's own mount
+    folder (HF Jobs upload them and mount them at /data) and the words rewritten to it; the script's environment is
+    built from its header by uv with the launch's variables and none of the session's (offline, from uv's cache: no
+    wheel URL can be fetched, as none may be in a test), and a job whose install fails ends as ERROR with uv's
+    words in its log."""
 
     hub_folder: Path
     work: Path
     env: Mapping[str, str]
     stop_first: frozenset[int] = frozenset()
+    install: bool = False
     runs_here: bool = True
     jobs: dict[str, LocalJob] = field(default_factory=dict)
 
     def launch(self, launch: JobLaunch, secrets: Mapping[str, str]) -> JobRecord:
         job_id = f"local-{len(self.jobs)}"
-        script = Path(launch.script).name
         log = self.work / f"{job_id}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        command = [str(script_python(script)), "-m", "tests.testbed.hub_run", str(self.hub_folder), script]
         env = {**self.env, **secrets, "OCR_WORK_DIR": str(self.work / job_id)}
-        with open(log, "w") as handle:
-            process = subprocess.Popen(
-                [*command, *launch.script_args], stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT
-            )
+        script, args = Path(launch.script).name, list(launch.script_args)
+        python = script_python(script)
+        if self.install:
+            mount = self.work / job_id / "data"
+            script, *args = shipped([launch.script, *launch.script_args], mount)
+            env = job_env(env, launch.env, mount)
+            python = installed_python(Path(script), env, log)
+        command = [str(python), "-m", "tests.testbed.hub_run", str(self.hub_folder), script, *args]
+        if python is None:  # its install failed: the job ends as ERROR, with uv's words in its log
+            command = ["false"]
+        with open(log, "a") as handle:
+            process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
         now = datetime.now(timezone.utc)
         record = JobRecord(job_id, dict(launch.labels), "RUNNING", None, now, None, 0.0, launch.flavor)
         shard = int(launch.labels[SHARD_LABEL].partition("-of-")[0])
@@ -217,3 +237,39 @@ class LocalJobs:
 
     def log_tail(self, job_id: str, lines: int) -> list[str]:
         return self.jobs[job_id].log.read_text().splitlines()[-lines:]
+
+
+def job_env(base: Mapping[str, str], launch_env: Mapping[str, str], mount: Path) -> dict[str, str]:
+    """A job's variables: this machine's less the session's pointers to its wheels, with the launch's (their
+    /data read as the job's mount folder); offline, so uv can fetch no wheel URL, on the test bed's interpreter."""
+    env = {key: value for key, value in base.items() if key not in SESSION_UV_VARIABLES}
+    env |= {key: value.replace(JOB_MOUNT, str(mount)) for key, value in launch_env.items()}
+    return env | {"UV_OFFLINE": "1", "UV_PYTHON": str(VENV_PYTHON)}
+
+
+def mounted(words: list[str], mount: str) -> list[str]:
+    """The words of a job's command as huggingface_hub 2.4's run_uv_job rewrites them: each that is the path of a
+    file of this machine (which it uploads) becomes that file's name under the job's `mount`."""
+    return [f"{mount}/{Path(word).name}" if Path(word).is_file() else word for word in words]
+
+
+def shipped(words: list[str], mount: Path) -> list[str]:
+    """The files `words` name copied into `mount`, and the words rewritten to the copies, as a job sees them."""
+    mount.mkdir(parents=True, exist_ok=True)
+    for word in words:
+        if Path(word).is_file():
+            shutil.copy2(word, mount / Path(word).name)
+    return mounted(words, str(mount))
+
+
+def installed_python(script: Path, env: Mapping[str, str], log: Path) -> Path | None:
+    """The interpreter of the environment uv builds for `script` under `env`, as a job's `uv run` would; None
+    when uv cannot build it (what uv said goes to the job's log)."""
+    with open(log, "a") as handle:
+        synced = subprocess.run([str(UV), "sync", "--script", str(script)], env=dict(env), stdout=handle,
+                                stderr=subprocess.STDOUT, cwd=script.parent)  # fmt: skip
+    if synced.returncode != 0:
+        return None
+    found = subprocess.run([str(UV), "python", "find", "--script", str(script)], env=dict(env), capture_output=True,
+                           text=True, check=True)  # fmt: skip
+    return Path(found.stdout.strip())

@@ -6,6 +6,8 @@ with the python of the script's uv environment, it is the installed wheel.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ocr_core import ModelFacts, run_offline, run_saturate, run_server
 from ocr_core.fanout.jobs import JobsClient
 from ocr_core.store.hub import HubClient
@@ -22,7 +24,8 @@ def model_facts(model: str) -> ModelFacts:
 
 def run_entry(script: str, argv: list[str], hub: HubClient | None = None, jobs: JobsClient | None = None) -> int:
     """A shipped script's call, `run_<shape>(FACTS, __file__)`, with `argv` and a Hub double (and, for a `--jobs N`
-    launcher, a Jobs double)."""
+    launcher, a Jobs double). `script` is a script's name in this checkout, or the path of a copy elsewhere (a
+    job's shipped one)."""
     module = load_script(script)
-    entry = ENTRIES[recipe(script).shape]
+    entry = ENTRIES[recipe(Path(script).name).shape]
     return entry(module.FACTS, ROOT / script, argv=argv, hub=hub, jobs=jobs)

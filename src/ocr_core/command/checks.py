@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 from ..settings import Settings
+from .core_wheel import take_core_wheel
 from .jobs_request import FanoutRequest, take_fanout_request
 
 MIN_UPLOAD_EVERY_S = 1.0
@@ -37,6 +39,9 @@ def parse_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple
     """The settings, and the launcher's request when the command fans out over HF Jobs (`--jobs N`)."""
     args = parser.parse_args(argv)
     request = take_fanout_request(parser, args)
+    wheel = take_core_wheel(parser, args)
+    if request is not None:
+        request = replace(request, core_wheel=wheel)
     return checked_settings(parser, args), request
 
 

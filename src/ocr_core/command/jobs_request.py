@@ -11,6 +11,8 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .core_wheel import CoreWheel
+
 DEFAULT_MAX_RELAUNCHES = 2
 DESTS = ("jobs", "flavor", "job_timeout", "job_image", "max_relaunches", "dry_run")
 VALUED_FLAGS = ("--jobs", "--flavor", "--job-timeout", "--job-image", "--max-relaunches")
@@ -27,6 +29,7 @@ class FanoutRequest:
     image: str | None
     max_relaunches: int
     dry_run: bool
+    core_wheel: CoreWheel | None = None
 
 
 def add_fanout_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +50,12 @@ def add_fanout_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --jobs: relaunches of a shard whose job failed, timed out or was cancelled (it resumes)",
     )
     group.add_argument("--dry-run", action="store_true", help="with --jobs: print the N launches and send nothing")
+    group.add_argument(
+        "--core-wheel",
+        metavar="WHEEL",
+        help="with --jobs: a wheel of this core that travels with each job, needed where the core is not a release "
+        "build (make submit builds it and passes it); in a job: the shipped wheel, checked against the core that runs",
+    )
 
 
 def take_fanout_request(parser: argparse.ArgumentParser, args: argparse.Namespace) -> FanoutRequest | None:

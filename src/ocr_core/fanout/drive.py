@@ -144,7 +144,10 @@ def fan_out(
 ) -> int:
     """Launches, watches and heals the run's shards; fills `summary` and returns the exit code: 0 every shard is in,
     1 a shard was given up, 130 detached (the jobs run on)."""
-    say(f"fan-out {plan.run}: {plan.shards} job(s) on {plan.launches[0].flavor}; the jobs run {plan.script_said}")
+    say(
+        f"fan-out {plan.run}: {plan.shards} job(s) on {plan.launches[0].flavor}; the jobs run {plan.script_said}; "
+        f"they install {plan.core_said}"
+    )
     if request.dry_run:
         for launch in plan.launches:
             print(wrapped_command(launch_command(launch)), flush=True)

@@ -8,7 +8,7 @@ client, a few lines of `huggingface_hub` (2.4: `run_uv_job`, `list_jobs`, `inspe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -43,7 +43,8 @@ class JobRecord:
 
 @dataclass(frozen=True)
 class JobLaunch:
-    """Everything one `run_uv_job` call sends (secrets by name; their values are read only when sending)."""
+    """Everything one `run_uv_job` call sends (secrets by name; their values are read only when sending). The
+    files of this machine that `script` and `script_args` name travel with the job (HF Jobs mount them at /data)."""
 
     script: str
     script_args: tuple[str, ...]
@@ -53,6 +54,7 @@ class JobLaunch:
     secrets: tuple[str, ...]
     labels: Mapping[str, str]
     name: str
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 class JobsClient(Protocol):
@@ -82,7 +84,8 @@ class HfJobs:
     def launch(self, launch: JobLaunch, secrets: Mapping[str, str]) -> JobRecord:
         info = self.api.run_uv_job(
             launch.script, script_args=list(launch.script_args), image=launch.image, flavor=launch.flavor,
-            timeout=launch.timeout, secrets=dict(secrets), labels={**launch.labels, "name": launch.name},
+            timeout=launch.timeout, env=dict(launch.env), secrets=dict(secrets),
+            labels={**launch.labels, "name": launch.name},
         )  # fmt: skip
         return record_of(info)
 

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..command.core_wheel import check_ships
 from ..command.job_commands import without_secrets
 from ..command.jobs_request import FanoutRequest, job_arguments
 from ..command.provenance import released_scripts, script_source
@@ -26,7 +27,7 @@ from ..store.hub import HfHub, HubClient
 from ..store.output import is_local_output
 from .drive import fan_out
 from .jobs import HfJobs, JobsClient
-from .plan import plan_launches
+from .plan import plan_launches, run_fingerprint
 from .summary import FanoutSummary
 
 
@@ -46,10 +47,13 @@ def launch_command_line(
     options = [option for action in parser._actions for option in action.option_strings]
     arguments = without_secrets(job_arguments(argv, options))
     origin = script_source(script_path, released_scripts())
-    plan = plan_launches(request, settings, facts, script_path, origin, jobs_header(script_path.read_text()), arguments)
-    summary = FanoutSummary(script_path.name, settings.model, settings.output, plan.run, plan.shards)
+    run = run_fingerprint(settings, facts, script_path.name, request.jobs)
+    summary = FanoutSummary(script_path.name, settings.model, settings.output, run, request.jobs)
     summary.load_with = load_with
     try:
+        check_ships(request.core_wheel, origin.checked, script_path)
+        header = jobs_header(script_path.read_text())
+        plan = plan_launches(run, request, settings, facts, script_path, origin, header, arguments)
         client = jobs or HfJobs(hub_token(settings))
         output_hub = hub if hub is not None or is_local_output(settings.output) else HfHub(hub_token(settings))
         summary.exit_code = fan_out(request, settings, plan, summary, client, output_hub)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..command.core_wheel import CoreWheel, shipping_env
 from ..command.job_commands import DEFAULT_JOB_TIMEOUT
 from ..command.jobs_request import FanoutRequest
 from ..command.provenance import ScriptSource
@@ -34,13 +35,14 @@ DEFAULT_SECRETS = ("HF_TOKEN",)
 
 @dataclass(frozen=True)
 class JobsPlan:
-    """The run's label, what script the jobs get (the released URL, or this copy's own bytes) and one launch per
-    shard, in shard order."""
+    """The run's label, what script the jobs get (the released URL, or this copy's own bytes), the core they
+    install (the script's pin, or a wheel shipped with them) and one launch per shard, in shard order."""
 
     run: str
     shards: int
     script: str
     script_said: str
+    core_said: str
     launches: tuple[JobLaunch, ...]
 
 
@@ -66,6 +68,7 @@ def labelled_shard(labels: Mapping[str, str], run: str, shards: int) -> int | No
 
 
 def plan_launches(
+    run: str,
     request: FanoutRequest,
     settings: Settings,
     facts: ModelFacts,
@@ -74,24 +77,49 @@ def plan_launches(
     header: JobsHeader,
     arguments: Sequence[str],
 ) -> JobsPlan:
-    """`arguments` are the recipe's command line less the launcher's flags and the secret ones (a job gets the
-    token as a secret, never on its command line)."""
-    run = run_fingerprint(settings, facts, script_path.name, request.jobs)
+    """`run` is the run's fingerprint (run_fingerprint); `arguments` are the recipe's command line less the
+    launcher's flags and the secret ones (a job gets the token as a secret, never on its command line). A shipped
+    core wheel goes last as two words, its absolute path alone, which is how `hf jobs uv run` tells a file to
+    upload from a word."""
     script = origin.url or str(script_path)
+    wheel = request.core_wheel
+    shipped = ("--core-wheel", str(wheel.path)) if wheel else ()
     launches = tuple(
         JobLaunch(
             script=script,
-            script_args=(*arguments, "--shard", f"{index}/{request.jobs}"),
+            script_args=(*without_flag(arguments, "--core-wheel"), *shipped, "--shard", f"{index}/{request.jobs}"),
             image=request.image or header.image or facts.image,
             flavor=request.flavor or header.flavor or facts.flavor,
             timeout=request.timeout or header.timeout or DEFAULT_JOB_TIMEOUT,
             secrets=header.secrets or DEFAULT_SECRETS,
             labels=shard_labels(run, (index, request.jobs)),
             name=f"ocr-{run}-{index}-of-{request.jobs}",
+            env=shipping_env() if wheel else {},
         )
         for index in range(request.jobs)
     )
-    return JobsPlan(run, request.jobs, script, script_said(origin, script_path), launches)
+    said = script_said(origin, script_path)
+    return JobsPlan(run, request.jobs, script, said, core_said(wheel), launches)
+
+
+def without_flag(arguments: Sequence[str], flag: str) -> list[str]:
+    """`arguments` less `flag` and its value, given as two words or as `flag=value`."""
+    kept: list[str] = []
+    skip = False
+    for arg in arguments:
+        if skip:
+            skip = False
+        elif arg == flag:
+            skip = True
+        elif not arg.startswith(f"{flag}="):
+            kept.append(arg)
+    return kept
+
+
+def core_said(wheel: CoreWheel | None) -> str:
+    if wheel is None:
+        return "the core its header pins"
+    return f"the core wheel {wheel.path} ({wheel.version}, sha256 {wheel.sha256[:12]}), shipped with each job"
 
 
 def script_said(origin: ScriptSource, script_path: Path) -> str:
@@ -112,6 +140,7 @@ def launch_command(launch: JobLaunch) -> str:
     """The `hf jobs uv run` command that starts the same job by hand, as --dry-run prints it."""
     words = ["hf", "jobs", "uv", "run", "--detach", "--flavor", launch.flavor, "--timeout", launch.timeout]
     words += ["--image", launch.image, *(word for name in launch.secrets for word in ("-s", name))]
+    words += [word for key, value in launch.env.items() for word in ("-e", f"{key}={value}")]
     words += [word for key, value in launch.labels.items() for word in ("--label", f"{key}={value}")]
     words += ["--name", launch.name, launch.script, *launch.script_args]
     return " ".join(shlex.quote(word) for word in words)

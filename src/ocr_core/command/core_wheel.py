@@ -1,0 +1,108 @@
+"""`--core-wheel WHEEL`: the core a clone's script takes to HF Jobs, where the header's pinned wheel would be wrong.
+
+A script's header pins the core's released wheel by its URL. Before a release that URL does not exist, and after one
+a clone's src/ need not be what it holds, so a launcher whose core is not a release build ships a wheel of this core
+with each job. `hf jobs uv run` (huggingface_hub 2.4) uploads every file of this machine named on a job's command
+line to the job's artifacts bucket, mounts it at /data and rewrites those words to the mounted paths; two variables
+then make the job's uv take the pinned version from there: UV_NO_SOURCES drops the header's URL and UV_FIND_LINKS
+offers /data. The header is not edited, so the job runs the bytes of this copy.
+
+In the job the flag names the shipped file, and the run checks, before it reads a page, that the core it imported
+is that wheel's version: a job that installed another core says so instead of writing pages with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CommandError
+from ..version import DISTRIBUTION, core_version
+from .script_header import read_header
+
+WHEEL_NAME = re.compile(r"ocr_vllm_core-(?P<version>[^-]+)-[^-]+-[^-]+-[^-]+\.whl")
+MAKE_SUBMIT = "make submit SCRIPT=<script> INPUT=<namespace/name> OUTPUT=<namespace/name>"
+
+
+@dataclass(frozen=True)
+class CoreWheel:
+    """A wheel of the core to ship with the jobs: its path here, its version and its sha256."""
+
+    path: Path
+    version: str
+    sha256: str
+
+
+def wheel_version(path: Path) -> str | None:
+    found = WHEEL_NAME.fullmatch(path.name)
+    return found["version"] if found else None
+
+
+def take_core_wheel(parser: argparse.ArgumentParser, args: argparse.Namespace) -> CoreWheel | None:
+    """Removes `--core-wheel` from the parsed arguments (it makes no text, so it stays out of the results'
+    fingerprint); a file that is not this core's wheel is a command error (exit 2), said with the fix."""
+    given = vars(args).pop("core_wheel")
+    if given is None:
+        return None
+    path = Path(given).expanduser().absolute()
+    version = wheel_version(path)
+    if not path.is_file() or version is None:
+        parser.error(
+            f"--core-wheel {given}: not a wheel of {DISTRIBUTION} (ocr_vllm_core-VERSION-py3-none-any.whl); build one "
+            "with `uv build --wheel` in the clone, or let make submit build it"
+        )
+    running = core_version()
+    if running is not None and running != version:
+        parser.error(
+            f"--core-wheel {given} holds {DISTRIBUTION} {version}, but this run's core is {running}: a job would "
+            "install the core named on its command line and nothing else; pass the wheel of this core (make submit "
+            "builds it) or run the job's script on the image that installed it"
+        )
+    return CoreWheel(path, version, hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+def pinned_core(script_text: str) -> str | None:
+    """The version of the core a script's header pins with `==`; None when it pins none that way."""
+    for requirement in read_header(script_text).get("dependencies", ()):
+        name, equals, version = str(requirement).replace(" ", "").partition("==")
+        if equals and name == DISTRIBUTION:
+            return version
+    return None
+
+
+def check_ships(wheel: CoreWheel | None, checked: bool, script: Path) -> None:
+    """A launcher on a core that is not a release build must ship one (its jobs would install the header's
+    pinned wheel, which is not this code and exists only after a release); a wheel the header's pin refuses would
+    stop every job at its install."""
+    if wheel is None:
+        if not checked:
+            raise CommandError(
+                f"--jobs: the core here is a source tree build, so each job would install the wheel {script.name}'s "
+                "header pins, which a release publishes and which is not this code: submit from the clone with "
+                f"`{MAKE_SUBMIT}` (it builds this core's wheel and ships it with each job), or add --core-wheel "
+                "dist/ocr_vllm_core-VERSION-py3-none-any.whl after `uv build --wheel`"
+            )
+        return
+    pinned = pinned_core(script.read_text())
+    if pinned is not None and pinned != wheel.version:
+        raise CommandError(
+            f"--core-wheel {wheel.path.name} is {DISTRIBUTION} {wheel.version}, but {script.name} pins "
+            f"{DISTRIBUTION}=={pinned}: the jobs' uv would refuse it; build the wheel of the version the script pins"
+        )
+
+
+def shipping_env() -> dict[str, str]:
+    """The variables that make a job's uv install the shipped wheel: the header's URL dropped, the job's mounted
+    artifacts (where HF Jobs put the files named on its command line) offered instead."""
+    from huggingface_hub import constants
+
+    mount = getattr(constants, "HF_JOBS_ARTIFACTS_MOUNT_PATH", None)
+    if mount is None:
+        raise CommandError(
+            "--core-wheel: this huggingface_hub cannot ship files with a job (2.4 mounts them at /data); upgrade it "
+            "(uv pip install -U huggingface_hub) and run the same command again"
+        )
+    return {"UV_NO_SOURCES": "1", "UV_FIND_LINKS": mount}
