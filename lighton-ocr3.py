@@ -2,7 +2,7 @@
 # requires-python = ">=3.10"
 # dependencies = [
 #     "ocr-vllm-core==0.2.0",
-#     "vllm==0.30.0",
+#     "vllm==0.30.0; sys_platform == 'linux'",
 # ]
 #
 # [tool.uv.sources]

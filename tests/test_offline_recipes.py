@@ -18,7 +18,7 @@ from tests.test_server_recipes import (
     stop_after_first_part,
     summary_of,
 )
-from tests.testbed.env import ran_the_installed_wheel
+from tests.testbed.env import REPO_ROOT, ran_the_installed_wheel, script_python
 from tests.testbed.env import testbed_env as bed_env
 
 CPU_ENGINE = "--extra-serve-args=--enforce-eager --mm-processor-kwargs {}"
@@ -106,3 +106,22 @@ def test_the_summary_is_the_last_thing_on_screen_after_the_engine_stops(tiny_mod
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     assert lines[-1].startswith("{") and json.loads(lines[-1])["exit_code"] == 0, lines[-12:]
     assert "OCR'd this run" in lines[-2], lines[-12:]
+
+
+def test_where_the_header_installs_no_vllm_an_offline_recipe_prints_its_usage_and_says_where_to_run(tmp_path):
+    """Off Linux the header's vLLM pin does not apply (its platform marker), so uv installs the core alone, fast,
+    where it used to resolve CUDA torch or try to build vLLM: the recipe's usage and a `--jobs` launch need nothing
+    more, and a run says where it can run. The server twin's environment, which has no vLLM, stands in for that
+    machine."""
+    python = str(script_python("lighton-ocr3-saturate.py"))
+    assert subprocess.run([python, "-c", "import vllm"], capture_output=True).returncode != 0, "vLLM is installed"
+    script = str(REPO_ROOT / "lighton-ocr3.py")
+    usage = subprocess.run([python, script, "--help"], capture_output=True, text=True, env=bed_env(), timeout=120)
+    assert usage.returncode == 0 and "--batch-size" in usage.stdout, usage.stderr[-2000:]
+    run = subprocess.run(
+        [python, script, str(SAMPLES), str(tmp_path / "out"), "--max-samples", "2"],
+        capture_output=True, text=True, env=bed_env(), timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "vLLM is not installed here" in run.stderr and "hf jobs uv run" in run.stderr, run.stderr[-2000:]
+    assert summary_of(run.stdout)["exit_code"] == 2

@@ -16,6 +16,7 @@ from types import ModuleType
 import pytest
 
 from ocr_core.command.job_commands import job_command, job_timeout, without_secrets
+from ocr_core.command.script_header import read_header
 from ocr_core.facts import ModelFacts
 from ocr_core.serving.spawn import parse_metrics
 from ocr_models import MODELS, RECIPES, hpd_parsing, model_module, ovis_ocr2
@@ -119,9 +120,22 @@ def test_a_script_is_short_with_its_prompt_and_sampling_on_the_first_screen(scri
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_an_offline_script_pins_the_vllm_its_facts_name(script):
-    pins = re.findall(r'^#\s+"vllm==([^"]+)",$', (ROOT / script).read_text(), re.M)
+    pins = re.findall(r'^#\s+"vllm==([^";]+)(?:;[^"]*)?",$', (ROOT / script).read_text(), re.M)
     offline = next(entry for entry in RECIPES if entry.script == script).shape == "offline"
     assert pins == ([facts_of(script).vllm_pin] if offline else [])
+
+
+@pytest.mark.parametrize("script", [entry.script for entry in RECIPES if entry.shape == "offline"])
+def test_an_offline_header_installs_vllm_on_linux_only(script):
+    """vLLM builds for Linux alone: elsewhere the pin would make uv build it from source (and fail) before the
+    script could print its usage or launch --jobs."""
+    from packaging.requirements import Requirement
+
+    dependencies = read_header((ROOT / script).read_text())["dependencies"]
+    vllm = next(Requirement(item) for item in dependencies if item.startswith("vllm"))
+    assert str(vllm.specifier) == f"=={facts_of(script).vllm_pin}"
+    platforms = {name: vllm.marker.evaluate({"sys_platform": name}) for name in ("linux", "darwin", "win32")}
+    assert platforms == {"linux": True, "darwin": False, "win32": False}
 
 
 def test_a_misspelt_fact_is_refused_when_the_script_starts(capsys):
@@ -272,7 +286,7 @@ def test_qwen35_models_prefill_their_linear_attention_with_triton(script):
 def test_offline_header_pins_the_twin_image_version(script):
     facts = facts_of(script)
     text = (ROOT / script).read_text()
-    assert f'"vllm=={facts.vllm_pin}",' in text
+    assert f"\"vllm=={facts.vllm_pin}; sys_platform == 'linux'\"," in text
     assert f"vllm/vllm-openai:v{facts.vllm_pin}" == facts.image
 
 

@@ -82,7 +82,7 @@ def wheel_name(version: str) -> str:
 def read_pins(text: str) -> Pins:
     header = read_header(text)
     wanted = dict(
-        re.fullmatch(r"([A-Za-z0-9_.-]+)\s*==\s*(\S+)", spec).groups()
+        re.fullmatch(r"([A-Za-z0-9_.-]+)\s*==\s*([^;\s]+)\s*(?:;.*)?", spec).groups()
         for spec in header.get("dependencies", [])
         if "==" in spec
     )

@@ -29,6 +29,9 @@ CLOSING = (
     "as this release). The rest is the package ocr-vllm-core, pinned above; twin scripts state the same facts, and "
     "the tests check that they do."
 )
+# vLLM installs only on Linux; elsewhere (a laptop launching --jobs, reading --help) an offline header resolves
+# without it instead of failing to build vLLM from source, and a run there stops at the GPU check with its job command
+VLLM_PLATFORMS = "sys_platform == 'linux'"
 NOQA = "# ruff: noqa: E501  (the job command above is one line, to copy whole)"
 
 
@@ -79,7 +82,7 @@ def header(entry: Recipe, module: ModuleType, version: str, wheel_url: str) -> s
     """The PEP 723 block: `hf jobs uv run` reads [tool.hf-jobs], so a model with a job command of its own (an
     image without uv) names no image there."""
     facts = module.FACTS
-    vllm = [f'#     "vllm=={facts.vllm_pin}",'] if entry.shape == "offline" else []
+    vllm = [f'#     "vllm=={facts.vllm_pin}; {VLLM_PLATFORMS}",'] if entry.shape == "offline" else []
     image = f"# {NO_IMAGE}" if facts.job_command else f'# image = "{facts.image}"'
     lines = [
         "# /// script",

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-VLLM_PIN = re.compile(r'^#\s+"vllm==([^"]+)",$', re.M)
+VLLM_PIN = re.compile(r'^#\s+"vllm==([^";]+)(?:;[^"]*)?",$', re.M)
 
 
 def uv_command() -> list[str]:
