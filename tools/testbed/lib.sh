@@ -48,10 +48,14 @@ content_key() {
 }
 
 # Points the link $1 at the cached folder $2 (replacing an older link or a venv built in place by an older installer).
+# Other processes import through the link while a demo runs this (the test suite's workers), so it is never absent:
+# a link already pointing there is left alone, and a new one replaces the old by a rename.
 link_to() {
     mkdir -p "$(dirname "$1")"
-    if [[ -L $1 || -e $1 ]]; then rm -rf "$1"; fi
-    ln -s "$2" "$1"
+    if [[ -L $1 && $(readlink "$1") == "$2" ]]; then return 0; fi
+    if [[ -e $1 && ! -L $1 ]]; then rm -rf "$1"; fi
+    ln -sfn "$2" "$1.link.$$"
+    mv -Tf "$1.link.$$" "$1"
 }
 
 # Runs "$@" holding the lock of cached venv $1, so two clones building the same venv wait for each other.
