@@ -27,7 +27,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -43,7 +42,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from ocr_core import DEFAULT_JOB_TIMEOUT, DISTRIBUTION, RELEASE_TABLE, job_command, read_header  # noqa: E402  (src/ is on the path only from here on)
+from ocr_core import DEFAULT_JOB_TIMEOUT, DISTRIBUTION, RELEASE_TABLE, header_pins, job_command, read_header  # noqa: E402  (src/ is on the path only from here on)
 from ocr_models import RECIPES, recipe  # noqa: E402
 from tools.recipes import facts_of  # noqa: E402  (a script's FACTS, as the script states them)
 from tools.render import RenderRefused, render  # noqa: E402
@@ -81,11 +80,7 @@ def wheel_name(version: str) -> str:
 
 def read_pins(text: str) -> Pins:
     header = read_header(text)
-    wanted = dict(
-        re.fullmatch(r"([A-Za-z0-9_.-]+)\s*==\s*([^;\s]+)\s*(?:;.*)?", spec).groups()
-        for spec in header.get("dependencies", [])
-        if "==" in spec
-    )
+    wanted = header_pins(text)
     source = header.get("tool", {}).get("uv", {}).get("sources", {}).get(DISTRIBUTION, {})
     jobs = header.get("tool", {}).get("hf-jobs", {})
     return Pins(

@@ -11,7 +11,7 @@ from .command.job_commands import DEFAULT_JOB_TIMEOUT, job_command
 from .command.launch import Launch
 from .command.parser import OFFLINE_BATCH, build_parser
 from .command.provenance import script_source
-from .command.script_header import read_header
+from .command.script_header import header_pins, read_header
 from .entry import run_offline, run_saturate, run_server
 from .facts import ModelFacts, Parsed
 from .inputs.columns import INFO_COLUMN
@@ -70,6 +70,7 @@ __all__ = [
     "compact",
     "detect_machine",
     "finished_ids",
+    "header_pins",
     "job_command",
     "memory_utilization",
     "open_document",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import CommandError
 from ..version import DISTRIBUTION, core_version
-from .script_header import read_header
+from .script_header import header_pins
 
 WHEEL_NAME = re.compile(r"ocr_vllm_core-(?P<version>[^-]+)-[^-]+-[^-]+-[^-]+\.whl")
 MAKE_SUBMIT = "make submit SCRIPT=<script> INPUT=<namespace/name> OUTPUT=<namespace/name>"
@@ -64,32 +64,23 @@ def take_core_wheel(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     return CoreWheel(path, version, hashlib.sha256(path.read_bytes()).hexdigest())
 
 
-def pinned_core(script_text: str) -> str | None:
-    """The version of the core a script's header pins with `==`; None when it pins none that way."""
-    for requirement in read_header(script_text).get("dependencies", ()):
-        name, equals, version = str(requirement).replace(" ", "").partition("==")
-        if equals and name == DISTRIBUTION:
-            return version
-    return None
-
-
-def check_ships(wheel: CoreWheel | None, checked: bool, script: Path) -> None:
+def check_ships(wheel: CoreWheel | None, checked: bool, script: str, script_text: str) -> None:
     """A launcher on a core that is not a release build must ship one (its jobs would install the header's
     pinned wheel, which is not this code and exists only after a release); a wheel the header's pin refuses would
     stop every job at its install."""
     if wheel is None:
         if not checked:
             raise CommandError(
-                f"--jobs: the core here is a source tree build, so each job would install the wheel {script.name}'s "
+                f"--jobs: the core here is a source tree build, so each job would install the wheel {script}'s "
                 "header pins, which a release publishes and which is not this code: submit from the clone with "
                 f"`{MAKE_SUBMIT}` (it builds this core's wheel and ships it with each job), or add --core-wheel "
                 "dist/ocr_vllm_core-VERSION-py3-none-any.whl after `uv build --wheel`"
             )
         return
-    pinned = pinned_core(script.read_text())
+    pinned = header_pins(script_text).get(DISTRIBUTION)
     if pinned is not None and pinned != wheel.version:
         raise CommandError(
-            f"--core-wheel {wheel.path.name} is {DISTRIBUTION} {wheel.version}, but {script.name} pins "
+            f"--core-wheel {wheel.path.name} is {DISTRIBUTION} {wheel.version}, but {script} pins "
             f"{DISTRIBUTION}=={pinned}: the jobs' uv would refuse it; build the wheel of the version the script pins"
         )
 

@@ -17,6 +17,8 @@ DEFAULT_MAX_RELAUNCHES = 2
 DESTS = ("jobs", "flavor", "job_timeout", "job_image", "max_relaunches", "dry_run")
 VALUED_FLAGS = ("--jobs", "--flavor", "--job-timeout", "--job-image", "--max-relaunches")
 SWITCHES = ("--dry-run",)
+# Taken off too, as the user typed it: the launcher gives each job the wheel again in the one form hf uploads.
+SHIPPED_FLAGS = ("--core-wheel",)
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,9 @@ def launcher_flag_set(dest: str, values: dict) -> bool:
 
 
 def job_arguments(argv: Sequence[str], options: Sequence[str]) -> list[str]:
-    """`argv` less the launcher's flags (and their values), under any abbreviation argparse accepts: `options` are
-    every option string of the recipe's parser, so a prefix counts as a launcher flag only when it names one alone."""
+    """`argv` less the launcher's flags and `--core-wheel` (and their values), under any abbreviation argparse
+    accepts: `options` are every option string of the recipe's parser, so a prefix counts as a launcher flag only
+    when it names one alone."""
     kept: list[str] = []
     skip = False
     for arg in argv:
@@ -99,7 +102,7 @@ def job_arguments(argv: Sequence[str], options: Sequence[str]) -> list[str]:
         flag = resolved(name, options) if name.startswith("--") else None
         if skip:
             skip = False
-        elif flag in VALUED_FLAGS:
+        elif flag in VALUED_FLAGS or flag in SHIPPED_FLAGS:
             skip = not equals
         elif flag not in SWITCHES:
             kept.append(arg)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 HEADER = re.compile(r"^# /// script$(.*?)^# ///$", re.M | re.S)
+EXACT_PIN = re.compile(r"([A-Za-z0-9_.-]+)\s*==\s*([^;\s]+)\s*(?:;.*)?")
 
 
 def header_of(text: str) -> str:
@@ -27,6 +28,12 @@ def read_header(text: str) -> dict[str, Any]:
     except ModuleNotFoundError:
         return {}
     return tomllib.loads(header_of(text))
+
+
+def header_pins(text: str) -> dict[str, str]:
+    """The versions the header's dependencies pin exactly (`name==version`, a platform marker after it or not)."""
+    found = (EXACT_PIN.fullmatch(str(spec)) for spec in read_header(text).get("dependencies", ()))
+    return {pin[1]: pin[2] for pin in found if pin}
 
 
 @dataclass(frozen=True)

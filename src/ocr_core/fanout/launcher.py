@@ -51,8 +51,9 @@ def launch_command_line(
     summary = FanoutSummary(script_path.name, settings.model, settings.output, run, request.jobs)
     summary.load_with = load_with
     try:
-        check_ships(request.core_wheel, origin.checked, script_path)
-        header = jobs_header(script_path.read_text())
+        text = script_path.read_text()
+        check_ships(request.core_wheel, origin.checked, script_path.name, text)
+        header = jobs_header(text)
         plan = plan_launches(run, request, settings, facts, script_path, origin, header, arguments)
         client = jobs or HfJobs(hub_token(settings))
         output_hub = hub if hub is not None or is_local_output(settings.output) else HfHub(hub_token(settings))

@@ -78,42 +78,29 @@ def plan_launches(
     arguments: Sequence[str],
 ) -> JobsPlan:
     """`run` is the run's fingerprint (run_fingerprint); `arguments` are the recipe's command line less the
-    launcher's flags and the secret ones (a job gets the token as a secret, never on its command line). A shipped
-    core wheel goes last as two words, its absolute path alone, which is how `hf jobs uv run` tells a file to
-    upload from a word."""
+    launcher's flags, `--core-wheel` and the secret ones (a job gets the token as a secret, never on its command
+    line). A shipped core wheel goes last as two words, its absolute path alone, which is how `hf jobs uv run`
+    tells a file to upload from a word."""
     script = origin.url or str(script_path)
     wheel = request.core_wheel
     shipped = ("--core-wheel", str(wheel.path)) if wheel else ()
+    env = shipping_env() if wheel else {}
     launches = tuple(
         JobLaunch(
             script=script,
-            script_args=(*without_flag(arguments, "--core-wheel"), *shipped, "--shard", f"{index}/{request.jobs}"),
+            script_args=(*arguments, *shipped, "--shard", f"{index}/{request.jobs}"),
             image=request.image or header.image or facts.image,
             flavor=request.flavor or header.flavor or facts.flavor,
             timeout=request.timeout or header.timeout or DEFAULT_JOB_TIMEOUT,
             secrets=header.secrets or DEFAULT_SECRETS,
             labels=shard_labels(run, (index, request.jobs)),
             name=f"ocr-{run}-{index}-of-{request.jobs}",
-            env=shipping_env() if wheel else {},
+            env=env,
         )
         for index in range(request.jobs)
     )
     said = script_said(origin, script_path)
     return JobsPlan(run, request.jobs, script, said, core_said(wheel), launches)
-
-
-def without_flag(arguments: Sequence[str], flag: str) -> list[str]:
-    """`arguments` less `flag` and its value, given as two words or as `flag=value`."""
-    kept: list[str] = []
-    skip = False
-    for arg in arguments:
-        if skip:
-            skip = False
-        elif arg == flag:
-            skip = True
-        elif not arg.startswith(f"{flag}="):
-            kept.append(arg)
-    return kept
 
 
 def core_said(wheel: CoreWheel | None) -> str:

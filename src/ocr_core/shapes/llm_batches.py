@@ -88,20 +88,18 @@ def check_gpu(job_command: str) -> None:
     """Offline recipes need vLLM and a GPU, except on vLLM's CPU build (which the tests use). The header installs
     vLLM on Linux only, the one platform it builds for, so elsewhere the recipe can still print its usage and launch
     `--jobs`, and a run stops here with the command that can run it."""
+    elsewhere = (
+        f"this recipe runs the vLLM engine in-process. Run it on HF Jobs:\n  {job_command}\nor use the -server "
+        "twin against an endpoint that is already running (--server URL)."
+    )
     try:
         from vllm.platforms import current_platform
     except ModuleNotFoundError:
-        raise NoGpu(
-            f"vLLM is not installed here ({sys.platform}; the script's header installs it on Linux only), and this "
-            f"recipe runs the vLLM engine in-process. Run it on HF Jobs:\n  {job_command}\nor use the -server twin "
-            "against an endpoint that is already running (--server URL)."
-        ) from None
+        installs = "the script's header installs it on Linux only"
+        raise NoGpu(f"vLLM is not installed here ({sys.platform}; {installs}), and {elsewhere}") from None
     if current_platform.is_cpu() or current_platform.is_cuda_alike():
         return
-    raise NoGpu(
-        "no GPU found, and this recipe runs the vLLM engine in-process. Run it on HF Jobs:\n"
-        f"  {job_command}\nor use the -server twin against an endpoint that is already running (--server URL)."
-    )
+    raise NoGpu(f"no GPU found, and {elsewhere}")
 
 
 class OfflineRunner:
