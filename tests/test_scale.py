@@ -18,11 +18,14 @@ def machine(gpu: Gpu, gpus: int, cpus: int) -> Machine:
 
 
 def test_a_small_model_gets_three_replicas_per_h200_with_a_third_of_its_memory_each():
-    """The figures the plan stands on: 3 replicas of the 0.8B shape, 4 API servers and 0.29 of the GPU each, the
-    setting that gave 13.14 pages/s against 6.96 for one server (H200, 2026-12-01)."""
+    """The figures the plan stands on: 3 replicas of the 0.8B shape and 0.29 of the GPU each, the setting that gave
+    13.14 pages/s against 6.96 for one server (H200, 2026-12-01); on 16 cores, beside the driver's core and three
+    engine cores of 2, each replica's front end has 3 cores: 2 API servers of 1.5 cores."""
     plan = plan_scale(machine(H200, 1, 16), params_b=0.8)
     assert plan.replicas == 3
-    assert plan.serve_args() == ["--api-server-count", "4", "--gpu-memory-utilization", "0.29"]
+    assert plan.serve_args() == [
+        "--api-server-count", "2", "--max-num-batched-tokens", "32768", "--gpu-memory-utilization", "0.29",
+    ]  # fmt: skip
     assert [slot.gpu for slot in plan.slots()] == ["0", "0", "0"]
     assert "3 replica(s), 3 per GPU" in plan.describe()
 
@@ -37,6 +40,7 @@ def test_a_3b_model_keeps_one_replica_per_h200_with_four_api_servers():
     plan = plan_scale(machine(H200, 1, 16), params_b=3.75)
     assert plan.replicas == 1
     assert plan.serve_args() == ["--api-server-count", "4"]
+    assert "4 API server(s) each" in plan.describe()
 
 
 def test_an_l4_keeps_one_replica_and_one_api_server():
@@ -46,8 +50,11 @@ def test_an_l4_keeps_one_replica_and_one_api_server():
 
 
 def test_cores_and_memory_bound_the_replicas():
+    """A replica needs its engine core (2) and one API server (1) beside the driver's core: 8 cores hold 2, 4
+    cores 1, whose front end then has the core that is left."""
     assert plan_scale(machine(H200, 1, 8), params_b=0.8).replicas == 2
-    assert plan_scale(machine(H200, 1, 4), params_b=0.8).serve_args() == ["--api-server-count", "3"]
+    assert plan_scale(machine(H200, 1, 4), params_b=0.8).replicas == 1
+    assert plan_scale(machine(H200, 1, 4), params_b=0.8).front_end.api_servers == 1
     small = Machine((Gpu("0", "NVIDIA H100 80GB HBM3", 20480),), 16)
     assert plan_scale(small, params_b=0.8).replicas == 1
     assert "memory allows 1" in plan_scale(small, params_b=0.8).why
@@ -63,12 +70,14 @@ def test_no_gpu_or_no_figures_means_one_server():
 
 def test_replicas_sharing_a_gpu_get_their_kv_cache_in_bytes_and_start_together():
     """Engines profiling one GPU at once misjudge its free memory; a KV cache given in bytes skips that, so under
-    a vLLM that takes it (0.11 on) the three replicas start at once, each inside its 0.29 share."""
+    a vLLM that takes it (0.11 on) the three replicas start at once, each inside its 0.29 share, which also holds
+    the activations of their 32768-token steps."""
     plan = plan_scale(machine(H200, 1, 16), params_b=0.8, vllm_version="0.30.0")
     args = plan.serve_args()
     kv_bytes = int(args[args.index("--kv-cache-memory-bytes") + 1])
     share_bytes = 143771 * 1024**2 * 0.29
-    assert share_bytes - kv_bytes == pytest.approx((1.6 + 6.0) * GIB, rel=1e-3)
+    assert share_bytes - kv_bytes == pytest.approx((1.6 + 6.0 + 4.0) * GIB, rel=1e-3)
+    assert args[args.index("--max-num-batched-tokens") + 1] == "32768"
     assert plan.concurrent_start
     assert "GiB of KV cache each, started together" in plan.describe()
 

@@ -109,6 +109,32 @@ def script_facts(path: str) -> Any:
     return module.FACTS
 
 
+def plan_check(facts: Any, model_dir: str, version: str) -> dict[str, Any]:
+    """The machine plan's flags for HF's h200 flavor (23 cores, one H200, room in /dev/shm) under this release,
+    parsed; where they hold a front-end flag, also built into this release's model config, where it refuses renderer
+    threads beside the processor cache (the "flags" releases' transformers cannot read the test model's config, and
+    the plan gives them no front-end flag)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    from ocr_core.serving.scale import GIB, Gpu, Machine, memory_utilization, plan_scale
+
+    machine = Machine((Gpu("0", "NVIDIA H200", 143771),), 23, 64 * GIB)
+    plan = plan_scale(
+        machine, facts.params_b, memory_utilization(facts.serve_args), vllm_version=version,
+        model_flags=facts.serve_args,
+    )  # fmt: skip
+    argv = [model_dir, *facts.serve_args, "--max-model-len", str(facts.max_model_len), *plan.serve_args()]
+    result: dict[str, Any] = {"args": plan.serve_args(), "ok": True, "error": None}
+    try:
+        parsed = parse_serve(argv)
+        parsed.model = model_dir  # what `vllm serve` does with its positional model
+        if any(flag in plan.serve_args() for flag in ("--renderer-num-workers", "--mm-tensor-ipc")):
+            EngineArgs.from_cli_args(parsed).create_model_config()
+    except Exception as exc:
+        result.update(ok=False, error=f"{type(exc).__name__}: {exc}")
+    return result
+
+
 def check(script: str, model_dir: str) -> dict[str, Any]:
     import vllm
 
@@ -126,7 +152,12 @@ def check(script: str, model_dir: str) -> dict[str, Any]:
         serve = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     serve["refused"] = refused_flags(model_dir, argv[1:])
     serve["parsed"] = {key: repr(value) for key, value in parsed.items()}
-    return {"vllm": vllm.__version__, "serve": serve, "engine": engine_check(serve_args, model_dir)}
+    return {
+        "vllm": vllm.__version__,
+        "serve": serve,
+        "engine": engine_check(serve_args, model_dir),
+        "plan": plan_check(facts, model_dir, vllm.__version__),
+    }
 
 
 if __name__ == "__main__":

@@ -59,6 +59,27 @@ def test_serve_flags_and_engine_kwargs_parse_on_the_pinned_vllm(module, pinned_m
     assert report["engine"]["error"] is None, report["engine"]["error"]
 
 
+# The front-end flags the machine plan gives each recipe on HF's h200 flavor, by the pinned release: 0.22.1 and
+# 0.30.0 parse them (OvisOCR2 turns the processor cache off, which 0.22.1 needs for renderer threads); Nanonets'
+# 0.10.2 and HPD's 0.17.1 base parse neither, so none is passed.
+PLANNED_FRONT_END = {
+    "lighton_ocr3": ["--renderer-num-workers", "--mm-tensor-ipc"],
+    "ovis_ocr2": ["--renderer-num-workers", "--mm-tensor-ipc"],
+    "nanonets_ocr2": [],
+    "hpd_parsing": [],
+}
+
+
+@pytest.mark.parametrize("module", list(RECIPES))
+def test_the_machine_plans_flags_build_a_model_config_on_the_pinned_vllm(module, pinned_model):
+    """Issue 41: the plan passes a front-end flag only to a release whose own parser and model config take it."""
+    report = flagcheck(module, pinned_model)
+    plan = report["plan"]
+    assert plan["ok"], plan["error"]
+    passed = [flag for flag in ("--renderer-num-workers", "--mm-tensor-ipc") if flag in plan["args"]]
+    assert passed == PLANNED_FRONT_END[module], plan["args"]
+
+
 def test_flagcheck_names_a_flag_the_release_does_not_know(pinned_model, tmp_path):
     """The check itself can fail: OvisOCR2's Gated DeltaNet flag, which 0.10.2 predates, is named."""
     probe = tmp_path / "probe.py"

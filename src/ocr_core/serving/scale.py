@@ -8,6 +8,10 @@ busy; three independent servers on the same GPU, each on its own port, gave 13.1
 independent replicas on each GPU, as many as the GPU can use (its compute against the model's size), its memory
 holds and the CPU cores can feed; a large model or a slow card gets one replica, as before.
 
+Each replica's front end (API servers, renderer threads, the pixel path: frontend.py) is sized from the cores the
+job really has (cpus.py: its affinity cut by its cgroup quota), and the replicas from what those cores feed: each
+costs its engine core and its front end, beside the driver's core.
+
 Replicas start together where that is safe. Each engine sizes its KV cache by profiling the GPU's free memory, so
 two engines profiling one GPU at once misjudge it (one died with "No available memory for the cache blocks" on an
 H200): replicas sharing a GPU therefore get their KV cache in bytes (`--kv-cache-memory-bytes`, vLLM 0.11 and
@@ -17,6 +21,7 @@ older vLLM still starts its replicas one after another.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -25,6 +30,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import CommandError
+from .cpus import job_cpus
+from .frontend import (
+    DRIVER_CORES,
+    ENGINE_CORES,
+    LARGE_BATCH_EXTRA_GIB,
+    Engine,
+    FrontEnd,
+    plan_front_end,
+    without_overridden,
+)
 
 FAST_GPUS = ("H100", "H200", "H20", "GH200", "B200", "B100", "A100", "L40S", "RTX PRO 6000")
 # Dense bf16 TFLOP/s by the datasheets: what the GPU can compute per page, not what the front end delivers.
@@ -49,9 +64,8 @@ PAGES_S_PER_TFLOP_PER_B = 16.2 * 0.8 / 989
 FRONT_END_PAGES_S = 5.0
 # A replica needs its weights (bf16) plus activations, CUDA graphs, the vision encoder's profile and some KV cache.
 REPLICA_OVERHEAD_GIB = 8.0
-# One engine core busy at all times, and API servers beside it: fewer cores than this starve the replicas.
-CORES_PER_REPLICA = 4
-MAX_API_SERVERS = 4
+# The least a replica needs beside the driver: its engine core and one API server process.
+MIN_REPLICA_CORES = ENGINE_CORES + 1.0
 VLLM_MEMORY_UTILIZATION = 0.9
 # Replicas sharing a GPU each take a little less than their even share: each has its own CUDA context.
 SHARED_GPU_HEADROOM = 0.98
@@ -76,8 +90,12 @@ class Gpu:
 
 @dataclass(frozen=True)
 class Machine:
+    """The GPUs the job sees, the CPU cores it may use (cpus.py) and the shared memory free (/dev/shm; None:
+    unknown)."""
+
     gpus: tuple[Gpu, ...]
     cpus: int
+    shm_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -90,15 +108,20 @@ class Slot:
 
 @dataclass(frozen=True)
 class ScalePlan:
-    """The plan's choices and why: replicas per GPU, API servers and memory share of each, data parallel size."""
+    """The plan's choices and why: replicas per GPU, each one's front end and memory share, data parallel size."""
 
     machine: Machine
     per_gpu: int
-    api_servers: int
+    front_end: FrontEnd
     data_parallel: int
     memory_share: float | None
     why: str
     kv_cache_bytes: int | None = None
+    user_args: tuple[str, ...] = ()
+
+    def with_user_args(self, user_args: Sequence[str]) -> ScalePlan:
+        """The plan under the user's --extra-serve-args, whose flags replace the plan's own of the same name."""
+        return dataclasses.replace(self, user_args=tuple(user_args))
 
     @property
     def concurrent_start(self) -> bool:
@@ -110,12 +133,19 @@ class ScalePlan:
         return self.per_gpu * max(1, len(self.machine.gpus)) if self.data_parallel == 1 else 1
 
     def serve_args(self) -> list[str]:
-        """The flags every replica of the plan gets beside the model's own."""
+        """The flags every replica of the plan gets beside the model's own, less those the user gives."""
+        return without_overridden(self.planned_args(), self.user_args)
+
+    def overridden(self) -> list[str]:
+        """The plan's flags that the user's --extra-serve-args replace."""
+        kept = set(self.serve_args())
+        return [arg for arg in self.planned_args() if arg.startswith("--") and arg not in kept]
+
+    def planned_args(self) -> list[str]:
         args = []
         if self.data_parallel > 1:
             args += ["--data-parallel-size", str(self.data_parallel)]
-        if self.api_servers > 1:
-            args += ["--api-server-count", str(self.api_servers)]
+        args += self.front_end.serve_args()
         if self.memory_share is not None:
             args += ["--gpu-memory-utilization", f"{self.memory_share:.2f}"]
         if self.kv_cache_bytes is not None:
@@ -137,16 +167,39 @@ class ScalePlan:
         else:
             shape = f"{self.replicas} replica(s)" + (f", {self.per_gpu} per GPU" if gpus else "")
         share = f", {self.memory_share:.2f} of its GPU's memory each" if self.memory_share is not None else ""
-        servers = f"{self.api_servers} API server(s) each"
+        servers = self.front_end.describe()
         kv = f", {self.kv_cache_bytes / GIB:.1f} GiB of KV cache each" if self.kv_cache_bytes is not None else ""
         start = ", started together" if self.concurrent_start and self.replicas > 1 else ""
-        return f"{where}, {self.machine.cpus} CPU cores: {shape}, {servers}{share}{kv}{start} ({self.why})"
+        yours = f"; --extra-serve-args replaces {' '.join(self.overridden())}" if self.overridden() else ""
+        return f"{where}, {self.machine.cpus} CPU cores: {shape}, {servers}{share}{kv}{start} ({self.why}){yours}"
+
+    def record(self) -> dict:
+        """The plan that ran, for the summary: its counts and the flags each replica got from it."""
+        return {
+            "cpus": self.machine.cpus,
+            "gpus": len(self.machine.gpus),
+            "replicas": self.replicas,
+            "api_servers": self.front_end.api_servers,
+            "renderer_workers": self.front_end.renderer_workers,
+            "serve_args": self.serve_args(),
+            "replaced_by_extra_serve_args": self.overridden(),
+            "why": self.why,
+        }
 
 
 def detect_machine() -> Machine:
-    """The GPUs nvidia-smi reports, limited to CUDA_VISIBLE_DEVICES, and the CPU cores this process may use."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return Machine(visible_gpus(listed_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES")), cpus)
+    """The GPUs nvidia-smi reports, limited to CUDA_VISIBLE_DEVICES, the CPU cores this job may use and the shared
+    memory free."""
+    gpus = visible_gpus(listed_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return Machine(gpus, job_cpus(), shared_memory_free())
+
+
+def shared_memory_free(path: str = "/dev/shm") -> int | None:
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return None
+    return stats.f_bavail * stats.f_frsize
 
 
 def listed_gpus() -> list[Gpu]:
@@ -221,13 +274,16 @@ def plan_scale(
     api_servers: int | None = None,
     data_parallel: int | None = None,
     vllm_version: str | None = None,
+    model_flags: Sequence[str] = (),
 ) -> ScalePlan:
     """Flags override; otherwise replicas per GPU from the GPU's compute against the model's size (a rough
-    estimate, calibrated on the H200), bounded by its memory and the CPU cores, and on fast GPUs up to 4 API
-    servers per replica from the cores left. Replicas sharing a GPU under a vLLM that takes their KV cache in
-    bytes (`vllm_version`, the recipe's pin) get it, so that they can start together."""
+    estimate, calibrated on the H200), bounded by its memory and the CPU cores, and each replica's front end from
+    the cores left to it (frontend.py) under the vLLM that runs (`vllm_version`) with the model's flags
+    (`model_flags`). Replicas sharing a GPU under a vLLM that takes their KV cache in bytes get it, so that they
+    can start together."""
     if data_parallel is not None and data_parallel > 1:
-        return ScalePlan(machine, 1, api_servers or data_parallel, data_parallel, None, "--data-parallel-size")
+        front_end = FrontEnd(api_servers or data_parallel)
+        return ScalePlan(machine, 1, front_end, data_parallel, None, "--data-parallel-size")
     gpus = max(1, len(machine.gpus))
     per_gpu, why = replicas_per_gpu(machine, params_b, memory_utilization)
     if replicas is not None:
@@ -242,16 +298,38 @@ def plan_scale(
                 f"{REPLICA_OVERHEAD_GIB:g} GiB beside them, so one {machine.gpus[0].name} holds {most}; pass "
                 f"--replicas {most * gpus} or fewer (or leave it out for the machine plan)"
             )
-    fast = bool(machine.gpus) and fast_gpu(machine.gpus[0].name)
-    cores_each = machine.cpus // (per_gpu * gpus)
-    servers = api_servers or (max(1, min(MAX_API_SERVERS, cores_each - 1)) if fast else 1)
+    count = per_gpu * gpus
+    engine = replica_engine(machine, count, vllm_version, model_flags, params_b)
+    front_end = plan_front_end(front_end_cores(machine.cpus, count), engine, api_servers)
     share = None
     kv_bytes = None
     if per_gpu > 1 and machine.gpus:
         share = memory_share(per_gpu, memory_utilization)
         if takes_kv_cache_bytes(vllm_version):
-            kv_bytes = replica_kv_bytes(machine.gpus[0], share, params_b)
-    return ScalePlan(machine, per_gpu, servers, 1, share, why, kv_bytes)
+            extra_gib = LARGE_BATCH_EXTRA_GIB if front_end.batched_tokens is not None else 0.0
+            kv_bytes = replica_kv_bytes(machine.gpus[0], share, params_b, extra_gib)
+    return ScalePlan(machine, per_gpu, front_end, 1, share, why, kv_bytes)
+
+
+def front_end_cores(cpus: int, replicas: int) -> float:
+    """The cores one replica's API servers may use: the job's, less the driver's and every engine core's, shared."""
+    return max(1.0, (cpus - DRIVER_CORES - replicas * ENGINE_CORES) / replicas)
+
+
+def replica_engine(
+    machine: Machine, replicas: int, vllm_version: str | None, model_flags: Sequence[str], params_b: float | None
+) -> Engine:
+    """What a replica's front end depends on beside its cores: the vLLM, the model's flags and size, the GPU, its
+    share of the shared memory."""
+    gpu = machine.gpus[0] if machine.gpus else None
+    return Engine(
+        vllm_version=vllm_version,
+        model_flags=tuple(model_flags),
+        fast_gpu=gpu is not None and fast_gpu(gpu.name),
+        large_gpu=gpu is not None and gpu.memory_mib >= LARGE_GPU_MIB,
+        params_b=params_b,
+        shm_bytes=machine.shm_bytes // replicas if machine.shm_bytes is not None else None,
+    )
 
 
 def memory_share(per_gpu: int, memory_utilization: float | None) -> float:
@@ -279,12 +357,12 @@ def takes_kv_cache_bytes(vllm_version: str | None) -> bool:
     return bool(release) and release >= KV_CACHE_BYTES_SINCE
 
 
-def replica_kv_bytes(gpu: Gpu, share: float, params_b: float | None) -> int | None:
+def replica_kv_bytes(gpu: Gpu, share: float, params_b: float | None, extra_gib: float = 0.0) -> int | None:
     """The KV cache that leaves a replica inside its share of the GPU: the share, less its bf16 weights and what
-    an engine holds beside them (NON_KV_GIB); None where nothing would be left, so that the plan falls back to a
-    start one after another."""
+    an engine holds beside them (NON_KV_GIB, and `extra_gib` for larger steps); None where nothing would be left,
+    so that the plan falls back to a start one after another."""
     weights_gib = 2 * (params_b or 0.0)
-    kv_gib = gpu.memory_mib / 1024 * share - weights_gib - NON_KV_GIB
+    kv_gib = gpu.memory_mib / 1024 * share - weights_gib - NON_KV_GIB - extra_gib
     return int(kv_gib * GIB) if kv_gib >= 1 else None
 
 
@@ -306,7 +384,7 @@ def replicas_per_gpu(machine: Machine, params_b: float | None, memory_utilizatio
     by_compute = max(1, round(gpu_pages_s / FRONT_END_PAGES_S))
     usable_gib = gpu.memory_mib / 1024 * (memory_utilization or VLLM_MEMORY_UTILIZATION)
     by_memory = max(1, int(usable_gib // (2 * params_b + REPLICA_OVERHEAD_GIB)))
-    by_cores = max(1, machine.cpus // (CORES_PER_REPLICA * len(machine.gpus)))
+    by_cores = max(1, math.floor((machine.cpus - DRIVER_CORES) / MIN_REPLICA_CORES / len(machine.gpus)))
     count = min(by_compute, by_memory, by_cores)
     limits = {"compute": by_compute, "memory": by_memory, "CPU cores": by_cores}
     bound = min(limits, key=lambda name: (limits[name], list(limits).index(name)))

@@ -20,6 +20,7 @@ from ..facts import ModelFacts
 from ..preparation.job import Job
 from ..serving.fleet import Fleet, build_fleet
 from ..serving.hostmem import MemoryGuard
+from ..serving.installed import installed_vllm_version
 from ..serving.mps import cuda_mps
 from ..serving.ports import server_urls
 from ..serving.scale import ScalePlan, detect_machine, max_num_seqs, memory_utilization, plan_scale
@@ -69,16 +70,21 @@ def make_window(
 
 
 def scale_plan(settings: Settings, facts: ModelFacts) -> ScalePlan:
-    """The machine plan (a CommandError where --replicas does not fit the machine)."""
-    return plan_scale(
-        detect_machine(),
+    """The machine plan (a CommandError where --replicas does not fit the machine), under the vLLM that a spawned
+    server will be: the one installed where a GPU could use release-bound flags, else the recipe's pin."""
+    machine = detect_machine()
+    version = (installed_vllm_version() if machine.gpus else None) or facts.vllm_pin
+    plan = plan_scale(
+        machine,
         facts.params_b,
         memory_utilization(facts.serve_args),
         settings.replicas,
         settings.api_server_count,
         settings.data_parallel_size,
-        facts.vllm_pin,
+        version,
+        facts.serve_args,
     )
+    return plan.with_user_args(shlex.split(settings.extra_serve_args))
 
 
 def replica_window(facts: ModelFacts, settings: Settings, plan: ScalePlan, fleet: Fleet, capacity: int | None) -> int:
@@ -108,6 +114,8 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     drive.tally = progress.tally
     drive.serving = fleet.describe()
     drive.extra = {**drive.extra, "replicas": fleet.report()}
+    if not fleet.given and fleet.replicas[0].handle.spawned is not None:
+        drive.extra["engine_plan"] = plan.record()
     if window is not None:
         drive.window = Feeding(window.limit, window.peak_in_flight, window.peak_limit, window.cap)
     return drive

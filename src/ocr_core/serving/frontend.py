@@ -1,0 +1,182 @@
+"""How one replica's front end is sized: its API server processes, the renderer threads in each, and how pixels
+reach the engine, each only where the vLLM that runs parses the flag and where it paid on an H200.
+
+Every API server process of a `vllm serve` decodes pages and runs the HF image processor on a pool of
+`--renderer-num-workers` threads, one by default. With one thread per process one replica fed its engine 9.6
+pages/s (1 output token, 1540 x 2000 pages, Qwen3.5-0.8B shape, H200, vLLM 0.26) while 384 pages waited and the
+machine's 16 cores were three-quarters idle; 4 threads per process gave 19.5 (2026-12-02). A process with several
+threads still holds the GIL between the native calls: the busiest one used 1.65 cores, so the plan counts each API
+server as API_SERVER_CORES and adds processes, not threads, while cores remain. `--mm-tensor-ipc torch_shm` hands
+the float32 pixel tensors (about 73 MB a page) to the engine core through shared memory rather than pickled over
+its socket, and `--max-num-batched-tokens 32768` lets a step take several pages' prefill: together with 2 threads
+they lifted the 800-token rate of one replica from 5.7 to 10.0 pages/s (2026-12-02).
+
+Which release parses what was read from each pin's own parser in the pinned test tier (tests/pinned): 0.22.1,
+0.26.0 and 0.30.0 have both flags, 0.17.1 and 0.10.2 neither. Before 0.30.0 vLLM refuses more than one renderer
+thread while the multimodal processor cache is on (`--mm-processor-cache-gb` above 0, its default): the cache is
+not thread-safe there. `--mm-processor-device` (0.30.0, the HF processor on the GPU) is not passed: it could not be
+measured here (the H200 image's torch 2.11 cannot run 0.30.0), and an unmeasured flag does not go into a paid job.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# The oldest of the pinned releases whose parser takes each flag (a release between two pins counts as the older).
+RENDERER_WORKERS_SINCE = (0, 22, 1)
+TENSOR_IPC_SINCE = (0, 22, 1)
+# From this release on, renderer threads and the processor cache go together (only pooling models refuse them).
+WORKERS_WITH_PROCESSOR_CACHE_SINCE = (0, 30, 0)
+# What one replica's engine core process uses on a fast GPU (2.1 cores at 9.6 pages/s, 3.05 at 19.5, 1 token), and
+# what one API server process with two or more renderer threads uses at most (the GIL: 1.65 measured).
+ENGINE_CORES = 2.0
+API_SERVER_CORES = 1.5
+# The driver (reading, resizing and base64-encoding pages, the asyncio client) and the rest of the job.
+DRIVER_CORES = 1.0
+MAX_API_SERVERS = 4
+MAX_RENDERER_WORKERS = 4
+# A renderer thread's share of a core: threads past the GIL's 1.5 cores a process add overlap, not more cores.
+CORES_PER_RENDERER_WORKER = 0.75
+# A step's token budget for a small model on a large GPU: several pages' prefill in one step (vLLM's serve default
+# is 8192). It paid for the 0.8B shape (5.7 to 7.1 pages/s alone, 2026-12-02), not for the 3B one (0.99x, 2026-11-30).
+LARGE_GPU_BATCHED_TOKENS = 32768
+SMALL_MODEL_B = 1.0
+# What the larger step adds to a replica's memory beside its KV cache (the profile run's activations).
+LARGE_BATCH_EXTRA_GIB = 4.0
+# Shared memory the pixel tensors of the pages in flight may fill per replica: with less, the plan keeps vLLM's
+# socket path (a container's /dev/shm is often 64 MB, and a full one fails requests).
+SHM_PER_REPLICA_GIB = 8.0
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """One replica's front end: API server processes, renderer threads in each, the pixel path and the step size.
+    `renderer_workers` 1 and `tensor_ipc` False are vLLM's defaults, which pass no flag."""
+
+    api_servers: int
+    renderer_workers: int = 1
+    tensor_ipc: bool = False
+    batched_tokens: int | None = None
+
+    def serve_args(self) -> list[str]:
+        args = []
+        if self.api_servers > 1:
+            args += ["--api-server-count", str(self.api_servers)]
+        if self.renderer_workers > 1:
+            args += ["--renderer-num-workers", str(self.renderer_workers)]
+        if self.tensor_ipc:
+            args += ["--mm-tensor-ipc", "torch_shm"]
+        if self.batched_tokens is not None:
+            args += ["--max-num-batched-tokens", str(self.batched_tokens)]
+        return args
+
+    def cores(self) -> float:
+        """The cores this front end and its engine core use at most: what the plan keeps within the job's CPUs."""
+        per_server = API_SERVER_CORES if self.renderer_workers > 1 else 1.0
+        return ENGINE_CORES + self.api_servers * per_server
+
+    def describe(self) -> str:
+        parts = [f"{self.api_servers} API server(s) each"]
+        if self.renderer_workers > 1:
+            parts.append(f"{self.renderer_workers} renderer threads per API server")
+        if self.tensor_ipc:
+            parts.append("pixels through shared memory")
+        if self.batched_tokens is not None:
+            parts.append(f"{self.batched_tokens}-token steps")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What the front end depends on beside the cores: the vLLM release that runs, the model's own serve flags
+    (the processor cache, a step size of its own), whether the replicas share one engine (data parallel), the GPU
+    (fast: one front end cannot feed it; large: room for bigger steps), the model's size and the shared memory
+    free for this replica."""
+
+    vllm_version: str | None = None
+    model_flags: Sequence[str] = ()
+    data_parallel: int = 1
+    fast_gpu: bool = False
+    large_gpu: bool = False
+    params_b: float | None = None
+    shm_bytes: int | None = None
+
+
+def release(version: str | None) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of a version string such as "0.30.0" or "0.32.0+cpu"; None where it is not one."""
+    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version or "")
+    if match is None:
+        return None
+    return int(match[1]), int(match[2]), int(match[3] or 0)
+
+
+def has(version: str | None, since: tuple[int, int, int]) -> bool:
+    """Whether this release is at least `since`; an unknown one is taken as not."""
+    found = release(version)
+    return found is not None and found >= since
+
+
+def flag_value(flags: Sequence[str], name: str) -> str | None:
+    """The last value given to `name` (as `--name V` or `--name=V`), as vLLM's parser keeps it."""
+    value = None
+    for index, arg in enumerate(flags):
+        if arg.startswith(f"{name}="):
+            value = arg.partition("=")[2]
+        elif arg == name and index + 1 < len(flags):
+            value = flags[index + 1]
+    return value
+
+
+def processor_cache_off(flags: Sequence[str]) -> bool:
+    value = flag_value(flags, "--mm-processor-cache-gb")
+    try:
+        return value is not None and float(value) == 0
+    except ValueError:
+        return False
+
+
+def renderer_workers_allowed(engine: Engine) -> bool:
+    """Whether this vLLM parses --renderer-num-workers and takes more than one with the model's flags."""
+    if not has(engine.vllm_version, RENDERER_WORKERS_SINCE):
+        return False
+    return has(engine.vllm_version, WORKERS_WITH_PROCESSOR_CACHE_SINCE) or processor_cache_off(engine.model_flags)
+
+
+def plan_front_end(cores: float, engine: Engine, api_servers: int | None = None) -> FrontEnd:
+    """One replica's front end from the cores left for it beside its engine core (`cores`).
+
+    A slow GPU keeps vLLM's single API server and single thread: one front end outruns it. On a fast one, as many
+    API servers as the cores hold (API_SERVER_CORES each, up to MAX_API_SERVERS), then renderer threads to fill
+    the cores each process has (CORES_PER_RENDERER_WORKER each), shared-memory pixels where the shared memory
+    holds them, and larger steps for a small model on a large GPU. `--api-server-count` (api_servers) overrides
+    the first count."""
+    if not engine.fast_gpu:
+        return FrontEnd(api_servers or 1)
+    servers = api_servers or max(1, min(MAX_API_SERVERS, math.floor(cores / API_SERVER_CORES)))
+    workers = 1
+    if renderer_workers_allowed(engine) and cores >= servers * API_SERVER_CORES:
+        workers = max(2, min(MAX_RENDERER_WORKERS, math.floor(cores / servers / CORES_PER_RENDERER_WORKER)))
+    shm_room = engine.shm_bytes is not None and engine.shm_bytes >= SHM_PER_REPLICA_GIB * GIB
+    tensor_ipc = has(engine.vllm_version, TENSOR_IPC_SINCE) and engine.data_parallel == 1 and shm_room
+    own_step = flag_value(engine.model_flags, "--max-num-batched-tokens") is not None
+    small = engine.params_b is not None and engine.params_b <= SMALL_MODEL_B
+    batched = LARGE_GPU_BATCHED_TOKENS if engine.large_gpu and small and not own_step else None
+    return FrontEnd(servers, workers, tensor_ipc, batched)
+
+
+def without_overridden(plan_args: Sequence[str], user_args: Sequence[str]) -> list[str]:
+    """The plan's flags less those the user gives in --extra-serve-args: the user's own always win, and the record
+    of what ran then names theirs, not ours."""
+    given = {arg.partition("=")[0] for arg in user_args if arg.startswith("--")}
+    kept: list[str] = []
+    skip = False
+    for arg in plan_args:
+        if arg.startswith("--"):
+            skip = arg.partition("=")[0] in given
+        if not skip:
+            kept.append(arg)
+    return kept

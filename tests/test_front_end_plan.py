@@ -1,0 +1,189 @@
+"""The front end of each replica, sized from the job's CPUs, the GPU and the vLLM that runs (issue 41).
+
+Scenarios over fake machines: HF's flavors (their vCPUs, GPUs and memory), each recipe's model and pin; a flag a
+release does not parse is never passed, the plan never plans more cores than the job has, the user's own
+--extra-serve-args win, and the job's CPUs are its cgroup quota, not the host's count.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from ocr_core.serving.cpus import cgroup_quota, job_cpus
+from ocr_core.serving.frontend import DRIVER_CORES, Engine, FrontEnd, plan_front_end, without_overridden
+from ocr_core.serving.installed import installed_vllm_version
+from ocr_core.serving.scale import GIB, Gpu, Machine, memory_utilization, plan_scale
+from ocr_models import model_module
+
+H200 = Gpu("0", "NVIDIA H200", 143771)
+# HF Jobs flavors: (GPU, vCPUs). Shared memory as a generous container gives it.
+FLAVORS = {
+    "l4x1": (Gpu("0", "NVIDIA L4", 23034), 8),
+    "l40sx1": (Gpu("0", "NVIDIA L40S", 46068), 8),
+    "a100-large": (Gpu("0", "NVIDIA A100-SXM4-80GB", 81920), 12),
+    "h200": (H200, 23),
+}
+SHM = 64 * GIB
+MODELS = ("lighton_ocr3", "ovis_ocr2", "nanonets_ocr2", "hpd_parsing")
+# What each release's own parser takes, read in the pinned tier's venvs (tests/pinned/test_flags.py checks the
+# plan against them): 0.22.1 and later parse both front-end flags; 0.17.1 and 0.10.2 neither.
+PARSES_FRONT_END_FLAGS = {"0.10.2": False, "0.17.1": False, "0.22.1": True, "0.26.0": True, "0.30.0": True}
+FRONT_END_FLAGS = ("--renderer-num-workers", "--mm-tensor-ipc")
+
+
+def flavor_plan(flavor: str, module: str, shm: int | None = SHM):
+    gpu, cpus = FLAVORS[flavor]
+    facts = model_module(module).FACTS
+    machine = Machine((gpu,), cpus, shm)
+    return plan_scale(
+        machine, facts.params_b, memory_utilization(facts.serve_args), vllm_version=facts.vllm_pin,
+        model_flags=facts.serve_args,
+    )  # fmt: skip
+
+
+def planned_cores(plan) -> float:
+    return DRIVER_CORES + plan.replicas * plan.front_end.cores()
+
+
+@pytest.mark.parametrize("module", MODELS)
+@pytest.mark.parametrize("flavor", list(FLAVORS))
+def test_every_flavor_gets_a_plan_within_its_cpus(flavor, module):
+    plan = flavor_plan(flavor, module)
+    assert planned_cores(plan) <= FLAVORS[flavor][1], plan.describe()
+    assert plan.replicas >= 1 and plan.front_end.api_servers >= 1
+
+
+def test_the_plan_per_flavor_for_lighton():
+    """The table SERVING.md shows: an L4 keeps one plain server; the fast cards get API servers and renderer
+    threads from their cores; the H200's 23 vCPUs feed 3 replicas of 3 API servers with 2 threads each."""
+    table = {flavor: flavor_plan(flavor, "lighton_ocr3") for flavor in FLAVORS}
+    assert table["l4x1"].serve_args() == []
+    assert table["l40sx1"].serve_args() == [
+        "--api-server-count", "3", "--renderer-num-workers", "2", "--mm-tensor-ipc", "torch_shm",
+    ]  # fmt: skip
+    assert table["a100-large"].front_end == FrontEnd(4, 3, True, 32768)
+    h200 = table["h200"]
+    assert (h200.replicas, h200.front_end) == (3, FrontEnd(3, 2, True, 32768))
+    assert "3 API server(s) each, 2 renderer threads per API server, pixels through shared memory" in h200.describe()
+
+
+@pytest.mark.parametrize("version", list(PARSES_FRONT_END_FLAGS))
+def test_a_front_end_flag_goes_only_to_a_release_that_parses_it(version):
+    for cpus in (8, 16, 23, 64):
+        plan = plan_scale(Machine((H200,), cpus, SHM), 0.8, vllm_version=version,
+                          model_flags=["--mm-processor-cache-gb", "0"])  # fmt: skip
+        passed = [flag for flag in FRONT_END_FLAGS if flag in plan.serve_args()]
+        assert bool(passed) == PARSES_FRONT_END_FLAGS[version], (version, cpus, plan.serve_args())
+    assert "--renderer-num-workers" not in plan_scale(Machine((H200,), 23, SHM), 0.8).serve_args()
+
+
+def test_before_0_30_renderer_threads_need_the_processor_cache_off():
+    """vLLM 0.22.1 refuses --renderer-num-workers above 1 while the processor cache is on (its default); 0.30.0
+    refuses it only for pooling models."""
+    cache_on = Engine("0.22.1", model_flags=["--no-enable-prefix-caching"], fast_gpu=True, shm_bytes=SHM)
+    assert plan_front_end(6.0, cache_on).renderer_workers == 1
+    cache_off = Engine("0.22.1", model_flags=["--mm-processor-cache-gb=0"], fast_gpu=True, shm_bytes=SHM)
+    assert plan_front_end(6.0, cache_off).renderer_workers == 2
+    newer = Engine("0.30.0", model_flags=["--no-enable-prefix-caching"], fast_gpu=True, shm_bytes=SHM)
+    assert plan_front_end(6.0, newer).renderer_workers == 2
+
+
+def test_pixels_go_through_shared_memory_only_where_it_holds_them_and_never_with_data_parallel():
+    engine = Engine("0.30.0", fast_gpu=True, shm_bytes=SHM)
+    assert plan_front_end(3.0, engine).tensor_ipc
+    docker_default = Engine("0.30.0", fast_gpu=True, shm_bytes=64 * 1024**2)
+    assert not plan_front_end(3.0, docker_default).tensor_ipc
+    assert not plan_front_end(3.0, Engine("0.30.0", fast_gpu=True, shm_bytes=None)).tensor_ipc
+    assert not plan_front_end(3.0, Engine("0.30.0", fast_gpu=True, shm_bytes=SHM, data_parallel=2)).tensor_ipc
+    three = plan_scale(Machine((H200,), 16, 20 * GIB), 0.8, vllm_version="0.30.0")
+    assert "--mm-tensor-ipc" not in three.serve_args(), "20 GiB shared by 3 replicas is under 8 GiB each"
+    dp = plan_scale(Machine((H200, H200), 32, SHM), 0.8, data_parallel=2, vllm_version="0.30.0")
+    assert "--mm-tensor-ipc" not in dp.serve_args()
+
+
+def test_larger_steps_only_for_a_small_model_on_a_large_gpu_without_its_own():
+    """--max-num-batched-tokens 32768 paid for the 0.8B shape (5.7 to 7.1 pages/s), not the 3B (0.99x)."""
+    small = Engine("0.30.0", fast_gpu=True, large_gpu=True, params_b=0.8)
+    assert plan_front_end(3.0, small).batched_tokens == 32768
+    assert plan_front_end(3.0, Engine("0.30.0", fast_gpu=True, large_gpu=True, params_b=3.75)).batched_tokens is None
+    assert plan_front_end(3.0, Engine("0.30.0", fast_gpu=True, large_gpu=False, params_b=0.8)).batched_tokens is None
+    own = Engine("0.30.0", model_flags=["--max-num-batched-tokens", "16384"], fast_gpu=True, large_gpu=True,
+                 params_b=0.8)  # fmt: skip
+    assert plan_front_end(3.0, own).batched_tokens is None
+
+
+@pytest.mark.parametrize("cpus", [1, 2, 4, 8, 12, 16, 23, 32, 64, 128])
+@pytest.mark.parametrize("gpus", [1, 2, 8])
+def test_the_plan_never_plans_more_cores_than_the_job_has(cpus, gpus):
+    """Beyond the least a run needs (one replica, one API server), the planned cores stay within the job's."""
+    machine = Machine(tuple(Gpu(str(index), H200.name, H200.memory_mib) for index in range(gpus)), cpus, SHM)
+    for params_b in (0.8, 3.75):
+        plan = plan_scale(machine, params_b, vllm_version="0.30.0")
+        least = plan.replicas == gpus and plan.front_end == FrontEnd(1, 1, plan.front_end.tensor_ipc,
+                                                                     plan.front_end.batched_tokens)  # fmt: skip
+        assert planned_cores(plan) <= cpus or least, (cpus, gpus, params_b, plan.describe())
+
+
+def test_the_users_extra_serve_args_replace_the_plans_own_and_the_record_says_so():
+    plan = flavor_plan("h200", "lighton_ocr3").with_user_args(["--renderer-num-workers", "6", "--enforce-eager"])
+    args = plan.serve_args()
+    assert "--renderer-num-workers" not in args and "--api-server-count" in args
+    assert plan.overridden() == ["--renderer-num-workers"]
+    assert "--extra-serve-args replaces --renderer-num-workers" in plan.describe()
+    record = plan.record()
+    assert record["renderer_workers"] == 2 and record["replaced_by_extra_serve_args"] == ["--renderer-num-workers"]
+    assert without_overridden(["--a", "1", "--b=2", "--c"], ["--b", "3", "--c"]) == ["--a", "1"]
+
+
+def test_the_jobs_cpus_are_its_cgroup_quota_not_the_hosts_count(tmp_path):
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cpu.max").write_text("800000 100000\n")
+    assert cgroup_quota(v2) == 8.0
+    assert job_cpus(v2) == min(8, len(os.sched_getaffinity(0)))
+    (v2 / "cpu.max").write_text("max 100000\n")
+    assert cgroup_quota(v2) is None
+    assert job_cpus(v2) == len(os.sched_getaffinity(0))
+    (v2 / "cpu.max").write_text("50000 100000\n")
+    assert job_cpus(v2) == 1, "half a core is still one"
+    v1 = tmp_path / "v1"
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("1150000\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert cgroup_quota(v1) == 11.5
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    assert cgroup_quota(v1) is None
+    assert cgroup_quota(tmp_path / "absent") is None
+
+
+def test_the_plan_reads_the_release_of_the_vllm_on_path(tmp_path, monkeypatch):
+    """A recipe pinned to 0.30.0 run where the `vllm` command is a 0.17.1 gets no front-end flag from its plan."""
+    site = tmp_path / "site"
+    dist = site / "vllm-0.17.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.17.1\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    command = bin_dir / "vllm"
+    command.write_text(f"#!{sys.executable}\nraise SystemExit('not run by the probe')\n")
+    command.chmod(command.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    assert installed_vllm_version() == "0.17.1"
+    plan = plan_scale(Machine((H200,), 23, SHM), 0.8, vllm_version=installed_vllm_version())
+    assert not any(flag in plan.serve_args() for flag in FRONT_END_FLAGS)
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert installed_vllm_version() is None
+
+
+def test_a_vllm_command_without_an_interpreter_line_reads_as_unknown(tmp_path, monkeypatch):
+    binary = Path(tmp_path / "vllm")
+    binary.write_bytes(b"\x7fELF not a script")
+    binary.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert installed_vllm_version() is None
