@@ -140,10 +140,14 @@ class FakeEndpoint:
 
 
 def fleet_of(*endpoints: FakeEndpoint) -> Fleet:
+    """Serving replicas of the fake endpoints. Their requests go at once: a fake endpoint has no API server
+    processes to spread connections over, and its deaths are timed in milliseconds (tests/test_connection_pacing.py
+    covers the spacing)."""
     fleet = Fleet([Replica(index, endpoint) for index, endpoint in enumerate(endpoints)])
     fleet.model = "m"
     for replica in fleet.replicas:
         replica.state = SERVING
+        replica.connection_gap = 0.0
     return fleet
 
 

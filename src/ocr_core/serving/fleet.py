@@ -32,7 +32,7 @@ from ..console import say
 from ..errors import JobFailed
 from ..facts import ModelFacts
 from ..settings import Settings
-from .chat import Answer, Retryable, RowFailed, post_chat
+from .chat import Answer, Retryable, RowFailed
 from .handle import ServerHandle, StartupTimeout, Target, metrics_page, model_serve_args, server_version
 from .ports import free_ports, server_urls, with_port
 from .replica import GONE, RECOVERING, SERVING, STARTING, Replica
@@ -223,7 +223,7 @@ class Fleet:
         replica.outstanding += 1
         replica.in_flight.add(page)
         sent = next(replica.clock)
-        request = asyncio.ensure_future(post_chat(client, replica.url, body, replica.handle.headers))
+        request = asyncio.ensure_future(replica.paced_post(client, body, replica.opens_connection()))
         handed_back = asyncio.ensure_future(replica.handback.wait())
         try:
             await asyncio.wait({request, handed_back}, return_when=asyncio.FIRST_COMPLETED)
