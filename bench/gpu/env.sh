@@ -24,12 +24,14 @@ max_len=${MAX_MODEL_LEN:-8192}
 budget=${BUDGET_S:-570}
 arm_cap=${ARM_TIMEOUT_S:-330}
 
-# A `vllm` executable, since the recipes spawn plain `vllm serve`: the fake one with BENCH_FAKE=1.
+# A `vllm` executable, since the recipes spawn plain `vllm serve`: the fake one with BENCH_FAKE=1. A Python script,
+# as pip installs it, so that the recipe reads the installed release from its interpreter (serving/installed.py).
 install_vllm_shim() {
     if [ "${BENCH_FAKE:-0}" = 1 ]; then
         printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$py" "$here/fake_vllm.py" > "$work/bin/vllm"
     else
-        printf '#!/bin/sh\nexec "%s" -m vllm.entrypoints.cli.main "$@"\n' "$py" > "$work/bin/vllm"
+        printf '#!%s\nimport runpy, sys\nsys.argv[0] = "vllm"\nrunpy.run_module("vllm.entrypoints.cli.main", run_name="__main__")\n' \
+            "$py" > "$work/bin/vllm"
     fi
     chmod +x "$work/bin/vllm"
     export PATH=$work/bin:$PATH

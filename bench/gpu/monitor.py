@@ -16,7 +16,8 @@ seconds before the last busy sample, and `gpu_util_sustained` over the summary's
 `sustained_unix`, the clock the samples are stamped with), `mfu_sustained` (the sustained pages/s times the
 model FLOPs of a page, `--tflop-per-page` from flops.py, over the H200's dense bf16 datasheet peak),
 `billed_pages_per_s` (the summary's; for a driver without one, pages over the arm's elapsed time) and the
-host-memory peaks.
+host-memory peaks. `run` also keeps each process's CPU seconds and the engines' running and waiting counts, and
+`merge --serve-logs` counts the requests each API server process answered (procs.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import time
 from pathlib import Path
 
 from flops import DATASHEET_PEAK
+from procs import CpuSampler, QueueSampler, requests_per_api_server, serve_ports
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -162,11 +164,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     timed_out = False
     term_sent_at = None
     tick = 0
+    cpu, queues = CpuSampler(), QueueSampler()
     while child.poll() is None:
         pids = descendants(child.pid)
         for pid in pids:
             if pid not in seen:
                 seen[pid] = start_time(pid)
+        cpu.sample(pids)
+        if tick % 2 == 0:
+            queues.sample(serve_ports(pids))
         peak_rss = max(peak_rss, sum(rss_bytes(p) for p in pids))
         if tick % 3 == 0:
             peak_pss = max(peak_pss, sum(pss_bytes(p) for p in pids))
@@ -207,6 +213,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         "processes_seen": len(seen),
         "leftovers_ended": ended,
         "leftovers_still_alive": left,
+        "processes": cpu.report(elapsed),
+        "engine_queues": queues.report(),
     }
     Path(args.stats).write_text(json.dumps(stats, indent=1) + "\n")
     return rc if rc >= 0 else 128 - rc
@@ -297,6 +305,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
         else None,
         **{key: stats.get(key) for key in stats},
     }
+    if args.serve_logs:
+        result["requests_per_api_server"] = requests_per_api_server([Path(log) for log in args.serve_logs])
     if args.extra:
         result.update(json.loads(args.extra))
     print(json.dumps(result))
@@ -320,6 +330,7 @@ def main() -> int:
     merge.add_argument("--gpu-log", required=True)
     merge.add_argument("--tflop-per-page", type=float, help="model TFLOP of one page (flops.py's total_tflop)")
     merge.add_argument("--extra", help="a JSON object to add")
+    merge.add_argument("--serve-logs", nargs="*", help="the arm's vllm serve logs, for the requests per API server")
     args = parser.parse_args()
     if args.verb == "run":
         if args.cmd and args.cmd[0] == "--":

@@ -60,7 +60,8 @@ run_setting() {
     rc=$?
     for log in "$tmp"/vllm-serve*.log; do [ -f "$log" ] && cp "$log" "$logs/$name-${log##*/}"; done
     "$py" "$here/monitor.py" merge --arm "$name" --stdout "$logs/$name-stdout.txt" --stats "$logs/$name-stats.json" \
-        --gpu-log "$logs/$name-gpu.csv" --tflop-per-page "$tflop" > "$logs/$name-merged.json"
+        --gpu-log "$logs/$name-gpu.csv" --tflop-per-page "$tflop" --serve-logs "$logs/$name"-vllm-serve*.log \
+        > "$logs/$name-merged.json"
     "$py" - "$logs/$name-merged.json" "$name" "$shape" "$recipe" "$base_serve $serve" "$flags" "$n_pages" \
         "$max_tokens" "$max_len" >> "$work/sweep.jsonl" <<'PY'
 import json, sys
@@ -105,4 +106,8 @@ for row in rows:
           f"tok/s={s.get('output_tokens_per_s')} inf_s={s.get('inference_s')} busy={row.get('gpu_util_mean_inference')} "
           f"peak_in_flight={s.get('peak_in_flight')} start_s={row.get('startup_and_teardown_s')} "
           f"errors={s.get('errors')} serve={' '.join(row['serve_flags'])} recipe={' '.join(row['recipe_flags'])}")
+    procs = row.get("processes") or {}
+    print(f"    cores={procs.get('cores_total')} by role={procs.get('cores_by_role')} "
+          f"queues={row.get('engine_queues')} per API server={row.get('requests_per_api_server')} "
+          f"plan={(s.get('engine_plan') or {}).get('serve_args')}")
 PY

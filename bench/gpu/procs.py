@@ -1,0 +1,142 @@
+"""What each process of a bench arm did, for the front-end figures of issue 41 (monitor.py samples it each second).
+
+- CPU seconds per process of the arm's tree (utime + stime from /proc/PID/stat, last sample less the first), with
+  its name (/proc/PID/comm: `VLLM::APIServe` for an API server, `VLLM::EngineCor` for an engine core), summed by
+  role: a bound named as "the front end" must show which process was saturated.
+- The engines' running and waiting request counts, read from the /metrics of every `vllm serve --port N` in the
+  tree: an engine that runs few requests while many wait is starved by its front end.
+- Requests per API server process of each replica, counted from the serve logs (`(APIServer pid=N) ... "POST
+  /v1/chat/completions`): how evenly the kernel handed the connections to the processes.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TICKS_PER_S = 100
+METRIC = re.compile(r"^vllm:num_requests_(running|waiting)\{[^}]*\}\s+([0-9.eE+-]+)", re.M)
+REQUEST_LINE = re.compile(r"\((?:APIServer|ApiServer_\d+) pid=(\d+)\).*\"POST /v1/chat/completions")
+
+
+def read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return None
+
+
+def cpu_ticks(pid: int) -> int | None:
+    stat = read(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def role(comm: str) -> str:
+    if comm.startswith("VLLM::APIServ") or comm.startswith("APIServer"):
+        return "api_server"
+    if comm.startswith("VLLM::EngineCor") or comm.startswith("EngineCore"):
+        return "engine_core"
+    return "other"
+
+
+@dataclass
+class CpuSampler:
+    """CPU ticks of every process seen, first and last, and its name."""
+
+    first: dict[int, int] = field(default_factory=dict)
+    last: dict[int, int] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
+
+    def sample(self, pids: list[int]) -> None:
+        for pid in pids:
+            ticks = cpu_ticks(pid)
+            if ticks is None:
+                continue
+            self.first.setdefault(pid, ticks)
+            self.last[pid] = ticks
+            self.names[pid] = (read(f"/proc/{pid}/comm") or "?").strip()
+
+    def report(self, seconds: float) -> dict:
+        """CPU seconds per process (the busiest first), per role, and the cores used on average over `seconds`."""
+        used = {pid: (self.last[pid] - self.first[pid]) / TICKS_PER_S for pid in self.last}
+        by_role: Counter[str] = Counter()
+        for pid, cpu_s in used.items():
+            by_role[role(self.names[pid])] += cpu_s
+        busiest = sorted(used, key=used.get, reverse=True)[:24]
+        return {
+            "cpu_s_by_role": {name: round(value, 1) for name, value in by_role.items()},
+            "cores_by_role": {name: round(value / seconds, 2) for name, value in by_role.items()} if seconds else {},
+            "cores_total": round(sum(used.values()) / seconds, 2) if seconds else None,
+            "cpu_s_per_process": [
+                {"pid": pid, "name": self.names[pid], "cpu_s": round(used[pid], 1)} for pid in busiest
+            ],
+        }
+
+
+def serve_ports(pids: list[int]) -> set[int]:
+    """The --port of every `vllm serve` among the processes."""
+    ports = set()
+    for pid in pids:
+        argv = (read(f"/proc/{pid}/cmdline") or "").split("\0")
+        if "serve" in argv and "--port" in argv:
+            index = argv.index("--port") + 1
+            if index < len(argv) and argv[index].isdigit():
+                ports.add(int(argv[index]))
+    return ports
+
+
+def engine_counts(port: int) -> tuple[float, float] | None:
+    """(running, waiting) requests of the engine behind a port, summed over its engines; None if it did not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
+            text = answer.read().decode(errors="replace")
+    except OSError:
+        return None
+    counts = {"running": 0.0, "waiting": 0.0}
+    for name, value in METRIC.findall(text):
+        counts[name] += float(value)
+    return counts["running"], counts["waiting"]
+
+
+@dataclass
+class QueueSampler:
+    """Running and waiting counts of each engine, sampled while it serves."""
+
+    samples: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+
+    def sample(self, ports: set[int]) -> None:
+        for port in ports:
+            counts = engine_counts(port)
+            if counts is not None:
+                self.samples.setdefault(port, []).append(counts)
+
+    def report(self) -> dict:
+        """Per engine, the mean running and waiting over the samples in which it had any request."""
+        out = {}
+        for port, rows in self.samples.items():
+            busy = [row for row in rows if row[0] or row[1]]
+            if busy:
+                out[str(port)] = {
+                    "running_mean": round(sum(row[0] for row in busy) / len(busy), 1),
+                    "waiting_mean": round(sum(row[1] for row in busy) / len(busy), 1),
+                    "samples": len(busy),
+                }
+        return out
+
+
+def requests_per_api_server(logs: list[Path]) -> dict[str, list[int]]:
+    """Per serve log, the requests each API server process answered, the most first."""
+    out = {}
+    for log in logs:
+        text = read(str(log)) or ""
+        counts = Counter(REQUEST_LINE.findall(text))
+        if counts:
+            out[log.name] = sorted(counts.values(), reverse=True)
+    return out
