@@ -8,6 +8,7 @@ connection waiting, so a burst of new connections put 294 of 384 requests on one
 from __future__ import annotations
 
 import asyncio
+from typing import ClassVar
 
 import httpx
 
@@ -20,7 +21,7 @@ ANSWER = {"choices": [{"message": {"content": "text"}, "finish_reason": "stop"}]
 
 class Endpoint:
     url = "http://127.0.0.1:8000"
-    headers: dict[str, str] = {}
+    headers: ClassVar[dict[str, str]] = {}
     slot = Slot(None, ())
     spawned = None
     generation = 0
