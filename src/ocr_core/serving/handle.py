@@ -58,7 +58,7 @@ HEALTH_CHECK_GAP_S = 2.0
 HEALTH_CHECK_TIMEOUT_S = 20.0
 DEATH_BUDGET_S = 60.0
 ANYWHERE = Slot(None, ())
-SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count", "replicas")
+SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count", "replicas", "engine_cache")
 
 
 def check_resolves(url: str) -> None:
@@ -121,7 +121,8 @@ class Target:
 class ServerHandle:
     """`slot` says where a spawned server runs and with which of the plan's flags; `model_args` gives the model's
     serve flags once its `prepare_serve` hook ran (the fleet shares one cached call among its replicas, since the
-    hook may fetch files)."""
+    hook may fetch files); `env` is what a spawned server gets beside the model's own variables (the engine cache's
+    folders)."""
 
     def __init__(
         self,
@@ -133,6 +134,7 @@ class ServerHandle:
         slot: Slot = ANYWHERE,
         model_args: Callable[[], list[str]] | None = None,
         start_lock: threading.Lock | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
         self.facts = facts
@@ -147,6 +149,7 @@ class ServerHandle:
         self.generation = 0
         self.lock = asyncio.Lock()
         self.start_lock = start_lock or threading.Lock()
+        self.env = dict(env or {})
         self.state = threading.Lock()
         self.closed = False
 
@@ -209,7 +212,7 @@ class ServerHandle:
             *shlex.split(self.settings.extra_serve_args),
         ]
         port = url_port(self.url)
-        env = dict(self.facts.serve_env)
+        env = {**self.facts.serve_env, **self.env}
         if self.slot.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.slot.gpu
         server = SpawnedServer(

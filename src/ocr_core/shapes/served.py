@@ -18,6 +18,7 @@ from ..console import say
 from ..errors import JobFailed
 from ..facts import ModelFacts
 from ..preparation.job import Job
+from ..serving.engine_cache import EngineCache, make_key, open_engine_cache, served_versions
 from ..serving.fleet import Fleet, build_fleet
 from ..serving.hostmem import MemoryGuard
 from ..serving.mps import cuda_mps
@@ -81,6 +82,22 @@ def scale_plan(settings: Settings, facts: ModelFacts) -> ScalePlan:
     )
 
 
+def served_engine_cache(settings: Settings, facts: ModelFacts, plan: ScalePlan) -> EngineCache | None:
+    """The --engine-cache of the servers this run spawns, keyed by the `vllm` on PATH, the GPUs and every flag the
+    replicas get; None without the flag."""
+    if settings.engine_cache is None:
+        return None
+    flags = [
+        *facts.serve_args,
+        "--max-model-len",
+        str(settings.max_model_len),
+        *plan.serve_args(),
+        *shlex.split(settings.extra_serve_args),
+    ]
+    gpus = [gpu.name for gpu in plan.machine.gpus]
+    return open_engine_cache(settings.engine_cache, make_key(served_versions(), gpus, settings.model, flags))
+
+
 def replica_window(facts: ModelFacts, settings: Settings, plan: ScalePlan, fleet: Fleet, capacity: int | None) -> int:
     """The fixed window's share of one replica: the batch its engines run at once, from what the replicas serving
     now report (their KV capacity) and their scheduler's max_num_seqs (the flags, else vLLM's default for the GPU
@@ -98,7 +115,8 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     settings = job.settings
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
     plan = scale_plan(settings, job.facts)
-    fleet = build_fleet(settings, job.facts, job.launch, plan)
+    cache = await asyncio.to_thread(served_engine_cache, settings, job.facts, plan) if job.todo else None
+    fleet = build_fleet(settings, job.facts, job.launch, plan, cache.environment() if cache else {})
     owned = len(job.source.owned())
     progress = ProgressBar(owned, owned - job.todo)
     drive = Drive()
@@ -108,6 +126,10 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     drive.tally = progress.tally
     drive.serving = fleet.describe()
     drive.extra = {**drive.extra, "replicas": fleet.report()}
+    if cache is not None:
+        await finish_in_thread(cache.publish)
+        cache.close()
+        drive.extra["engine_cache"] = cache.report()
     if window is not None:
         drive.window = Feeding(window.limit, window.peak_in_flight, window.peak_limit, window.cap)
     return drive
