@@ -20,6 +20,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,7 @@ from .spawn import (
     served_names,
     url_port,
 )
+from .startup_log import describe_timeline, startup_timeline
 
 HF_TOKEN_HOSTS = ("huggingface.co", "hf.co")
 HF_TOKEN_DOMAINS = (".huggingface.co", ".hf.co", ".hf.jobs")
@@ -150,6 +152,7 @@ class ServerHandle:
         self.lock = asyncio.Lock()
         self.start_lock = start_lock or threading.Lock()
         self.env = dict(env or {})
+        self.startup: dict | None = None
         self.state = threading.Lock()
         self.closed = False
 
@@ -226,12 +229,17 @@ class ServerHandle:
                 raise ServerError(STOPPING)
             self.spawned = server
         gpu = f" on GPU {self.slot.gpu}" if self.slot.gpu is not None else ""
+        asked_at = time.time()
         with self.start_lock:
             say(f"starting{gpu}: {shlex.join(server.argv)}")
             say(f"server log: {server.log_path}")
             server.start()
             server.wait_ready(self.settings.startup_timeout)
-        say(f"server is ready ({self.url})")
+        self.startup = {
+            "waited_s": round(server.launched_at - asked_at, 1),
+            **startup_timeline(server.log_of_this_start(), server.launched_at, time.time()),
+        }
+        say(f"server is ready ({self.url}); its start: {describe_timeline(self.startup)}")
 
     async def poll_health(
         self, seconds: float, running: Callable[[], bool] = lambda: True, at_start: bool = False
