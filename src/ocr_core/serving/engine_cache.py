@@ -3,7 +3,7 @@
 The next job mounts the volume again and loads what an earlier job compiled instead of compiling it anew.
 
 HF Jobs start every job on a fresh machine, so each one paid the whole compile and warm-up again (on 2026-12-02
-the LightOn shape took 238 s from launch to healthy on an H200, 135 s of it torch.compile and the first warm-up
+the LightOn shape took 238 s from launch to healthy on an H200, 122 s of it torch.compile and the first warm-up
 run). The caches live under VLLM_CACHE_ROOT (vLLM points torch's Inductor and Triton under it while it compiles),
 TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR and FLASHINFER_WORKSPACE_BASE (FlashInfer's JIT builds); this module points
 all four at one private folder of the run and moves that folder to and from the volume.
