@@ -5,6 +5,7 @@ A run must never load another build's artifacts, never end because of the cache,
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib.metadata
 import json
@@ -38,6 +39,7 @@ from ocr_core.serving.engine_cache import (
 from ocr_core.serving.handle import ServerHandle
 from ocr_core.serving.ports import free_ports
 from ocr_core.serving.scale import Machine, plan_scale
+from ocr_core.shapes import served
 from ocr_core.shapes.served import served_engine_cache
 
 VERSIONS = {"vllm": "0.30.0", "torch": "2.13.0", "triton": "3.9.0"}
@@ -357,3 +359,33 @@ def test_a_vllm_command_whose_interpreter_cannot_be_told_gets_no_cache(tmp_path,
     assert served_versions() == {}
     fake_vllm(tmp_path / "bin", sys.executable)
     assert served_versions()["vllm"] == importlib.metadata.version("vllm")
+
+
+class FillingFleet:
+    """A fleet whose replicas all serve from its third look on."""
+
+    def __init__(self) -> None:
+        self.looks = 0
+
+    def full(self) -> bool:
+        self.looks += 1
+        return self.looks > 2
+
+
+def test_the_served_shape_writes_the_cache_once_every_replica_serves_and_at_the_end_only_what_came_later(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(served, "FLEET_POLL_S", 0.01)
+    cache = open_engine_cache(str(tmp_path), KEY)
+    compiled(cache, "a")
+    fleet = FillingFleet()
+    asyncio.run(served.publish_once_serving(fleet, cache))
+    assert fleet.looks == 3 and cache.report()["written_bytes"] > 0
+    notes = len(cache.notes)
+    cache.publish()
+    assert len(cache.notes) == notes, "nothing new since: nothing written again"
+    extra = Path(cache.environment()["TRITON_CACHE_DIR"]) / "late-kernel.bin"
+    extra.write_bytes(b"compiled while serving")
+    cache.publish()
+    later = open_engine_cache(str(tmp_path), KEY)
+    assert later.outcome == HIT and contents(later)["triton/late-kernel.bin"] == b"compiled while serving"

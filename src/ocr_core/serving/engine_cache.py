@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -145,6 +146,8 @@ class EngineCache:
     outcome: str = MISS
     notes: list[str] = field(default_factory=list)
     loaded: dict[str, int] = field(default_factory=dict)
+    stored: set[str] = field(default_factory=set)
+    writing: threading.Lock = field(default_factory=threading.Lock)
     written_bytes: int = 0
 
     @property
@@ -175,6 +178,7 @@ class EngineCache:
             return
         try:
             self.loaded = unpack(self.archive, self.local, self.key)
+            self.stored = set(self.loaded)
         except (UnusableEntry, OSError, tarfile.TarError, ValueError) as exc:
             shutil.rmtree(self.local, ignore_errors=True)
             self.local.mkdir(parents=True, exist_ok=True)
@@ -184,21 +188,23 @@ class EngineCache:
         self.note(f"loaded {len(self.loaded)} file(s), {sum(self.loaded.values())} bytes, from {self.archive}")
 
     def publish(self) -> None:
-        """Writes the private folder back as this key's archive when it holds files the archive did not; a failure
-        is a note (the next job starts cold), never an error."""
+        """Writes the private folder back as this key's archive when it holds files the archive did not (one call
+        at a time: the served shape calls it once its fleet serves and again at the end); a failure is a note (the
+        next job starts cold), never an error."""
         if self.outcome == OFF:
             return
-        files = local_files(self.local)
-        if not files or set(files) <= set(self.loaded):
-            return
-        try:
-            written = pack(self.local, files, self.archive, self.key, secret_values())
-        except OSError as exc:
-            self.note(f"could not write {self.archive} ({exc.strerror or exc}); the next job starts cold")
-            return
-        if written:
-            self.written_bytes = self.archive.stat().st_size
-            self.note(f"wrote {written} file(s), {self.written_bytes} bytes, to {self.archive}")
+        with self.writing:
+            try:
+                files = local_files(self.local)
+                if not files or set(files) <= self.stored:
+                    return
+                written = pack(self.local, files, self.archive, self.key, secret_values())
+                self.stored = set(files)
+                if written:
+                    self.written_bytes = self.archive.stat().st_size
+                    self.note(f"wrote {written} file(s), {self.written_bytes} bytes, to {self.archive}")
+            except OSError as exc:
+                self.note(f"could not write {self.archive} ({exc.strerror or exc}); the next job starts cold")
 
     def close(self) -> None:
         shutil.rmtree(self.local, ignore_errors=True)

@@ -36,6 +36,8 @@ from .signals import KEPT, StopSignals
 from .tally import ProgressBar
 from .window import Window, engine_window
 
+FLEET_POLL_S = 1.0
+
 
 def drive_server_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Drive:
     return asyncio.run(run_job(job, stop))
@@ -122,7 +124,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     drive = Drive()
     sharing = not fleet.given and plan.per_gpu > 1 and bool(plan.machine.gpus)
     with cuda_mps(sharing and bool(job.todo)):
-        window = await drive_fleet(job, stop, plan, fleet, progress, drive)
+        window = await drive_fleet(job, stop, plan, fleet, progress, drive, cache)
     drive.tally = progress.tally
     drive.serving = fleet.describe()
     drive.extra = {**drive.extra, "replicas": fleet.report()}
@@ -136,7 +138,13 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
 
 
 async def drive_fleet(
-    job: Job, stop: StopSignals, plan: ScalePlan, fleet: Fleet, progress: ProgressBar, drive: Drive
+    job: Job,
+    stop: StopSignals,
+    plan: ScalePlan,
+    fleet: Fleet,
+    progress: ProgressBar,
+    drive: Drive,
+    cache: EngineCache | None,
 ) -> Window | None:
     """Opens the fleet, sizes the window and pumps; stops every server it started on every way out."""
     settings = job.settings
@@ -156,7 +164,7 @@ async def drive_fleet(
             metrics_before = await read_metrics(fleet)
             drive.version = next((replica.version for replica in fleet.serving() if replica.url == target.url), None)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
-            await pump_pages(job, fleet, window, guard, progress, lambda: writer(job, drive, fleet))
+            await pump_pages(job, fleet, window, guard, progress, lambda: writer(job, drive, fleet), cache)
             if job.facts.summary_metrics:
                 drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(fleet))
     except asyncio.CancelledError:
@@ -185,18 +193,36 @@ async def finish_in_thread(action: Callable[[], None]) -> None:
 
 
 async def pump_pages(
-    job: Job, fleet: Fleet, window: Window, guard: MemoryGuard | None, progress: ProgressBar, writer: Callable[[], str]
+    job: Job,
+    fleet: Fleet,
+    window: Window,
+    guard: MemoryGuard | None,
+    progress: ProgressBar,
+    writer: Callable[[], str],
+    cache: EngineCache | None,
 ) -> None:
-    """Pumps the rows still to do, with the fleet's start-up of later replicas and its stall watch beside it; each
-    row keeps `writer()`, what served as it was written. Each replica's answers go to a canary of its own: a fleet
-    may mix builds, and one good server must not clear another."""
+    """Pumps the rows still to do, with the fleet's start-up of later replicas, its stall watch and the engine
+    cache's write-back beside it; each row keeps `writer()`, what served as it was written. Each replica's answers
+    go to a canary of its own: a fleet may mix builds, and one good server must not clear another."""
     log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit), provenance=writer)
     canary = None if job.settings.no_canary else lambda replica: make_canary(job, log, replica.version, replica.url)
     if canary is not None and fleet.given:
         fleet.trial_pages = min(job.settings.canary_pages, job.todo)
     pump = Pump(fleet, job.facts, job.settings, window, log, progress, guard, canary=canary)
     progress.start()
-    await beside(pump.run(job.source.rows(job.skip)), fleet.watch(job.settings.stall_timeout))
+    watch = asyncio.gather(fleet.watch(job.settings.stall_timeout), publish_once_serving(fleet, cache))
+    await beside(pump.run(job.source.rows(job.skip)), watch)
+
+
+async def publish_once_serving(fleet: Fleet, cache: EngineCache | None) -> None:
+    """Writes the engine cache back as soon as every replica serves, while the pages go on: the compile and
+    warm-up are done by then, and a job stopped at its timeout still leaves them for the next (the end of the run
+    writes only what came later)."""
+    if cache is None:
+        return
+    while not fleet.full():
+        await asyncio.sleep(FLEET_POLL_S)
+    await asyncio.to_thread(cache.publish)
 
 
 def writer(job: Job, drive: Drive, fleet: Fleet) -> str:
