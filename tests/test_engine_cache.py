@@ -287,14 +287,11 @@ def test_a_launch_mounts_the_bucket_as_the_hf_cli_would():
 
 
 FAKE_VLLM = """#!{python}
-import http.server, json, os, signal, sys
+import http.server, json, os, signal, sys, time
 from pathlib import Path
 
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-root = Path(os.environ["VLLM_CACHE_ROOT"])
-root.mkdir(parents=True, exist_ok=True)
-found = [path.name for path in root.glob("compiled-*")]
-(root / f"compiled-{{len(found)}}").write_text(json.dumps({{"found": found, "hf_token": os.environ.get("HF_TOKEN")}}))
+{prelude}
 port = int(sys.argv[sys.argv.index("--port") + 1])
 
 
@@ -310,12 +307,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 """
+# What the fake does before it serves: compiles one file into VLLM_CACHE_ROOT, naming those it found there.
+COMPILES = """
+root = Path(os.environ["VLLM_CACHE_ROOT"])
+root.mkdir(parents=True, exist_ok=True)
+found = [path.name for path in root.glob("compiled-*")]
+(root / f"compiled-{len(found)}").write_text(json.dumps({"found": found, "hf_token": os.environ.get("HF_TOKEN")}))
+"""
 
 
-def fake_vllm(folder: Path, python: str) -> None:
+def fake_vllm(folder: Path, python: str, prelude: str = COMPILES) -> None:
+    """A `vllm` command in `folder` that runs `prelude`, then answers every GET with 200 on its --port."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "vllm"
-    script.write_text(FAKE_VLLM.format(python=python))
+    script.write_text(FAKE_VLLM.format(python=python, prelude=prelude))
     script.chmod(0o755)
 
 
@@ -389,3 +394,27 @@ def test_the_served_shape_writes_the_cache_once_every_replica_serves_and_at_the_
     cache.publish()
     later = open_engine_cache(str(tmp_path), KEY)
     assert later.outcome == HIT and contents(later)["triton/late-kernel.bin"] == b"compiled while serving"
+
+
+def test_a_run_works_in_the_same_folder_every_job_and_a_second_run_here_in_its_own(tmp_path, monkeypatch):
+    """Compiled artifacts may name the path they were built under, so each job unpacks to the same path; a second
+    run of the same key on one machine must not write into the first one's folder."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    first = open_engine_cache(str(tmp_path / "volume"), KEY)
+    assert first.local == tmp_path / "tmp" / "ocr-engine-cache" / KEY.name
+    second = open_engine_cache(str(tmp_path / "volume"), KEY)
+    assert second.local != first.local and second.local.parent == first.local.parent
+    first.close()
+    second.close()
+    third = open_engine_cache(str(tmp_path / "volume"), KEY)
+    assert third.local == first.local
+    third.close()
+
+
+def test_a_run_that_starts_no_server_opens_no_cache(tmp_path):
+    plan = plan_scale(Machine((), 2), None, None, 1, None, None, None)
+    for server in ("https://example.org:8000", "http://127.0.0.1:8000,http://127.0.0.1:8001"):
+        argv = ["IN", "./OUT", "--engine-cache", str(tmp_path), "--server", server]
+        settings = parse_arguments(build_parser("x-server.py", SERVED, "server"), argv)
+        assert served_engine_cache(settings, SERVED, plan) is None
+    assert list(tmp_path.iterdir()) == []

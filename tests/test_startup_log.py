@@ -9,6 +9,8 @@ import sys
 import tempfile
 import time
 
+import pytest
+
 from ocr_core.command.checks import parse_arguments
 from ocr_core.command.parser import build_parser
 from ocr_core.facts import ModelFacts
@@ -16,6 +18,7 @@ from ocr_core.serving.handle import ServerHandle
 from ocr_core.serving.ports import free_ports
 from ocr_core.serving.replica import Replica
 from ocr_core.serving.startup_log import describe_timeline, startup_timeline
+from tests.test_engine_cache import fake_vllm
 
 FACTS = ModelFacts(
     model="org/model", image="vllm/vllm-openai:v0", serve_args=(), sampling={"max_tokens": 100}, max_model_len=4096
@@ -70,31 +73,21 @@ INFO:     127.0.0.1:55030 - "GET /health HTTP/1.1" 200 OK
 """
 
 
-def test_a_gpu_start_splits_into_the_phases_of_issue_42():
-    timeline = startup_timeline(GPU_LOG, at("10:00:00"), at("10:03:58"))
-    assert timeline["phases_s"] == {
-        "start": 55.0,
-        "load": 15.0,
-        "compile": 38.0,
-        "warmup": 84.0,
-        "kv_cache_and_graphs": 13.0,
-        "api_up": 33.0,
-    }
-    assert timeline["total_s"] == 238.0
-    assert sum(timeline["phases_s"].values()) == timeline["total_s"]
+PHASES = ("start", "load", "compile", "warmup", "kv_cache_and_graphs", "api_up")
 
 
-def test_the_cpu_beds_start_is_read_the_same_way():
-    timeline = startup_timeline(CPU_LOG, at("16:38:42"), at("16:45:23"))
-    assert timeline["phases_s"] == {
-        "start": 274.0,
-        "load": 1.0,
-        "compile": 107.0,
-        "warmup": 0.0,
-        "kv_cache_and_graphs": 7.0,
-        "api_up": 12.0,
-    }
-    assert timeline["total_s"] == 401.0
+@pytest.mark.parametrize(
+    ("log", "launched", "healthy", "seconds"),
+    [
+        (GPU_LOG, "10:00:00", "10:03:58", (55.0, 15.0, 38.0, 84.0, 13.0, 33.0)),
+        (CPU_LOG, "16:38:42", "16:45:23", (274.0, 1.0, 107.0, 0.0, 7.0, 12.0)),
+    ],
+    ids=["gpu", "cpu-bed"],
+)
+def test_a_start_splits_into_its_phases_which_add_up_to_launch_to_healthy(log, launched, healthy, seconds):
+    timeline = startup_timeline(log, at(launched), at(healthy))
+    assert timeline["phases_s"] == dict(zip(PHASES, seconds))
+    assert timeline["total_s"] == at(healthy) - at(launched) == sum(seconds)
 
 
 def test_a_phase_the_log_does_not_show_is_none_and_its_time_goes_to_the_next():
@@ -123,34 +116,16 @@ def test_coloured_lines_are_read_and_the_line_says_each_phase():
     assert "12 s waiting" in line
 
 
-FAKE_VLLM = """#!{python}
-import http.server, signal, sys, time
-
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+# A start that logs two milestones in vLLM's format before it serves.
+LOGS_A_START = """
 for message in ("Starting to load model org/model...", "Model loading took 0.1 GiB memory and 0.2 seconds"):
-    print(f"(EngineCore pid=1) INFO {{time.strftime('%m-%d %H:%M:%S')}} [x.py:1] {{message}}", flush=True)
-port = int(sys.argv[sys.argv.index("--port") + 1])
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
-http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    print(f"(EngineCore pid=1) INFO {time.strftime('%m-%d %H:%M:%S')} [x.py:1] {message}", flush=True)
 """
 
 
 def test_a_spawned_replica_reports_its_own_start_not_an_earlier_one_in_the_same_log(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "vllm").write_text(FAKE_VLLM.format(python=sys.executable))
-    (bin_dir / "vllm").chmod(0o755)
+    fake_vllm(bin_dir, sys.executable, LOGS_A_START)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     port = free_ports(18700, 1)[0]

@@ -20,6 +20,7 @@ never the end of the job; a file that holds a secret of the run is never written
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -142,7 +143,8 @@ class EngineCache:
     location: str
     folder: Path | None
     key: CacheKey | None
-    local: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ocr-engine-cache-")))
+    local: Path | None = None
+    claim: int | None = None
     outcome: str = MISS
     notes: list[str] = field(default_factory=list)
     loaded: dict[str, int] = field(default_factory=dict)
@@ -157,13 +159,9 @@ class EngineCache:
 
     def environment(self) -> dict[str, str]:
         """The variables that point the engine's caches at the private copy (nothing when the cache is off)."""
-        if self.outcome == OFF:
+        if self.local is None:
             return {}
         return {**{name: str(self.local / sub) for name, sub in CACHE_FOLDERS.items()}, **FIXED_VARIABLES}
-
-    def turn_off(self, why: str) -> None:
-        self.outcome = OFF
-        self.note(why)
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -171,8 +169,7 @@ class EngineCache:
 
     def load(self) -> None:
         """Copies this key's archive into the private folder, checked file by file; anything wrong is a miss."""
-        if self.outcome == OFF:
-            return
+        assert self.local is not None and self.key is not None
         if not self.archive.is_file():
             self.note(f"nothing cached yet for {self.key.name} in {self.location}; starting cold, this run writes it")
             return
@@ -191,7 +188,7 @@ class EngineCache:
         """Writes the private folder back as this key's archive when it holds files the archive did not (one call
         at a time: the served shape calls it once its fleet serves and again at the end); a failure is a note (the
         next job starts cold), never an error."""
-        if self.outcome == OFF:
+        if self.local is None or self.key is None:
             return
         with self.writing:
             try:
@@ -207,7 +204,11 @@ class EngineCache:
                 self.note(f"could not write {self.archive} ({exc.strerror or exc}); the next job starts cold")
 
     def close(self) -> None:
-        shutil.rmtree(self.local, ignore_errors=True)
+        if self.local is not None:
+            shutil.rmtree(self.local, ignore_errors=True)
+        if self.claim is not None:
+            os.close(self.claim)
+            self.claim = None
 
     def report(self) -> dict:
         """The summary's `engine_cache`: where, which key, what happened and why, bytes in and out."""
@@ -224,28 +225,51 @@ class EngineCache:
 def open_engine_cache(location: str, key: CacheKey | None, mount: Path = Path(ENGINE_CACHE_MOUNT)) -> EngineCache:
     """The run's cache at `location`, loaded when its archive is good: a folder, or a bucket (`hf://buckets/...`),
     which the job command mounts at `mount`. Every way the volume cannot be used turns the cache off with a note."""
-    folder = Path(location).expanduser()
-    if location.startswith(BUCKET_SCHEME):
-        if not mount.is_dir():
-            cache = EngineCache(location, None, key)
-            cache.turn_off(
-                f"{location} is not mounted at {mount}: run the job with hf jobs uv run -v "
-                f"{bucket_mounts(['--engine-cache', location])[0]} ... (the job command in --help and the --jobs N "
-                "launcher add it); this run starts cold"
-            )
-            return cache
-        folder = mount
-    cache = EngineCache(location, folder, key)
-    if key is None:
-        cache.turn_off("the vLLM version the engine runs could not be told, so no cached artifact can be trusted")
+    folder, unusable = volume_folder(location, key, mount)
+    if unusable is not None or key is None or folder is None:
+        cache = EngineCache(location, None, key, outcome=OFF)
+        cache.note(unusable or "the engine's vLLM version could not be told, so no cached artifact can be trusted")
         return cache
+    cache = EngineCache(location, folder, key, *claimed_folder(key.name))
+    cache.load()
+    return cache
+
+
+def volume_folder(location: str, key: CacheKey | None, mount: Path) -> tuple[Path | None, str | None]:
+    """The folder the location names (a bucket: where the job command mounts it), or why it cannot be used."""
+    if key is None:
+        return None, None
+    if location.startswith(BUCKET_SCHEME) and not mount.is_dir():
+        return None, (
+            f"{location} is not mounted at {mount}: run the job with hf jobs uv run -v "
+            f"{bucket_mounts(['--engine-cache', location])[0]} ... (the job command in --help and the --jobs N "
+            "launcher add it); this run starts cold"
+        )
+    folder = mount if location.startswith(BUCKET_SCHEME) else Path(location).expanduser()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        cache.turn_off(f"{location} cannot be used as a folder ({exc.strerror or exc})")
-        return cache
-    cache.load()
-    return cache
+        return None, f"{location} cannot be used as a folder ({exc.strerror or exc})"
+    return folder, None
+
+
+def claimed_folder(name: str) -> tuple[Path, int | None]:
+    """The run's private folder: the same path in every job (`<tmp>/ocr-engine-cache/<key>`), since compiled
+    artifacts may name the paths they were built under, held by an exclusive lock for the run's life; another run
+    of the same key on this machine holding it gets a folder of its own. Emptied first: the volume's archive, not
+    what an earlier run left here, is what a run starts from."""
+    base = Path(tempfile.gettempdir()) / "ocr-engine-cache"
+    base.mkdir(parents=True, exist_ok=True)
+    claim = os.open(base / f"{name}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(claim)
+        return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=base)), None
+    folder = base / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    return folder, claim
 
 
 def local_files(root: Path) -> dict[str, int]:

@@ -86,8 +86,9 @@ def scale_plan(settings: Settings, facts: ModelFacts) -> ScalePlan:
 
 def served_engine_cache(settings: Settings, facts: ModelFacts, plan: ScalePlan) -> EngineCache | None:
     """The --engine-cache of the servers this run spawns, keyed by the `vllm` on PATH, the GPUs and every flag the
-    replicas get; None without the flag."""
-    if settings.engine_cache is None:
+    replicas get; None without the flag, or where the run starts no server (remote or several --server URLs)."""
+    urls = server_urls(settings.server or "")
+    if settings.engine_cache is None or len(urls) > 1 or not is_local(urls[0]):
         return None
     flags = [
         *facts.serve_args,
