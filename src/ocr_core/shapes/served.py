@@ -119,19 +119,22 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
     plan = scale_plan(settings, job.facts)
     cache = await asyncio.to_thread(served_engine_cache, settings, job.facts, plan) if job.todo else None
-    fleet = build_fleet(settings, job.facts, job.launch, plan, cache.environment() if cache else {})
-    owned = len(job.source.owned())
-    progress = ProgressBar(owned, owned - job.todo)
-    drive = Drive()
-    sharing = not fleet.given and plan.per_gpu > 1 and bool(plan.machine.gpus)
-    with cuda_mps(sharing and bool(job.todo)):
-        window = await drive_fleet(job, stop, plan, fleet, progress, drive, cache)
+    try:
+        fleet = build_fleet(settings, job.facts, job.launch, plan, cache.environment() if cache else {})
+        owned = len(job.source.owned())
+        progress = ProgressBar(owned, owned - job.todo)
+        drive = Drive()
+        sharing = not fleet.given and plan.per_gpu > 1 and bool(plan.machine.gpus)
+        with cuda_mps(sharing and bool(job.todo)):
+            window = await drive_fleet(job, stop, plan, fleet, progress, drive, cache)
+    finally:
+        if cache is not None:
+            await finish_in_thread(cache.publish)
+            cache.close()
     drive.tally = progress.tally
     drive.serving = fleet.describe()
     drive.extra = {**drive.extra, "replicas": fleet.report()}
     if cache is not None:
-        await finish_in_thread(cache.publish)
-        cache.close()
         drive.extra["engine_cache"] = cache.report()
     if window is not None:
         drive.window = Feeding(window.limit, window.peak_in_flight, window.peak_limit, window.cap)
