@@ -104,6 +104,11 @@ def test_every_shard_mounts_the_engine_cache_bucket_read_write_where_its_run_loo
         assert words[words.index("--engine-cache") + 1] == bucket
     jobs, code, _, _, _ = launcher(tmp_path / "sent", {0: [], 1: []}, *flags, capsys=capsys)
     assert {launch.volumes for launch in jobs.launches} == {(f"{bucket}:/engine-cache",)}
+    _, code, _, err, out = launcher(
+        tmp_path / "folder", {0: []}, "--dry-run", "--engine-cache", "/cache", capsys=capsys
+    )
+    assert code == 0 and "-v" not in printed_commands(out)[0]
+    assert "folder of this machine, which the jobs do not see" in err
 
 
 def test_on_a_source_tree_core_the_jobs_get_this_copys_bytes_and_the_core_wheel_shipped_with_them(
