@@ -51,6 +51,13 @@ SERVED = ModelFacts(
 )  # fmt: skip
 
 
+@pytest.fixture(autouse=True)
+def own_temp_folder(tmp_path, monkeypatch):
+    """Each test's runs unpack under its own temporary folder, not the machine's shared one."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+
+
 def compiled(cache: EngineCache, tag: str, files: int = 3) -> dict[str, bytes]:
     """What an engine would leave in the run's private caches: a few files under each variable's folder."""
     written = {}
@@ -215,14 +222,15 @@ def test_an_engine_of_unknown_version_gets_no_cache(tmp_path):
 def test_no_file_on_the_volume_holds_a_secret_of_the_run(tmp_path, monkeypatch):
     token = "hf_" + "S3cret" * 6
     monkeypatch.setenv("HF_TOKEN", token)
-    cache = open_engine_cache(str(tmp_path), KEY)
+    volume = tmp_path / "volume"
+    cache = open_engine_cache(str(volume), KEY)
     compiled(cache, "a")
     leaky = Path(cache.environment()["VLLM_CACHE_ROOT"]) / "config.json"
     leaky.write_text(f'{{"env": {{"HF_TOKEN": "{token}"}}}}')
     cache.publish()
-    stored = b"".join(path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())
-    assert token.encode() not in stored
-    warm = open_engine_cache(str(tmp_path), KEY)
+    stored = b"".join(path.read_bytes() for path in volume.rglob("*") if path.is_file())
+    assert stored and token.encode() not in stored
+    warm = open_engine_cache(str(volume), KEY)
     assert warm.outcome == HIT and "vllm/config.json" not in contents(warm)
 
 
@@ -332,7 +340,6 @@ def spawned_run(volume: Path, monkeypatch, tmp_path) -> EngineCache:
     cache = served_engine_cache(settings, SERVED, plan)
     handle = ServerHandle(settings, SERVED, "x-server.py", argv, f"http://127.0.0.1:{free_ports(18600, 1)[0]}",
                           env=cache.environment())  # fmt: skip
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     try:
         handle.spawn()
     finally:
@@ -399,7 +406,6 @@ def test_the_served_shape_writes_the_cache_once_every_replica_serves_and_at_the_
 def test_a_run_works_in_the_same_folder_every_job_and_a_second_run_here_in_its_own(tmp_path, monkeypatch):
     """Compiled artifacts may name the path they were built under, so each job unpacks to the same path; a second
     run of the same key on one machine must not write into the first one's folder."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     first = open_engine_cache(str(tmp_path / "volume"), KEY)
     assert first.local == tmp_path / "tmp" / "ocr-engine-cache" / KEY.name
     second = open_engine_cache(str(tmp_path / "volume"), KEY)
@@ -413,8 +419,21 @@ def test_a_run_works_in_the_same_folder_every_job_and_a_second_run_here_in_its_o
 
 def test_a_run_that_starts_no_server_opens_no_cache(tmp_path):
     plan = plan_scale(Machine((), 2), None, None, 1, None, None, None)
+    volume = tmp_path / "volume"
     for server in ("https://example.org:8000", "http://127.0.0.1:8000,http://127.0.0.1:8001"):
-        argv = ["IN", "./OUT", "--engine-cache", str(tmp_path), "--server", server]
+        argv = ["IN", "./OUT", "--engine-cache", str(volume), "--server", server]
         settings = parse_arguments(build_parser("x-server.py", SERVED, "server"), argv)
         assert served_engine_cache(settings, SERVED, plan) is None
-    assert list(tmp_path.iterdir()) == []
+    assert not volume.exists() and list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_volume_that_cannot_rename_gets_the_archive_copied(tmp_path, monkeypatch):
+    def no_rename(source, target):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "replace", no_rename)
+    written = first_run(tmp_path)
+    monkeypatch.undo()
+    warm = open_engine_cache(str(tmp_path), KEY)
+    assert warm.outcome == HIT and contents(warm) == written
+    assert [path.name for path in tmp_path.iterdir() if path.is_file()] == [f"{KEY.name}.tar"]

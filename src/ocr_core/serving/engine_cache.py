@@ -307,10 +307,19 @@ def pack(root: Path, files: Mapping[str, int], archive: Path, key: CacheKey, sec
         with open(partial, "rb+") as written:
             os.fsync(written.fileno())
         if manifest:
-            os.replace(partial, archive)
+            move_into_place(partial, archive)
     finally:
         partial.unlink(missing_ok=True)
     return len(manifest)
+
+
+def move_into_place(partial: Path, archive: Path) -> None:
+    """Renames the finished archive onto its key's name; a volume that cannot rename (some bucket mounts) gets a
+    copy instead, which a reader may catch half-written: it then fails the manifest's check and is skipped."""
+    try:
+        os.replace(partial, archive)
+    except OSError:
+        shutil.copyfile(partial, archive)
 
 
 def add_member(tar: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:
