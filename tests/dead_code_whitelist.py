@@ -50,3 +50,10 @@ _.duration_s
 _.offline
 _.server
 _.saturate
+
+# Parts of the engine cache's key (serving/engine_cache.py): hashed and stored through dataclasses.asdict.
+_.torch
+_.triton
+
+# A tar member's time (tarfile writes TarInfo.mtime into each header it adds).
+_.mtime

@@ -34,6 +34,8 @@ EFFICIENCY_FIELDS = {
     "pages_per_s",
     "gpu_util_sustained",
     "mfu_sustained",
+    "startup",
+    "engine_cache",
 }
 
 

@@ -91,6 +91,26 @@ def test_a_dry_run_prints_the_n_launches_and_sends_nothing(tmp_path, capsys):
     assert "token-for-the-jobs" not in out + err
 
 
+def test_every_shard_mounts_the_engine_cache_bucket_read_write_where_its_run_looks(tmp_path, capsys):
+    """Issue 42: --engine-cache hf://buckets/... gives each job the mount, with the location left as given (a run
+    reads a bucket location at the mount), in the printed commands as in what is sent."""
+    bucket = "hf://buckets/alice/caches/ocr"
+    flags = ("--engine-cache", bucket)
+    _, code, _, _, out = launcher(tmp_path, {0: [], 1: []}, "--dry-run", *flags, capsys=capsys)
+    commands = printed_commands(out)
+    assert code == 0 and len(commands) == 2
+    for words in commands:
+        assert words[words.index("-v") + 1] == f"{bucket}:/engine-cache"
+        assert words[words.index("--engine-cache") + 1] == bucket
+    jobs, code, _, _, _ = launcher(tmp_path / "sent", {0: [], 1: []}, *flags, capsys=capsys)
+    assert {launch.volumes for launch in jobs.launches} == {(f"{bucket}:/engine-cache",)}
+    _, code, _, err, out = launcher(
+        tmp_path / "folder", {0: []}, "--dry-run", "--engine-cache", "/cache", capsys=capsys
+    )
+    assert code == 0 and "-v" not in printed_commands(out)[0]
+    assert "folder of this machine, which the jobs do not see" in err
+
+
 def test_on_a_source_tree_core_the_jobs_get_this_copys_bytes_and_the_core_wheel_shipped_with_them(
     tmp_path, capsys, monkeypatch
 ):

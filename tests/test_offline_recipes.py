@@ -125,3 +125,20 @@ def test_where_the_header_installs_no_vllm_an_offline_recipe_prints_its_usage_an
     assert run.returncode == 2, run.stderr[-2000:]
     assert "vLLM is not installed here" in run.stderr and "hf jobs uv run" in run.stderr, run.stderr[-2000:]
     assert summary_of(run.stdout)["exit_code"] == 2
+
+
+def test_the_offline_engine_compiles_into_the_engine_cache_and_keeps_no_token_there(tiny_model, tmp_path):
+    """Issue 42 offline: the cache's folders are set before vLLM reads them, so what the in-process engine writes
+    under VLLM_CACHE_ROOT lands in the run's cache and goes to the volume; the run's token never does."""
+    cache = tmp_path / "engine-cache"
+    token = "hf_" + "OfflineT0ken" * 3
+    result = run_recipe(
+        "lighton-ocr3.py", str(SAMPLES), str(tmp_path / "out"), "--model", str(tiny_model), *FAST,
+        "--max-samples", "1", CPU_ENGINE, "--engine-cache", str(cache), env={**bed_env(), "HF_TOKEN": token},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    used = summary_of(result.stdout)["engine_cache"]
+    assert used["outcome"] == "miss" and used["written_bytes"] > 0, used
+    (archive,) = cache.iterdir()
+    assert archive.name == f"{used['key']}.tar"
+    assert token.encode() not in archive.read_bytes()

@@ -421,3 +421,34 @@ def answered(url: str) -> float:
     return sum(
         float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith("vllm:request_success_total")
     )
+
+
+@pytest.mark.heavy
+def test_a_spawned_server_reports_its_start_and_the_next_run_loads_its_engine_cache(tiny_model, tmp_path):
+    """Issue 42 on the real CPU engine: each run's summary carries the spawned replica's start-up timeline, read
+    from its serve log, and the engine cache's use; the first run writes the cache, the second loads it."""
+    cache = tmp_path / "engine-cache"
+    summaries = []
+    for run in ("cold", "warm"):
+        port = free_port()
+        args = [
+            str(SAMPLES), str(tmp_path / f"out-{run}"), "--server", f"http://127.0.0.1:{port}", "--model",
+            str(tiny_model), "--max-samples", "1", "--extra-serve-args=--enforce-eager", "--engine-cache", str(cache),
+            *FAST,
+        ]  # fmt: skip
+        result = run_recipe("lighton-ocr3-saturate.py", *args)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "its start: start " in result.stderr
+        summaries.append(summary_of(result.stdout))
+    for summary in summaries:
+        (replica,) = summary["replicas"]
+        phases = replica["startup"]["phases_s"]
+        assert phases["start"] > 0 and phases["load"] is not None and phases["kv_cache_and_graphs"] is not None
+        assert phases["compile"] is None, "--enforce-eager compiles nothing"
+        assert sum(value for value in phases.values() if value is not None) == pytest.approx(
+            replica["startup"]["total_s"], abs=0.5
+        )
+    cold, warm = (summary["engine_cache"] for summary in summaries)
+    assert cold["outcome"] == "miss" and cold["written_bytes"] > 0
+    assert warm["outcome"] == "hit" and warm["key"] == cold["key"] and warm["loaded_bytes"] > 0
+    assert [path.name for path in cache.iterdir()] == [f"{cold['key']}.tar"]

@@ -5,9 +5,10 @@
 Each input is one arm's merged result (monitor.py merge) or a JSON line per arm (sweep.sh, hand_replicas.sh).
 Each arm of the file: `arm`, `recipe`, `shape`, `pages`, `defaults` (true when the arm ran the recipe's own engine
 settings), `sustained_pages_per_s`, `billed_pages_per_s`, `pages_per_s`, `gpu_util_sustained`, `mfu_sustained`,
-`ok`, and the core that ran (`core`: version and folder; a checkout's src/ has no installed version, so the
-version is pyproject.toml's, marked so). An existing OUT.json keeps its arms, so the calls of one warm machine add
-up to one file; an arm read again (same arm and start time) replaces its earlier copy.
+`ok`, `startup` (each spawned replica's start-up timeline), `engine_cache`, and the core that ran (`core`: version
+and folder; a checkout's src/ has no installed version, so the version is pyproject.toml's, marked so). An existing
+OUT.json keeps its arms, so the calls of one warm machine add up to one file; an arm read again (same arm and start
+time) replaces its earlier copy.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ FIELDS = (
     "mfu_sustained",
     "ok",
     "started_at",
+    "startup",
+    "engine_cache",
 )
 DEFINITIONS = {
     "sustained_pages_per_s": "pages whose request was sent once every planned replica served and that finished "
@@ -43,6 +46,10 @@ DEFINITIONS = {
     "gpu_util_sustained": "mean nvidia-smi utilisation (once a second) over the sustained interval",
     "mfu_sustained": "sustained pages/s times the model FLOPs of a page (flops.py) over 989 TFLOP/s (H200 dense "
     "bf16 datasheet peak)",
+    "startup": "per spawned replica, seconds from launch to healthy by phase, read from its serve log: start "
+    "(imports, API server and engine process up), load, compile, warmup (vLLM's initial profiling/warmup run), "
+    "kv_cache_and_graphs, api_up; waited_s before its launch (ocr_core/serving/startup_log.py)",
+    "engine_cache": "--engine-cache's key, outcome (hit, miss or off), notes and bytes loaded and written",
 }
 
 

@@ -15,9 +15,10 @@ utilisation (mean over the whole arm, over busy samples, over the inference wind
 seconds before the last busy sample, and `gpu_util_sustained` over the summary's sustained interval,
 `sustained_unix`, the clock the samples are stamped with), `mfu_sustained` (the sustained pages/s times the
 model FLOPs of a page, `--tflop-per-page` from flops.py, over the H200's dense bf16 datasheet peak),
-`billed_pages_per_s` (the summary's; for a driver without one, pages over the arm's elapsed time) and the
-host-memory peaks. `run` also keeps each process's CPU seconds and the engines' running and waiting counts, and
-`merge --serve-logs` counts the requests each API server process answered (procs.py).
+`billed_pages_per_s` (the summary's; for a driver without one, pages over the arm's elapsed time), each spawned
+replica's start-up timeline (`startup`, ocr_core/serving/startup_log.py), the engine cache's use (`engine_cache`)
+and the host-memory peaks. `run` also keeps each process's CPU seconds and the engines' running and waiting counts,
+and `merge --serve-logs` counts the requests each API server process answered (procs.py).
 """
 
 from __future__ import annotations
@@ -277,6 +278,8 @@ def efficiency(summary: dict, stats: dict, gpu: list, tflop_per_page: float | No
         "pages_per_s": summary.get("pages_per_s"),
         "gpu_util_sustained": mean(in_interval(gpu, summary.get("sustained_unix"))),
         "mfu_sustained": mfu,
+        "startup": [replica.get("startup") for replica in summary.get("replicas") or []] or None,
+        "engine_cache": summary.get("engine_cache"),
     }
 
 

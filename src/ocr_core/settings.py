@@ -53,6 +53,7 @@ class Settings:
     extra_serve_args: str
     verbose: bool
     price_per_hour: float | None
+    engine_cache: str | None = None
     batch_size: int | None = None
     server: str | None = None
     api_key: str | None = field(default=None, repr=False)

@@ -27,6 +27,15 @@ COMMAND_WIDTH = 100
 JOB_COMMAND_TEMPLATE = "hf jobs uv run --flavor {flavor} --timeout {timeout} --image {image} -s HF_TOKEN {url} {args}"
 
 
+BUCKET_SCHEME = "hf://buckets/"
+
+
+ENGINE_CACHE_MOUNT = "/engine-cache"
+
+
+ENGINE_CACHE_FLAG = "--engine-cache"
+
+
 def script_url(script: str) -> str:
     return f"{SCRIPTS_URL}/{script}"
 
@@ -55,7 +64,22 @@ def job_command(
     rest = " ".join(shlex.quote(redact(arg)) for arg in without_secrets(arguments))
     fields = {"url": script_url(script), "image": facts.image, "flavor": facts.flavor, "timeout": timeout}
     words = shlex.split(facts.job_command or JOB_COMMAND_TEMPLATE)
-    return " ".join(rest if word == "{args}" else shlex.quote(word.format(args=rest, **fields)) for word in words)
+    line = [rest if word == "{args}" else shlex.quote(word.format(args=rest, **fields)) for word in words]
+    after_run = words.index("run") + 1 if "run" in words else len(words)
+    mounts = [word for spec in bucket_mounts(arguments) for word in ("-v", shlex.quote(spec))]
+    return " ".join([*line[:after_run], *mounts, *line[after_run:]])
+
+
+def bucket_mounts(arguments: Sequence[str]) -> list[str]:
+    """The `-v` specs a job needs for the arguments: an --engine-cache in a bucket is mounted read-write at
+    ENGINE_CACHE_MOUNT, where the job's run looks for it (serving/engine_cache.py)."""
+    location = ""
+    for arg, following in zip(arguments, [*arguments[1:], ""]):
+        if arg == ENGINE_CACHE_FLAG:
+            location = following
+        elif arg.startswith(f"{ENGINE_CACHE_FLAG}="):
+            location = arg.partition("=")[2]
+    return [f"{location.rstrip('/')}:{ENGINE_CACHE_MOUNT}"] if location.startswith(BUCKET_SCHEME) else []
 
 
 def command_words(command: str) -> list[str]:

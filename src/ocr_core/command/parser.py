@@ -19,7 +19,15 @@ from ..judging.breaker import MAX_ERROR_RATE
 from ..judging.canary import CANARY_PAGES
 from ..judging.poison import MAX_STRIKES
 from ..redaction import redact
-from .job_commands import SECRET_FLAGS, job_command, masked_secrets, script_url, wrapped_command
+from .job_commands import (
+    ENGINE_CACHE_FLAG,
+    ENGINE_CACHE_MOUNT,
+    SECRET_FLAGS,
+    job_command,
+    masked_secrets,
+    script_url,
+    wrapped_command,
+)
 from .jobs_request import add_fanout_arguments
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
@@ -255,6 +263,14 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
         type=float,
         help="dollars per hour of the machine, for the cost in the summary and the card (default: the HF Jobs "
         "price of the job's flavor)",
+    )
+    group.add_argument(
+        ENGINE_CACHE_FLAG,
+        metavar="LOCATION",
+        help="keep vLLM's, torch's and Triton's compile caches here, keyed by vLLM, GPU, model and flags, so the next "
+        "run loads what this one compiled instead of compiling again: a folder, or in HF Jobs a bucket, "
+        f"hf://buckets/NAME/PATH, which the job command mounts at {ENGINE_CACHE_MOUNT} (see SERVING.md); a cache "
+        "that cannot be used is a note, never a failure",
     )
     if mode == "offline":
         group.add_argument("--batch-size", type=int, default=OFFLINE_BATCH, help="pages per LLM.chat call")

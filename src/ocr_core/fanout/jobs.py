@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from ..command.job_commands import BUCKET_SCHEME
+
 RUNNING_STAGES = frozenset({"SCHEDULING", "RUNNING"})
 FAILED_STAGES = frozenset({"ERROR", "CANCELED", "DELETED"})
 DONE_STAGE = "COMPLETED"
@@ -44,7 +46,8 @@ class JobRecord:
 @dataclass(frozen=True)
 class JobLaunch:
     """Everything one `run_uv_job` call sends (secrets by name; their values are read only when sending). The
-    files of this machine that `script` and `script_args` name travel with the job (HF Jobs mount them at /data)."""
+    files of this machine that `script` and `script_args` name travel with the job (HF Jobs mount them at /data);
+    `volumes` are `hf://buckets/NAMESPACE/NAME[/PATH]:/MOUNT` specs, as `hf jobs uv run -v` takes them."""
 
     script: str
     script_args: tuple[str, ...]
@@ -55,6 +58,7 @@ class JobLaunch:
     labels: Mapping[str, str]
     name: str
     env: Mapping[str, str] = field(default_factory=dict)
+    volumes: tuple[str, ...] = ()
 
 
 class JobsClient(Protocol):
@@ -85,7 +89,7 @@ class HfJobs:
         info = self.api.run_uv_job(
             launch.script, script_args=list(launch.script_args), image=launch.image, flavor=launch.flavor,
             timeout=launch.timeout, env=dict(launch.env), secrets=dict(secrets),
-            labels={**launch.labels, "name": launch.name},
+            labels={**launch.labels, "name": launch.name}, volumes=[bucket_volume(spec) for spec in launch.volumes],
         )  # fmt: skip
         return record_of(info)
 
@@ -98,6 +102,15 @@ class HfJobs:
 
     def log_tail(self, job_id: str, lines: int) -> list[str]:
         return list(self.api.fetch_job_logs(job_id=job_id, tail=lines))
+
+
+def bucket_volume(spec: str) -> Any:
+    """huggingface_hub's Volume for an `hf://buckets/NAMESPACE/NAME[/PATH]:/MOUNT` spec (read-write)."""
+    from huggingface_hub import Volume
+
+    source, _, mount = spec.removeprefix(BUCKET_SCHEME).rpartition(":")
+    namespace, name, *path = source.split("/")
+    return Volume(type="bucket", source=f"{namespace}/{name}", mount_path=mount, path="/".join(path) or None)
 
 
 def record_of(info: Any) -> JobRecord:

@@ -55,6 +55,11 @@ def launch_command_line(
         check_ships(request.core_wheel, origin.checked, script_path.name, text)
         header = jobs_header(text)
         plan = plan_launches(run, request, settings, facts, script_path, origin, header, arguments)
+        if settings.engine_cache and not plan.launches[0].volumes:
+            say(
+                f"note: --engine-cache {settings.engine_cache} is a folder of this machine, which the jobs do not "
+                "see, so each starts cold; pass a bucket they all mount, --engine-cache hf://buckets/NAME/PATH"
+            )
         client = jobs or HfJobs(hub_token(settings))
         output_hub = hub if hub is not None or is_local_output(settings.output) else HfHub(hub_token(settings))
         summary.exit_code = fan_out(request, settings, plan, summary, client, output_hub)

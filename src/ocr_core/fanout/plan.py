@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..command.core_wheel import CoreWheel, shipping_env
-from ..command.job_commands import DEFAULT_JOB_TIMEOUT
+from ..command.job_commands import DEFAULT_JOB_TIMEOUT, bucket_mounts
 from ..command.jobs_request import FanoutRequest
 from ..command.provenance import ScriptSource
 from ..command.script_header import JobsHeader
@@ -96,6 +96,7 @@ def plan_launches(
             labels=shard_labels(run, (index, request.jobs)),
             name=f"ocr-{run}-{index}-of-{request.jobs}",
             env=env,
+            volumes=tuple(bucket_mounts(arguments)),
         )
         for index in range(request.jobs)
     )
@@ -128,6 +129,7 @@ def launch_command(launch: JobLaunch) -> str:
     words = ["hf", "jobs", "uv", "run", "--detach", "--flavor", launch.flavor, "--timeout", launch.timeout]
     words += ["--image", launch.image, *(word for name in launch.secrets for word in ("-s", name))]
     words += [word for key, value in launch.env.items() for word in ("-e", f"{key}={value}")]
+    words += [word for spec in launch.volumes for word in ("-v", spec)]
     words += [word for key, value in launch.labels.items() for word in ("--label", f"{key}={value}")]
     words += ["--name", launch.name, launch.script, *launch.script_args]
     return " ".join(shlex.quote(word) for word in words)

@@ -21,7 +21,7 @@ import contextlib
 import functools
 import threading
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -376,9 +376,12 @@ def same_model(targets: Sequence[Target]) -> str:
     return targets[0].model
 
 
-def build_fleet(settings: Settings, facts: ModelFacts, launch: Launch, plan: ScalePlan) -> Fleet:
+def build_fleet(
+    settings: Settings, facts: ModelFacts, launch: Launch, plan: ScalePlan, env: Mapping[str, str] | None = None
+) -> Fleet:
     """Several --server URLs are the user's own servers, used as they are; one local URL gets the plan's replicas
-    (the first on its port, the others on the next free ones), which a server already answering there replaces."""
+    (the first on its port, the others on the next free ones, each spawned with `env`), which a server already
+    answering there replaces."""
     urls = server_urls(settings.server or "")
     lock = threading.Lock()  # one start at a time, where the plan does not let them start together
     if len(urls) > 1:
@@ -389,7 +392,7 @@ def build_fleet(settings: Settings, facts: ModelFacts, launch: Launch, plan: Sca
     model_args = functools.cache(lambda: model_serve_args(facts, settings))
     handles = [
         ServerHandle(settings, facts, launch.script, launch.argv, address, slot, model_args,
-                     None if plan.concurrent_start else lock)
+                     None if plan.concurrent_start else lock, env)
         for address, slot in zip(addresses, slots)
     ]  # fmt: skip
     return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], plan)

@@ -20,6 +20,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,7 @@ from .spawn import (
     served_names,
     url_port,
 )
+from .startup_log import describe_timeline, startup_timeline
 
 HF_TOKEN_HOSTS = ("huggingface.co", "hf.co")
 HF_TOKEN_DOMAINS = (".huggingface.co", ".hf.co", ".hf.jobs")
@@ -58,7 +60,7 @@ HEALTH_CHECK_GAP_S = 2.0
 HEALTH_CHECK_TIMEOUT_S = 20.0
 DEATH_BUDGET_S = 60.0
 ANYWHERE = Slot(None, ())
-SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count", "replicas")
+SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count", "replicas", "engine_cache")
 
 
 def check_resolves(url: str) -> None:
@@ -121,7 +123,8 @@ class Target:
 class ServerHandle:
     """`slot` says where a spawned server runs and with which of the plan's flags; `model_args` gives the model's
     serve flags once its `prepare_serve` hook ran (the fleet shares one cached call among its replicas, since the
-    hook may fetch files)."""
+    hook may fetch files); `env` is what a spawned server gets beside the model's own variables (the engine cache's
+    folders)."""
 
     def __init__(
         self,
@@ -133,6 +136,7 @@ class ServerHandle:
         slot: Slot = ANYWHERE,
         model_args: Callable[[], list[str]] | None = None,
         start_lock: threading.Lock | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
         self.facts = facts
@@ -147,6 +151,8 @@ class ServerHandle:
         self.generation = 0
         self.lock = asyncio.Lock()
         self.start_lock = start_lock or threading.Lock()
+        self.env = dict(env or {})
+        self.startup: dict | None = None
         self.state = threading.Lock()
         self.closed = False
 
@@ -209,7 +215,7 @@ class ServerHandle:
             *shlex.split(self.settings.extra_serve_args),
         ]
         port = url_port(self.url)
-        env = dict(self.facts.serve_env)
+        env = {**self.facts.serve_env, **self.env}
         if self.slot.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.slot.gpu
         server = SpawnedServer(
@@ -223,12 +229,17 @@ class ServerHandle:
                 raise ServerError(STOPPING)
             self.spawned = server
         gpu = f" on GPU {self.slot.gpu}" if self.slot.gpu is not None else ""
+        asked_at = time.time()
         with self.start_lock:
             say(f"starting{gpu}: {shlex.join(server.argv)}")
             say(f"server log: {server.log_path}")
             server.start()
             server.wait_ready(self.settings.startup_timeout)
-        say(f"server is ready ({self.url})")
+        self.startup = {
+            "waited_s": round(server.launched_at - asked_at, 1),
+            **startup_timeline(server.log_of_this_start(), server.launched_at, time.time()),
+        }
+        say(f"server is ready ({self.url}); its start: {describe_timeline(self.startup)}")
 
     async def poll_health(
         self, seconds: float, running: Callable[[], bool] = lambda: True, at_start: bool = False

@@ -92,11 +92,13 @@ class Replica:
         return pages
 
     def report(self) -> dict:
-        """This replica's line of the summary: where it ran, how many pages it answered, its restarts."""
+        """This replica's line of the summary: where it ran, how many pages it answered, its restarts, and where
+        the start of a server this run spawned went (startup_log.py)."""
         return {
             "url": self.url,
             "gpu": self.handle.slot.gpu,
             "pages": self.answered,
             "restarts": self.handle.restarts,
             "state": self.state,
+            "startup": self.handle.startup,
         }

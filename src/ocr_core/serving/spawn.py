@@ -172,6 +172,8 @@ class SpawnedServer:
     log_path: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "vllm-serve.log")
     process: subprocess.Popen | None = None
     lifeline: int | None = None
+    launched_at: float = 0.0
+    log_start: int = 0
     closed: threading.Event = field(default_factory=threading.Event)
     state: threading.Lock = field(default_factory=threading.Lock)
 
@@ -184,6 +186,8 @@ class SpawnedServer:
                 raise ServerError(STOPPING)
             read_end, self.lifeline = os.pipe()
             with open(self.log_path, "ab") as log:
+                self.log_start = log.tell()
+                self.launched_at = time.time()
                 log.write(f"\n==== {redact(' '.join(self.argv))}\n".encode())
                 log.flush()
                 self.process = subprocess.Popen(
@@ -195,6 +199,15 @@ class SpawnedServer:
                     start_new_session=True,
                 )
             os.close(read_end)
+
+    def log_of_this_start(self) -> str:
+        """What the server logged since its latest start (the log file keeps earlier starts and runs above it)."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self.log_start)
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def alive(self) -> bool:
         process = self.process

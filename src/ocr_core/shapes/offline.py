@@ -5,18 +5,24 @@ Its vLLM installs its own signal handlers while it starts, so the stop signals a
 
 from __future__ import annotations
 
+import os
+import shlex
+import sys
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from ..command.job_commands import job_command
 from ..console import say
 from ..errors import JobFailed
 from ..preparation.job import Job
+from ..serving.engine_cache import EngineCache, make_key, open_engine_cache, versions_of
+from ..serving.scale import detect_machine
 from ..store.progress import ResultLog
 from .canary_watch import make_canary
 from .drive_result import Drive, Feeding
 from .inference import writer_of
 from .llm_batches import OfflineRunner, close_llm, open_llm, stdout_to_stderr
-from .signals import KEPT, Interrupted, StopSignals
+from .signals import KEPT, Interrupted, StopSignals, uninterrupted
 from .tally import ProgressBar
 
 
@@ -34,9 +40,10 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
     owned = len(job.source.owned())
     progress = ProgressBar(owned, owned - job.todo)
     opened: list[Any] = []
+    cache = offline_engine_cache(job) if job.todo else None
     try:
         if job.todo:
-            drive_offline(job, progress, stop, opened)
+            drive_offline(job, progress, stop, opened, cache.environment() if cache else {})
     except Interrupted:
         pass
     except JobFailed as exc:
@@ -46,14 +53,38 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
         progress.close()
         for llm in opened:
             close_llm(llm)
+        if cache is not None:
+            uninterrupted(cache.publish)
+            cache.close()
+            drive.extra["engine_cache"] = cache.report()
     drive.tally = progress.tally
     drive.version = vllm_version()
     return drive
 
 
-def drive_offline(job: Job, progress: ProgressBar, stop: StopSignals, opened: list[Any]) -> None:
-    """Builds the engine (kept in `opened`, so it is stopped before the run's last words), then takes the stop
-    signals back (vLLM installs its own) and runs the batches."""
+def offline_engine_cache(job: Job) -> EngineCache | None:
+    """The --engine-cache of the in-process engine, keyed by this interpreter's vLLM, the GPUs it sees and the
+    engine's flags; None without the flag."""
+    settings = job.settings
+    if settings.engine_cache is None:
+        return None
+    flags = [
+        *job.facts.serve_args,
+        *shlex.split(settings.extra_serve_args),
+        "--max-model-len",
+        str(settings.max_model_len),
+    ]
+    gpus = [gpu.name for gpu in detect_machine().gpus]
+    return open_engine_cache(settings.engine_cache, make_key(versions_of(sys.executable), gpus, settings.model, flags))
+
+
+def drive_offline(
+    job: Job, progress: ProgressBar, stop: StopSignals, opened: list[Any], cache_env: Mapping[str, str]
+) -> None:
+    """Builds the engine (kept in `opened`, so it is stopped before the run's last words), with the engine
+    cache's variables set before vLLM reads them, then takes the stop signals back (vLLM installs its own) and runs
+    the batches."""
+    os.environ.update(cache_env)
     llm = open_llm(job.facts, job.settings, job_command(job.launch.script, job.facts, job.launch.argv))
     opened.append(llm)
     stop.install()

@@ -18,6 +18,7 @@ from ..console import say
 from ..errors import JobFailed
 from ..facts import ModelFacts
 from ..preparation.job import Job
+from ..serving.engine_cache import EngineCache, make_key, open_engine_cache, served_versions
 from ..serving.fleet import Fleet, build_fleet
 from ..serving.hostmem import MemoryGuard
 from ..serving.installed import installed_vllm_version
@@ -35,6 +36,8 @@ from .pump import Pump
 from .signals import KEPT, StopSignals
 from .tally import ProgressBar
 from .window import Window, engine_window
+
+FLEET_POLL_S = 1.0
 
 
 def drive_server_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Drive:
@@ -87,6 +90,23 @@ def scale_plan(settings: Settings, facts: ModelFacts) -> ScalePlan:
     return plan.with_user_args(shlex.split(settings.extra_serve_args))
 
 
+def served_engine_cache(settings: Settings, facts: ModelFacts, plan: ScalePlan) -> EngineCache | None:
+    """The --engine-cache of the servers this run spawns, keyed by the `vllm` on PATH, the GPUs and every flag the
+    replicas get; None without the flag, or where the run starts no server (remote or several --server URLs)."""
+    urls = server_urls(settings.server or "")
+    if settings.engine_cache is None or len(urls) > 1 or not is_local(urls[0]):
+        return None
+    flags = [
+        *facts.serve_args,
+        "--max-model-len",
+        str(settings.max_model_len),
+        *plan.serve_args(),
+        *shlex.split(settings.extra_serve_args),
+    ]
+    gpus = [gpu.name for gpu in plan.machine.gpus]
+    return open_engine_cache(settings.engine_cache, make_key(served_versions(), gpus, settings.model, flags))
+
+
 def replica_window(facts: ModelFacts, settings: Settings, plan: ScalePlan, fleet: Fleet, capacity: int | None) -> int:
     """The fixed window's share of one replica: the batch its engines run at once, from what the replicas serving
     now report (their KV capacity) and their scheduler's max_num_seqs (the flags, else vLLM's default for the GPU
@@ -104,25 +124,39 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     settings = job.settings
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
     plan = scale_plan(settings, job.facts)
-    fleet = build_fleet(settings, job.facts, job.launch, plan)
-    owned = len(job.source.owned())
-    progress = ProgressBar(owned, owned - job.todo)
-    drive = Drive()
-    sharing = not fleet.given and plan.per_gpu > 1 and bool(plan.machine.gpus)
-    with cuda_mps(sharing and bool(job.todo)):
-        window = await drive_fleet(job, stop, plan, fleet, progress, drive)
+    cache = await asyncio.to_thread(served_engine_cache, settings, job.facts, plan) if job.todo else None
+    try:
+        fleet = build_fleet(settings, job.facts, job.launch, plan, cache.environment() if cache else {})
+        owned = len(job.source.owned())
+        progress = ProgressBar(owned, owned - job.todo)
+        drive = Drive()
+        sharing = not fleet.given and plan.per_gpu > 1 and bool(plan.machine.gpus)
+        with cuda_mps(sharing and bool(job.todo)):
+            window = await drive_fleet(job, stop, plan, fleet, progress, drive, cache)
+    finally:
+        if cache is not None:
+            await finish_in_thread(cache.publish)
+            cache.close()
     drive.tally = progress.tally
     drive.serving = fleet.describe()
     drive.extra = {**drive.extra, "replicas": fleet.report()}
     if not fleet.given and fleet.replicas[0].handle.spawned is not None:
         drive.extra["engine_plan"] = plan.record()
+    if cache is not None:
+        drive.extra["engine_cache"] = cache.report()
     if window is not None:
         drive.window = Feeding(window.limit, window.peak_in_flight, window.peak_limit, window.cap)
     return drive
 
 
 async def drive_fleet(
-    job: Job, stop: StopSignals, plan: ScalePlan, fleet: Fleet, progress: ProgressBar, drive: Drive
+    job: Job,
+    stop: StopSignals,
+    plan: ScalePlan,
+    fleet: Fleet,
+    progress: ProgressBar,
+    drive: Drive,
+    cache: EngineCache | None,
 ) -> Window | None:
     """Opens the fleet, sizes the window and pumps; stops every server it started on every way out."""
     settings = job.settings
@@ -142,7 +176,7 @@ async def drive_fleet(
             metrics_before = await read_metrics(fleet)
             drive.version = next((replica.version for replica in fleet.serving() if replica.url == target.url), None)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
-            await pump_pages(job, fleet, window, guard, progress, lambda: writer(job, drive, fleet))
+            await pump_pages(job, fleet, window, guard, progress, lambda: writer(job, drive, fleet), cache)
             if job.facts.summary_metrics:
                 drive.extra = job.facts.summary_metrics(metrics_before, await read_metrics(fleet))
     except asyncio.CancelledError:
@@ -171,18 +205,36 @@ async def finish_in_thread(action: Callable[[], None]) -> None:
 
 
 async def pump_pages(
-    job: Job, fleet: Fleet, window: Window, guard: MemoryGuard | None, progress: ProgressBar, writer: Callable[[], str]
+    job: Job,
+    fleet: Fleet,
+    window: Window,
+    guard: MemoryGuard | None,
+    progress: ProgressBar,
+    writer: Callable[[], str],
+    cache: EngineCache | None,
 ) -> None:
-    """Pumps the rows still to do, with the fleet's start-up of later replicas and its stall watch beside it; each
-    row keeps `writer()`, what served as it was written. Each replica's answers go to a canary of its own: a fleet
-    may mix builds, and one good server must not clear another."""
+    """Pumps the rows still to do, with the fleet's start-up of later replicas, its stall watch and the engine
+    cache's write-back beside it; each row keeps `writer()`, what served as it was written. Each replica's answers
+    go to a canary of its own: a fleet may mix builds, and one good server must not clear another."""
     log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit), provenance=writer)
     canary = None if job.settings.no_canary else lambda replica: make_canary(job, log, replica.version, replica.url)
     if canary is not None and fleet.given:
         fleet.trial_pages = min(job.settings.canary_pages, job.todo)
     pump = Pump(fleet, job.facts, job.settings, window, log, progress, guard, canary=canary)
     progress.start()
-    await beside(pump.run(job.source.rows(job.skip)), fleet.watch(job.settings.stall_timeout))
+    watch = asyncio.gather(fleet.watch(job.settings.stall_timeout), publish_once_serving(fleet, cache))
+    await beside(pump.run(job.source.rows(job.skip)), watch)
+
+
+async def publish_once_serving(fleet: Fleet, cache: EngineCache | None) -> None:
+    """Writes the engine cache back as soon as every replica serves, while the pages go on: the compile and
+    warm-up are done by then, and a job stopped at its timeout still leaves them for the next (the end of the run
+    writes only what came later)."""
+    if cache is None:
+        return
+    while not fleet.full():
+        await asyncio.sleep(FLEET_POLL_S)
+    await asyncio.to_thread(cache.publish)
 
 
 def writer(job: Job, drive: Drive, fleet: Fleet) -> str:
