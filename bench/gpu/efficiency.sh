@@ -4,6 +4,9 @@
 #   1. the recipe runs, each 'SHAPE@RECIPE@SETTING' (SETTING is sweep.sh's 'NAME|SERVE FLAGS|RECIPE FLAGS'; the
 #      recipe starts its own fleet, so these are the figures a user gets); by default lighton-ocr3-saturate.py,
 #      then ovis-ocr2-server.py, with their defaults on PAGES_N (3,072) pages;
+#      A run may end in '@TOKENS' (its MAX_TOKENS, e.g. 1 for the front-end-bound arm), and the word `wipe` in
+#      place of a run removes the machine's own compile and kernel caches, as a new job finds them (issue 42: the
+#      run after it starts from --engine-cache's archive alone);
 #   2. fleet_arms.sh's phases (ARMS, one per line): replicas started together, engine settings, and the rate per
 #      busy second; by default 3 replicas under CUDA MPS (over 3, then 2 of them) and without it. ARMS=none skips
 #      them.
@@ -38,8 +41,14 @@ shift
 [ $# -gt 0 ] || set -- 'qwen3_5@lighton-ocr3-saturate.py@lighton||--no-canary' 'qwen3_5@ovis-ocr2-server.py@ovis||--no-canary'
 log "start; caches: $(census)"
 for run in "$@"; do
-    IFS=@ read -r shape recipe setting <<<"$run"
-    SHAPE=$shape RECIPE=$recipe bash "$here/sweep.sh" "$setting" >> "$results/job.log" 2>&1
+    if [ "$run" = wipe ]; then
+        rm -rf "$HOME/.triton" "$HOME/.cache/vllm" "$HOME/.cache/flashinfer" "$HOME/.nv" /tmp/torchinductor_root
+        log "wiped the local caches: $(census)"
+        continue
+    fi
+    IFS=@ read -r shape recipe setting tokens <<<"$run"
+    SHAPE=$shape RECIPE=$recipe MAX_TOKENS=${tokens:-${MAX_TOKENS:-800}} bash "$here/sweep.sh" "$setting" \
+        >> "$results/job.log" 2>&1
     log "$recipe ($shape) ${setting%%|*}: done; caches: $(census)"
 done
 arms=${ARMS:-$'mps3|3|1||r3:1024:3,r2:512:2\nnomps3|3|0||r3:1024:3'}

@@ -25,12 +25,13 @@ budget=${BUDGET_S:-570}
 arm_cap=${ARM_TIMEOUT_S:-330}
 
 # A `vllm` executable, since the recipes spawn plain `vllm serve`: the fake one with BENCH_FAKE=1. A Python script,
-# as pip installs it, so that the recipe reads the installed release from its interpreter (serving/installed.py).
+# as pip writes it (its spawned engine processes import it again, so its work waits behind __main__), so that the
+# recipe reads the installed release from its interpreter (serving/installed.py).
 install_vllm_shim() {
     if [ "${BENCH_FAKE:-0}" = 1 ]; then
         printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$py" "$here/fake_vllm.py" > "$work/bin/vllm"
     else
-        printf '#!%s\nimport runpy, sys\nsys.argv[0] = "vllm"\nrunpy.run_module("vllm.entrypoints.cli.main", run_name="__main__")\n' \
+        printf '#!%s\nimport sys\nfrom vllm.entrypoints.cli.main import main\nif __name__ == "__main__":\n    sys.argv[0] = "vllm"\n    sys.exit(main())\n' \
             "$py" > "$work/bin/vllm"
     fi
     chmod +x "$work/bin/vllm"
