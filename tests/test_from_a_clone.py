@@ -22,6 +22,8 @@ SAMPLES = REPO_ROOT / "samples" / "dataset"
 SCRIPT = "lighton-ocr3-saturate.py"
 CLONE_FILES = ("Makefile", "pyproject.toml", "README.md", SCRIPT)
 CLONE_FOLDERS = ("src", "tools")
+
+
 def clone_of_this_checkout(folder: Path) -> Path:
     """What `make run` reads of a clone, copied from this checkout as it stands (uncommitted edits included). Its own
     path gives the script its own uv environment: uv keys a script's environment by the script's path, and `make run`
