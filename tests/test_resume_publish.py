@@ -264,6 +264,20 @@ def test_unsafe_local_outputs_are_refused_and_nothing_is_touched(server, tmp_pat
     assert snapshot(home) == before and snapshot(source) == inputs
 
 
+@pytest.mark.parametrize("output", ["notes.txt", "notes.txt/ocr"], ids=["a file", "inside a file"])
+def test_an_output_that_is_or_lies_inside_a_file_is_a_command_error(server, tmp_path, capsys, output):
+    """Issue 44: OUTPUT naming an existing file raised a bare NotADirectoryError, exit 1, with "rerun the same
+    command to resume", which failed the same way forever. It is the user's to fix: exit 2 with the reason."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my own notes\n")
+    target = str(tmp_path / output)
+    code, summary, err = run_main("ovis-ocr2-server.py", [str(SAMPLES), target, *served(server)], capsys)
+    assert (code, summary["exit_code"]) == (2, 2), err[-2000:]
+    assert f"OUTPUT {target!r}" in err and "is a file" in err, err[-2000:]
+    assert "NotADirectoryError" not in err and "rerun" not in err
+    assert server.state.answered == 0 and notes.read_text() == "my own notes\n"
+
+
 def test_a_foreign_hub_dataset_at_output_is_refused(server, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("OCR_WORK_DIR", str(tmp_path / "work"))
     hub = FolderHub(tmp_path / "hub")
