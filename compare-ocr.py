@@ -15,6 +15,8 @@ It reports how many pages are byte-identical and how similar the others are (sim
 distance / length of the longer text), and with --ground-truth the character error rate of A and of B in two
 lanes: `nfc` (exact text, only whitespace runs collapsed) and `normalized` (NFKC, casefolded, markup stripped,
 line-end hyphenation joined), so a model is not charged for writing a table as HTML rather than as pipes.
+A row that failed on either side (no text, or the `[OCR ERROR]` the recipes write) is an error row: counted as
+such, and neither compared nor scored.
 
 Examples:
     uv run compare-ocr.py ./out-ovis ./out-lighton --ground-truth text --min-gt-chars 20 --json report.json
@@ -39,6 +41,9 @@ import datasets
 from rapidfuzz.distance import Levenshtein
 
 LANES = ("nfc", "normalized")
+# What the recipes write as the text of a page that failed (its reason in the error column, ocr_error by default);
+# ocr-bench leaves it out of judging too. Such a row, or one with no text at all, is an error row: never compared.
+FAILED_TEXT = "[OCR ERROR]"
 
 
 class CompareError(ValueError):
@@ -54,7 +59,7 @@ class DatasetRef:
 
 @dataclass
 class Pairs:
-    """Aligned rows: one text per side (None for an error row) and the ground truth when asked for."""
+    """Aligned rows: one text per side (None or FAILED_TEXT for an error row) and the ground truth when asked for."""
 
     a: list[str | None]
     b: list[str | None]
@@ -290,10 +295,15 @@ def distribution(values: list[float]) -> dict[str, float] | None:
     return {"median": statistics.median(values), "min": min(values), "mean": statistics.fmean(values)}
 
 
+def failed(text: str | None) -> bool:
+    """Whether a side's row is an error row: no text, or the marker a recipe writes for a page that failed."""
+    return text is None or text == FAILED_TEXT
+
+
 def build_report(pairs: Pairs, args: argparse.Namespace) -> dict[str, Any]:
     """Everything the table shows, and a little more, as plain JSON-ready values."""
     truth = pairs.truth if pairs.truth is not None else [None] * len(pairs.a)
-    scored = [(a, b, t) for a, b, t in zip(pairs.a, pairs.b, truth) if a is not None and b is not None]
+    scored = [(a, b, t) for a, b, t in zip(pairs.a, pairs.b, truth) if not failed(a) and not failed(b)]
     identical = sum(a == b for a, b, _ in scored)
     report: dict[str, Any] = {
         "a": {"dataset": args.a, "column": args.column_a},
@@ -304,8 +314,8 @@ def build_report(pairs: Pairs, args: argparse.Namespace) -> dict[str, Any]:
         "unmatched_ids": {"a": pairs.unmatched_a, "b": pairs.unmatched_b} if args.id_column else None,
         "error_rows": {
             "total": len(pairs.a) - len(scored),
-            "a": sum(a is None for a in pairs.a),
-            "b": sum(b is None for b in pairs.b),
+            "a": sum(map(failed, pairs.a)),
+            "b": sum(map(failed, pairs.b)),
         },
         "compared": len(scored),
         "identical": {"count": identical, "share": identical / len(scored) if scored else None},
@@ -343,7 +353,7 @@ def render_table(report: dict[str, Any]) -> str:
         f"split {report['split']}, rows aligned by {report['aligned_by']}",
         "",
         f"{'rows':<24}{report['rows']}",
-        f"{'error rows (skipped)':<24}{errors['total']} (A None: {errors['a']}, B None: {errors['b']})",
+        f"{'error rows (skipped)':<24}{errors['total']} (A failed: {errors['a']}, B failed: {errors['b']})",
         f"{'compared':<24}{report['compared']}",
         f"{'byte-identical':<24}{identical['count']}{share}",
     ]

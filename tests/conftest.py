@@ -2,8 +2,9 @@
 
 The server is started once per session (about a minute on two cores). Failed tests that used it get
 the server log's tail in their report, since the cause of a failure is usually only visible there. Every test gets
-a Hugging Face home and datasets cache of its own (issue 35); uv's cache stays the machine's, on purpose: it holds
-the synced script environments that make `uv run` fast, keyed by what they contain.
+a Hugging Face home and datasets cache of its own (issue 35); uv's cache stays the test bed's, shared by the tests and
+the demo, on purpose: it holds the synced script environments that make `uv run` fast, and never the user's, whose
+environments must not get the bed's stand-in vLLM (issue 44, tests/testbed/env.py).
 """
 
 from __future__ import annotations

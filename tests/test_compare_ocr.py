@@ -210,7 +210,7 @@ def test_end_to_end(tmp_path):
     assert truth["lanes"]["normalized"]["a"]["micro_cer"] == 0.0  # only markup differed from the reference
     assert truth["lanes"]["normalized"]["b"]["micro_cer"] < truth["lanes"]["nfc"]["b"]["micro_cer"]
 
-    assert "error rows (skipped)    2 (A None: 1, B None: 1)" in table
+    assert "error rows (skipped)    2 (A failed: 1, B failed: 1)" in table
     assert "byte-identical          2 (33.3%)" in table
     assert f"median {statistics.median(similarities):.4f}  min 0.0000" in table
     nfc_a = truth["lanes"]["nfc"]["a"]
@@ -261,3 +261,22 @@ def test_id_alignment_second_column_and_errors(tmp_path, capsys):
     assert "--column-b" in capsys.readouterr().err
     assert compare.main([str(folder_a), str(folder_b), "--ground-truth", "nope"]) == 2
     assert "no column 'nope'" in capsys.readouterr().err
+
+
+def test_failed_pages_are_error_rows_not_compared_nor_scored(tmp_path):
+    """Issue 44: the recipes write a failed page as `[OCR ERROR]` (its reason in ocr_error), and compare-ocr took the
+    marker for text: one failed row on each side counted as byte-identical, and scored against ground truth."""
+    texts = ["alpha page", "beta page", "gamma page"]
+    failed = "[OCR ERROR]"
+    reason = "image: cannot identify image file"
+    side_a = {"markdown": [texts[0], failed, texts[2]], "ocr_error": [None, reason, None], "text": texts}
+    side_b = {"markdown": [texts[0], failed, "gamma pag"], "ocr_error": [None, reason, None]}
+    folder_a = write_dataset(tmp_path / "a", side_a)
+    folder_b = write_dataset(tmp_path / "b", side_b)
+    report_path = tmp_path / "r.json"
+    assert compare.main([str(folder_a), str(folder_b), "--ground-truth", "text", "--json", str(report_path)]) == 0
+    report = json.loads(report_path.read_text())
+    assert report["error_rows"] == {"total": 1, "a": 1, "b": 1}
+    assert (report["compared"], report["identical"]["count"], report["differing"]) == (2, 1, 1)
+    nfc_a = report["ground_truth"]["lanes"]["nfc"]["a"]
+    assert (nfc_a["pages"], nfc_a["micro_cer"]) == (2, 0.0), "the marker was scored as the model's text"

@@ -18,7 +18,7 @@ import datasets
 import pytest
 
 from ocr_models import RECIPES
-from tests.testbed.env import REPO_ROOT, TESTBED_DIR, VENV_DIR, script_python
+from tests.testbed.env import REPO_ROOT, TESTBED_DIR, UV, VENV_DIR, script_python, user_env
 from tests.testbed.wheels import WHEELS_DIR
 
 PAGES = REPO_ROOT / "samples" / "pages"
@@ -76,6 +76,37 @@ def test_a_demo_leaves_alone_the_script_environment_other_runs_use(script):
     result, summary = demo(*REFUSED_AT_ONCE, env={"DEMO_SCRIPT": script})
     assert result.returncode == 2 and summary["script"] == script, result.stderr[-2000:]
     assert (installed_core(script), [os.stat(wheel).st_ino for wheel in wheels]) == before
+
+
+def environment_of(location: Path) -> Path:
+    """The virtual environment a file lies in."""
+    return next(folder for folder in location.parents if (folder / "pyvenv.cfg").is_file())
+
+
+def real_run_environment(script: str) -> Path:
+    """Where `make run SCRIPT=...` (tools/run.sh) or `uv run SCRIPT` in this clone would run the script: uv's
+    environment for that file in the user's own cache, as uv itself names it (a dry run, offline, changes nothing)."""
+    said = subprocess.run(
+        [str(UV), "sync", "--dry-run", "--offline", "--no-sources", "--script", str(REPO_ROOT / script)],
+        capture_output=True, text=True, timeout=120, env=user_env(),
+    )  # fmt: skip
+    line = next(line for line in said.stderr.splitlines() if "script environment at: " in line)
+    return Path(line.split("script environment at: ", 1)[1].strip())
+
+
+def test_a_real_run_after_a_demo_never_runs_on_the_demos_stand_in_vllm():
+    """Issue 44: after `make demo SCRIPT=lighton-ocr3.py`, `make run` of the same script reused the demo's uv
+    environment, whose vLLM is the test bed's stand-in (`vllm 0.30.0+cpu` onto the CPU build), so a real run passed
+    the GPU check on a machine without one and would run the wrong vLLM on a GPU box. The demo's environment must
+    not be the one a real run of the same file gets."""
+    script = "lighton-ocr3.py"
+    result, summary = demo(*REFUSED_AT_ONCE, env={"DEMO_SCRIPT": script})
+    assert result.returncode == 2 and summary["script"] == script, result.stderr[-2000:]
+    demos = environment_of(Path(summary["core"]["location"]))
+    assert glob.glob(str(demos / "lib" / "python3*" / "site-packages" / "vllm-*+cpu.dist-info")), "no stand-in"
+    real = real_run_environment(script)
+    assert real != demos, "a real run of the script would reuse the demo's environment and its stand-in vLLM"
+    assert not real.is_relative_to(demos.parent), "the demo's environments live in the cache a real run uses"
 
 
 def test_input_and_output_may_follow_the_demo_command_and_flags_go_to_the_recipe(tmp_path):

@@ -11,6 +11,7 @@ import hashlib
 import json
 import shlex
 import signal
+import socket
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -314,11 +315,36 @@ def test_ctrl_c_detaches_and_leaves_the_jobs_running(tmp_path, capsys):
         ([str(SAMPLES), OUTPUT, "--jobs", "2"], "is not a Hub dataset id"),
     ],
 )
-def test_jobs_that_cannot_reach_the_input_or_output_are_refused_before_any_launch(tmp_path, capsys, argv, says):
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["launch", "dry run"])
+def test_jobs_that_cannot_reach_the_input_or_output_are_refused_before_any_launch(
+    tmp_path, capsys, argv, says, dry_run
+):
+    """A dry run refuses what the launch refuses (issue 44): it printed N job commands and exit 0 for a command
+    that, without --dry-run, is exit 2."""
     hub = FolderHub(tmp_path / "hub")
     jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
-    code, summary, err, _ = run_launcher(jobs, hub, argv, capsys)
+    code, summary, err, out = run_launcher(jobs, hub, [*argv, *dry_run], capsys)
     assert code == 2 and summary["exit_code"] == 2 and says in err and jobs.launches == []
+    assert printed_commands(out) == [], "a job command was printed for a command that is refused"
+
+
+def test_a_launcher_that_cannot_reach_the_hub_is_refused_at_once_without_retries(tmp_path, capsys, monkeypatch):
+    """Issue 44: offline, the launcher's first Hub call (the output's listing) was retried inside huggingface_hub and
+    again by the launcher for six minutes, then ended as exit 1 saying the jobs it started keep running, having
+    started none. The real Hub and Jobs clients here, pointed at a closed port on this machine: a connection that
+    cannot be made at all is exit 2 with the reason, and nothing waits for a retry."""
+    import huggingface_hub.constants
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", endpoint)
+    waits: list[float] = []
+    monkeypatch.setattr(time, "sleep", waits.append)
+    code, summary, err, _ = run_launcher(None, None, [INPUT, OUTPUT, "--jobs", "2"], capsys)
+    assert code == 2 and summary["exit_code"] == 2, err[-2000:]
+    assert f"cannot reach the Hub at {endpoint}" in err and "the launcher stopped" not in err
+    assert waits == [], "the launcher waited to retry a connection that could not be made"
 
 
 @pytest.mark.parametrize(

@@ -15,20 +15,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.testbed.env import REPO_ROOT, script_python
-from tests.testbed.env import testbed_env as bed_env
+from tests.testbed.env import REPO_ROOT, script_python, user_env
 from tests.testbed.fake_server import fake_server
 
 SAMPLES = REPO_ROOT / "samples" / "dataset"
 SCRIPT = "lighton-ocr3-saturate.py"
 CLONE_FILES = ("Makefile", "pyproject.toml", "README.md", SCRIPT)
 CLONE_FOLDERS = ("src", "tools")
-# What the test session sets for its own script runs (tests/conftest.py); a user's shell has none of it.
-SESSION_ONLY = ("UV_NO_SOURCES", "UV_FIND_LINKS", "UV_PYTHON", "UV_OFFLINE")
-
-
-def user_env() -> dict[str, str]:
-    return {name: value for name, value in bed_env().items() if name not in SESSION_ONLY}
 
 
 def clone_of_this_checkout(folder: Path) -> Path:

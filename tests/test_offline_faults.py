@@ -14,7 +14,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
+from huggingface_hub.errors import LocalEntryNotFoundError
 from PIL import Image
 
 from ocr_core.command.checks import parse_arguments
@@ -208,3 +210,46 @@ def test_offline_sustained_counts_the_batches_done_before_the_last_was_sent(tmp_
     figures = progress.tally.sustained()
     assert figures["sustained_pages"] == 12, "the last batch finishes after it was sent: not counted"
     assert 30 <= figures["sustained_pages_per_s"] <= 40 * 1.05
+
+
+def engine_that_cannot_fetch_its_model(**_: Any) -> None:
+    """What vLLM raises (CPU build, 2026-12-02) when the model's files must come from a Hub it cannot connect to."""
+    try:
+        try:
+            raise httpx.ConnectError("[Errno 111] Connection refused")
+        except httpx.ConnectError as exc:
+            raise LocalEntryNotFoundError("An error happened while trying to locate the file on the Hub") from exc
+    except LocalEntryNotFoundError as exc:
+        raise OSError("We couldn't connect to 'http://127.0.0.1:9' to load the files") from exc
+
+
+def engine_that_refuses_a_setting(**_: Any) -> None:
+    raise ValueError("max_num_seqs must be at least 1")
+
+
+def failure_to_build(monkeypatch, engine: Callable[..., None], *argv: str) -> str:
+    """Why the engine could not be built, as the run says it (the GPU check passes: the engine is the one asked)."""
+    import vllm
+
+    from ocr_core.shapes import llm_batches
+
+    monkeypatch.setattr(llm_batches, "check_gpu", lambda job_command: None)
+    monkeypatch.setattr(vllm, "LLM", engine)
+    facts, settings = recipe(*argv)
+    with pytest.raises(JobFailed) as failed:
+        llm_batches.open_llm(facts, settings, "hf jobs uv run ...")
+    return str(failed.value)
+
+
+def test_an_engine_that_cannot_fetch_its_model_says_so_and_names_no_flag(monkeypatch):
+    """Issue 44: a model download that could not connect ended with a hint about `--extra-serve-settings`, a flag
+    that does not exist, about flags that had nothing to do with the failure."""
+    said = failure_to_build(monkeypatch, engine_that_cannot_fetch_its_model)
+    assert "cannot reach the Hub" in said and "--model" in said, said
+    assert "--extra-serve" not in said, said
+
+
+def test_an_engine_that_refuses_its_settings_names_the_flag_that_passed_them(monkeypatch):
+    said = failure_to_build(monkeypatch, engine_that_refuses_a_setting, "--extra-serve-args=--max-num-seqs 0")
+    assert "max_num_seqs must be at least 1" in said and "--extra-serve-args" in said, said
+    assert "--extra-serve-settings" not in said

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -28,6 +29,7 @@ from tests.testbed.hub_double import FolderHub
 from tests.testbed.recipes import model_facts, run_entry
 
 SAMPLES = REPO_ROOT / "samples" / "dataset"
+PAGES = REPO_ROOT / "samples" / "pages"
 REPO = "someone/ocr-out"
 PROGRESS = Path(".ocr-progress") / "default" / "train"
 
@@ -264,6 +266,20 @@ def test_unsafe_local_outputs_are_refused_and_nothing_is_touched(server, tmp_pat
     assert snapshot(home) == before and snapshot(source) == inputs
 
 
+@pytest.mark.parametrize("output", ["notes.txt", "notes.txt/ocr"], ids=["a file", "inside a file"])
+def test_an_output_that_is_or_lies_inside_a_file_is_a_command_error(server, tmp_path, capsys, output):
+    """Issue 44: OUTPUT naming an existing file raised a bare NotADirectoryError, exit 1, with "rerun the same
+    command to resume", which failed the same way forever. It is the user's to fix: exit 2 with the reason."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my own notes\n")
+    target = str(tmp_path / output)
+    code, summary, err = run_main("ovis-ocr2-server.py", [str(SAMPLES), target, *served(server)], capsys)
+    assert (code, summary["exit_code"]) == (2, 2), err[-2000:]
+    assert f"OUTPUT {target!r}" in err and "is a file" in err, err[-2000:]
+    assert "NotADirectoryError" not in err and "rerun" not in err
+    assert server.state.answered == 0 and notes.read_text() == "my own notes\n"
+
+
 def test_a_foreign_hub_dataset_at_output_is_refused(server, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("OCR_WORK_DIR", str(tmp_path / "work"))
     hub = FolderHub(tmp_path / "hub")
@@ -476,3 +492,55 @@ def test_a_page_that_always_fails_is_one_error_row_the_rest_publishes_and_retry_
         assert code == 0, err
         assert summary["done_this_run"] == 1 and summary["errors"] == 0
         assert not any(load(out)["ocr_error"])
+
+
+# ---- the card's own code works on an output with a page that could not be read ----
+
+
+def card_code(card: str, folder: Path, cache: Path) -> str:
+    """The card's Python block, with its repo placeholder filled in as a reader of a local copy fills it in."""
+    block = card.split("```python\n")[1].split("```")[0]
+    assert '"<this repo>"' in block, block
+    local = f"{str(folder)!r}, data_files={{'train': 'data/train-*'}}, cache_dir={str(cache)!r}"
+    return block.replace('"<this repo>"', local)
+
+
+def test_the_cards_snippet_runs_on_an_output_with_a_page_that_could_not_be_read(server, tmp_path, capsys):
+    """Issue 44: the output keeps a corrupt page's bytes as they came, and the card's
+    `ds.filter(lambda row: row["ocr_error"] is not None)` decoded every image, so it raised `OSError: Truncated File
+    Read` on exactly the row it is there to find; so did a plain `for row in ds`."""
+    pages = tmp_path / "scans"
+    pages.mkdir()
+    for page in sorted(PAGES.iterdir())[:2]:
+        shutil.copy(page, pages)
+    whole = (PAGES / "page-01-report.png").read_bytes()
+    (pages / "page-00-torn.png").write_bytes(whole[: len(whole) // 2])
+    out = tmp_path / "scans-ocr"
+    code, summary, err = run_main("ovis-ocr2-server.py", [str(pages), str(out), *served(server)], capsys)
+    assert (code, summary["rows"], summary["errors"]) == (0, 3, 1), err[-2000:]
+    names: dict = {}
+    exec(card_code((out / "README.md").read_text(), out, tmp_path / "cache"), names)
+    assert (len(names["failed"]), len(names["trusted"])) == (1, 2)
+    assert all(names["failed"]["ocr_error"]) and all(names["trusted"]["markdown"])
+    assert len([row for row in names["rows"]]) == 3, "going through every row failed on the page that was not read"
+
+
+def test_the_cards_join_snippet_runs_on_an_input_with_a_page_that_could_not_be_read(server, tmp_path, capsys):
+    """With --columns the card shows how to put the text back beside the input's rows; its map over whole input
+    rows decoded every image and raised on the page that could not be read, like the filter above."""
+    whole = (PAGES / "page-01-report.png").read_bytes()
+    cells = [{"bytes": whole, "path": None}, {"bytes": whole[: len(whole) // 2], "path": None}]
+    rows = datasets.Dataset.from_dict({"id": ["a", "b"], "image": cells}).cast_column("image", datasets.Image())
+    source = tmp_path / "scans"
+    (source / "data").mkdir(parents=True)
+    rows.to_parquet(source / "data" / "train-00000-of-00001.parquet")
+    out = tmp_path / "scans-ocr"
+    code, summary, err = run_main(
+        "ovis-ocr2-server.py", [str(source), str(out), "--columns", "id", *served(server)], capsys
+    )
+    assert (code, summary["rows"], summary["errors"]) == (0, 2, 1), err[-2000:]
+    card = (out / "README.md").read_text()
+    join = card.split("Join the text back")[1]
+    names: dict = {}
+    exec(card_code(join, out, tmp_path / "cache"), names)
+    assert names["pages"]["id"] == ["a", "b"] and names["pages"]["markdown"][0]

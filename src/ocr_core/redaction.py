@@ -2,7 +2,7 @@
 
 Secrets are registered by value, once, as soon as the arguments are parsed, and every text that leaves the process
 goes through `redact`. Matching values rather than flag names also catches argparse's abbreviations (`--hf hf_...`),
-secrets inside --extra-serve-settings and the password in a URL.
+secrets inside --extra-serve-args and the password in a URL.
 """
 
 from __future__ import annotations

@@ -20,6 +20,12 @@ VENV_DIR = TESTBED_DIR / "venv"
 VENV_BIN = VENV_DIR / "bin"
 VENV_PYTHON = VENV_BIN / "python"
 UV = VENV_BIN / "uv"
+# uv's cache for the environments the test bed runs the scripts in (the suite's and the demo's), apart from the
+# user's: uv keys a script's environment by the script's path, so in one cache a demo's environment, whose vLLM is
+# the stand-in onto the CPU build (tools/testbed/core_wheels.py), was the one a later `make run` or `uv run SCRIPT`
+# of the same file reused, and a real run passed the GPU check on the CPU engine (issue 44). It lies beside the
+# cached venv the bed links to, so the clones of one machine share its downloads.
+SCRIPTS_UV_CACHE = VENV_DIR.resolve().parent / "uv-scripts"
 
 # A 1 GiB KV cache is plenty for a 1 MB model. No hub is reachable from the test machines, and no traffic
 # may leave 127.0.0.1, so vLLM's usage statistics are off too.
@@ -33,8 +39,22 @@ CPU_ENV = {
 
 def uv_env(wheels: Path) -> dict[str, str]:
     """What makes `uv run SCRIPT` resolve the core from the wheels built here, on the test bed's interpreter (whose
-    site-packages the vLLM stand-in adds, so the ABI must match)."""
-    return {"UV_NO_SOURCES": "1", "UV_FIND_LINKS": str(wheels), "UV_PYTHON": str(VENV_PYTHON)}
+    site-packages the vLLM stand-in adds, so the ABI must match), in the test bed's own uv cache."""
+    return {
+        "UV_NO_SOURCES": "1",
+        "UV_FIND_LINKS": str(wheels),
+        "UV_PYTHON": str(VENV_PYTHON),
+        "UV_CACHE_DIR": str(SCRIPTS_UV_CACHE),
+    }
+
+
+# What the test session sets for its own script runs (tests/conftest.py); a user's shell has none of it.
+SESSION_ONLY = (*uv_env(TESTBED_DIR), "UV_OFFLINE")
+
+
+def user_env() -> dict[str, str]:
+    """The test bed's environment as a user's shell has it: uv resolves and caches scripts as it would for them."""
+    return {name: value for name, value in testbed_env().items() if name not in SESSION_ONLY}
 
 
 def testbed_env() -> dict[str, str]:

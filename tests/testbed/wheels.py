@@ -20,7 +20,7 @@ from pathlib import Path
 
 import tomllib
 
-from tests.testbed.env import REPO_ROOT, TESTBED_DIR, UV, VENV_PYTHON, testbed_env, uv_env
+from tests.testbed.env import REPO_ROOT, SCRIPTS_UV_CACHE, TESTBED_DIR, UV, VENV_PYTHON, testbed_env, uv_env
 
 WHEELS_DIR = TESTBED_DIR / "wheels"
 DIGEST_FILE = ".sources-digest"
@@ -31,8 +31,8 @@ DISTRIBUTION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["projec
 
 def sources_digest() -> str:
     """A hash of the core's sources, its build metadata, the stand-ins' builder, the scripts (their headers pin the
-    core and vLLM) and the interpreter the stand-ins point at."""
-    digest = hashlib.sha256(str(VENV_PYTHON.resolve()).encode())
+    core and vLLM), the interpreter the stand-ins point at and the uv cache the synced environments live in."""
+    digest = hashlib.sha256(f"{VENV_PYTHON.resolve()}\0{SCRIPTS_UV_CACHE}".encode())
     inputs = [REPO_ROOT / "pyproject.toml", REPO_ROOT / "tools" / "testbed" / "core_wheels.py"]
     inputs += sorted(REPO_ROOT.glob("*.py"))
     inputs += sorted(path for path in (REPO_ROOT / "src").rglob("*") if path.is_file() and is_source(path))
@@ -102,8 +102,8 @@ def mark_installed(venv: Path) -> None:
 
 
 if __name__ == "__main__":
-    # The demo's entry (tools/testbed/demo.sh): python -m tests.testbed.wheels SCRIPT prints the folder to resolve
-    # SCRIPT's header from, with SCRIPT's environment synced to it.
+    # The demo's entry (tools/testbed/demo.sh): python -m tests.testbed.wheels SCRIPT syncs SCRIPT's environment
+    # and prints, one NAME=VALUE a line, the uv variables that run it there, as the suite's runs do.
     folder = ready_wheels()
     synced(sys.argv[1])
-    print(folder)
+    print("\n".join(f"{name}={value}" for name, value in uv_env(folder).items()))

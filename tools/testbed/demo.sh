@@ -16,7 +16,8 @@
 # built here from src/ (tools/testbed/core_wheels.py, which also says how an offline script's vLLM pin meets the CPU
 # bed); the summary line's `core` names the folder the code came from. The wheel folder and the script's synced uv
 # environment are the test suite's (tests/testbed/wheels.py): built and reinstalled only when src/ changed, so a
-# demo never reinstalls the core under another run of the same script.
+# demo never reinstalls the core under another run of the same script; they live in the bed's own uv cache, never
+# the user's, so `make run` of the same script never runs on the stand-in vLLM (issue 44).
 # INPUT and OUTPUT are read from the folder the demo was called from, as any command reads the paths typed to it: a
 # path that starts with "." or names something there is made absolute before the demo moves into the clone; a Hub id
 # (owner/name) is left as it is.
@@ -69,7 +70,9 @@ export PATH="$venv/bin:$PATH" VLLM_CPU_KVCACHE_SPACE=1 VLLM_NO_USAGE_STATS=1 DO_
 # The tiny model is a local folder, so the demo needs no network, unless INPUT or OUTPUT is a Hub id: then the run
 # reads or writes the Hub as the user asked, instead of being told to unset what the demo set.
 if [[ ( $input == [./~]* || -e $input ) && ( $output == [./~]* || -e $output ) ]]; then export HF_HUB_OFFLINE=1; fi
-wheels="$("$venv/bin/python" -m tests.testbed.wheels "$script")"
-export UV_NO_SOURCES=1 UV_FIND_LINKS="$wheels" UV_PYTHON="$venv/bin/python"
+# The suite's uv variables (tests/testbed/wheels.py): its wheels, its interpreter and its own uv cache, so the
+# demo's environment, with the stand-in vLLM, is never the one a real run of the same script gets.
+uv_settings="$("$venv/bin/python" -m tests.testbed.wheels "$script")"
+while IFS= read -r setting; do export "$setting"; done <<<"$uv_settings"
 echo "demo: $script $input -> $output" >&2
 exec "$venv/bin/uv" run --quiet --script "$script" "$input" "$output" "${flags[@]}" "$@"

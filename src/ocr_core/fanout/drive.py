@@ -20,10 +20,11 @@ from ..command.jobs_request import FanoutRequest
 from ..command.provenance import hub_id
 from ..console import say
 from ..errors import CommandError
+from ..inputs.addresses import hub_unreachable, input_problem
 from ..publishing.slices import published_slices
 from ..redaction import register_secret
 from ..settings import Settings
-from ..store.hub import HubClient
+from ..store.hub import HubClient, with_retries
 from ..store.output import Destination, is_local_output
 from .heal import Attempt, ShardStep, Step, decide, failure_of
 from .jobs import JobRecord, JobsClient, newest_first
@@ -104,6 +105,32 @@ def check_reachable(settings: Settings, client: JobsClient) -> None:
         )
 
 
+def check_hub_answers(settings: Settings, hub: HubClient | None) -> None:
+    """The launcher's first call to the Hub: INPUT's revision, one request that huggingface_hub does not retry.
+    A connection that cannot be made at all (offline, a proxy, a wrong HF_ENDPOINT) is exit 2 at once with the
+    reason, as a recipe's own run says it; the output's listing, which used to come first, was retried inside
+    huggingface_hub and by the launcher for six minutes, then ended as a launcher that stopped (issue 44). An INPUT
+    the jobs could not read is refused here too, before N jobs each pay their start-up to find it out."""
+    name = settings.input
+    if hub is None or not hub_id(name):
+        return
+    with_retries(
+        lambda: hub.input_revision(name),
+        "reading INPUT's revision",
+        permanent=lambda exc: input_problem(exc, name) or launcher_unreachable(exc),
+    )
+
+
+def launcher_unreachable(exc: BaseException) -> str | None:
+    unreachable = hub_unreachable(exc)
+    if unreachable is None:
+        return None
+    return (
+        f"--jobs: the launcher starts and watches the jobs through the Hub, but {unreachable}; then run the same "
+        "command"
+    )
+
+
 def check_shard_count(destination: Destination, settings: Settings, shards: int) -> None:
     """An output already cut into another number of shards refuses every job of this N (the manifest counts them),
     each after its start-up is paid: refused here instead, before anything is launched."""
@@ -148,12 +175,13 @@ def fan_out(
         f"fan-out {plan.run}: {plan.shards} job(s) on {plan.launches[0].flavor}; the jobs run {plan.script_said}; "
         f"they install {plan.core_said}"
     )
+    check_reachable(settings, client)
     if request.dry_run:
         for launch in plan.launches:
             print(wrapped_command(launch_command(launch)), flush=True)
         summary.dry_run = True
         return 0
-    check_reachable(settings, client)
+    check_hub_answers(settings, hub)
     destination = Destination(settings.output, settings.split, settings.config, hub)
     check_shard_count(destination, settings, plan.shards)
     secrets = job_secrets(plan, settings)

@@ -70,7 +70,7 @@ def launch_command_line(
         return 2
     except Exception as exc:
         say(
-            f"error: the launcher stopped ({type(exc).__name__}: {exc}); the jobs it started keep running: run the "
+            f"error: the launcher stopped ({type(exc).__name__}: {exc}); any job it started keeps running: run the "
             "same command to re-attach"
         )
         summary.exit_code = 1

@@ -61,6 +61,16 @@ def unreachable_problem(exc: BaseException, role: str, name: str) -> str | None:
     """Why a run's first call to the Hub failed when no connection could be made at all (refused, or the host name
     did not resolve); None for any other failure. Nothing has been reached yet, so minutes of retries would only
     delay the same answer; a failure after the Hub answered once is left to the retries."""
+    unreachable = hub_unreachable(exc)
+    if unreachable is None:
+        return None
+    local = "or give a local folder (a path starting with ./ or /)"
+    return f"{role} {name!r} is a Hub dataset id, but {unreachable}, {local}"
+
+
+def hub_unreachable(exc: BaseException) -> str | None:
+    """Says that this machine cannot reach the Hub, and what to check, when `exc` is, or was raised from, a
+    connection that could not be made at all; None for any other failure."""
     for link in exception_chain(exc):
         if isinstance(link, CONNECTION_NEVER_MADE) or (
             type(link).__name__ in CONNECT_FAILURES and type(link).__module__.startswith(HTTP_CLIENTS)
@@ -68,9 +78,8 @@ def unreachable_problem(exc: BaseException, role: str, name: str) -> str | None:
             from huggingface_hub import constants
 
             return (
-                f"{role} {name!r} is a Hub dataset id, but this machine cannot reach the Hub at {constants.ENDPOINT} "
-                f"({type(link).__name__}: {link}); check its network (a proxy, or HF_ENDPOINT), or give a local "
-                "folder (a path starting with ./ or /)"
+                f"this machine cannot reach the Hub at {constants.ENDPOINT} ({type(link).__name__}: {link}); check "
+                "its network (a proxy, or HF_ENDPOINT)"
             )
     return None
 

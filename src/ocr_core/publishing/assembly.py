@@ -54,6 +54,13 @@ def output_features(source: Source, columns: Columns) -> datasets.Features:
     return features
 
 
+def image_columns(source: Source, columns: Columns) -> tuple[str, ...]:
+    """The output's columns that `datasets` decodes as images: a page that could not be read keeps its bytes there
+    as they came, so a reader who decodes every row fails on it."""
+    features = output_features(source, columns)
+    return tuple(name for name, feature in features.items() if isinstance(feature, datasets.Image))
+
+
 def rows_per_shard(source: Source) -> int:
     span = source.span
     sample = source.selected[span.start : min(span.stop, span.start + SAMPLE_ROWS)]

@@ -54,6 +54,7 @@ class CardFacts:
     shards: int = 1
     shard_lines: tuple[ShardLine, ...] = ()
     kept_columns: tuple[str, ...] | None = None
+    image_columns: tuple[str, ...] = ()
     serving: str | None = None
     vllm_version: str | None = None
     script_source: str | None = None
@@ -165,6 +166,28 @@ contiguous range of rows as it finishes; together they are the input's rows in o
 """
 
 
+def rows_code(facts: CardFacts, config_arg: str) -> str:
+    """How to open the rows and pick the failed or trusted ones. The filters read the error column alone, and the
+    rows are gone through with their images undecoded: a page that could not be read keeps its bytes as they came,
+    and decoding every image (a filter over whole rows, `for row in ds`) raised on exactly that row (issue 44)."""
+    error = facts.error_column
+    imports = "Image, load_dataset" if facts.image_columns else "load_dataset"
+    undecoded = "".join(f'.cast_column("{name}", Image(decode=False))' for name in facts.image_columns)
+    rows = (
+        "# a page that could not be read keeps its bytes as they came, which may not decode: go through the rows "
+        f"with the images undecoded ({{'bytes', 'path'}})\nrows = ds{undecoded}\n"
+        if facts.image_columns
+        else ""
+    )
+    return f"""```python
+from datasets import {imports}
+
+ds = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
+failed = ds.filter(lambda error: error is not None, input_columns="{error}")
+trusted = ds.filter(lambda error: error is None, input_columns="{error}")
+{rows}```"""
+
+
 def columns_note(facts: CardFacts) -> str:
     """Which input columns the rows carry."""
     if facts.kept_columns is None:
@@ -272,13 +295,7 @@ the first entry's `column_name` and the last entry's `model_id`):
 
 {runs_list(facts)}
 
-```python
-from datasets import load_dataset
-
-ds = load_dataset("<this repo>"{config_arg}, split="{facts.split}")
-failed = ds.filter(lambda row: row["{facts.error_column}"] is not None)
-trusted = ds.filter(lambda row: row["{facts.error_column}"] is None)
-```
+{rows_code(facts, config_arg)}
 
 {local_note(facts, config_arg)}
 {join_note(facts, config_arg)}

@@ -24,7 +24,7 @@ from ..store.output import data_prefix_of, is_local_output
 from ..store.progress import read_results
 from ..summary_line import RunFacts, process_seconds
 from ..version import DISTRIBUTION, core_build, core_version
-from .assembly import assemble, inference_history, missing_rows
+from .assembly import assemble, image_columns, inference_history, missing_rows
 from .card import CardFacts, split_files
 from .cost import cost_facts, describe_cost, price_known, run_price
 from .slices import publish_slice, slice_facts, slice_results
@@ -194,6 +194,7 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         window=drive.window.limit,
         cost=cost,
         kept_columns=job.columns.keep,
+        image_columns=image_columns(job.source, job.columns),
         serving=served.serving if served else drive.serving,
         vllm_version=served.vllm_version if served else drive.version,
         script_source=origin.describe(),

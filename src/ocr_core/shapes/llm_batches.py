@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from ..console import say
 from ..errors import CommandError, JobFailed, internal_error
 from ..facts import ModelFacts
+from ..inputs.addresses import hub_unreachable
 from ..inputs.images import BadImage, with_note
 from ..inputs.pdf import PREP_THREADS, prepare_page
 from ..inputs.source import RowInput
@@ -262,9 +263,23 @@ def open_llm(facts: ModelFacts, settings: Settings, job_command: str) -> Any:
         return LLM(model=settings.model, **kwargs)
     except Exception as exc:
         raise JobFailed(
-            f"the vLLM engine could not be built: {type(exc).__name__}: {exc}. Flags passed with "
-            "--extra-serve-settings replace the recipe's flags of the same name."
+            f"the vLLM engine could not be built: {type(exc).__name__}: {exc}{build_failure_hint(exc, settings)}"
         ) from exc
+
+
+def build_failure_hint(exc: BaseException, settings: Settings) -> str:
+    """What to check, for the failure it was: the network when the model's files could not be fetched, the flags
+    given with --extra-serve-args when there are some; nothing else is known to help. A single hint about those
+    flags followed every failure, a model download that could not connect included, under a flag's wrong name."""
+    unreachable = hub_unreachable(exc)
+    if unreachable is not None:
+        return (
+            f". The model's files are fetched from the Hub, but {unreachable}, or pass --model a local folder that "
+            "holds the model"
+        )
+    if settings.extra_serve_args.strip():
+        return ". Flags passed with --extra-serve-args replace the recipe's flags of the same name: check them"
+    return ""
 
 
 def close_llm(llm: Any) -> None:

@@ -38,8 +38,13 @@ def is_local_output(spec: str) -> bool:
 
 
 def unsafe_local_output(spec: str, input_spec: str) -> str | None:
-    """Why a local folder must not be OUTPUT (publishing would write over files that are not ours), or None."""
+    """Why a local folder must not be OUTPUT (publishing would write over files that are not ours, or it cannot be
+    a folder at all), or None."""
     target = Path(spec).expanduser().resolve()
+    blocking = next((path for path in (target, *target.parents) if path.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        where = "is a file" if blocking == target else f"lies inside {str(blocking)!r}, which is a file"
+        return f"OUTPUT {spec!r} {where}; give the results a folder of their own, e.g. ./scans-ocr"
     named = {Path(target.anchor): "the root folder", Path.home().resolve(): "your home folder"}
     named[Path.cwd().resolve()] = "the current folder"
     if target in named:
