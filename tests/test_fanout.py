@@ -609,3 +609,15 @@ def test_the_watch_shows_a_running_shards_pages_before_it_publishes_and_a_relaun
     parts = [name for name in hub.list_files(OUTPUT) if name.endswith(".parquet")]
     assert len(parts) == 5 and sorted(hub.reads) == sorted(parts)
     assert not any(name.endswith(".parquet") for name in hub.downloads)
+def test_jobs_with_create_pr_are_refused_before_any_launch_with_the_one_job_that_opens_one(tmp_path, capsys):
+    """Each of N jobs opened a pull request of its own, then the summary counted 0 pages off the main branch and
+    pointed at it, exit 0 (issue 43, item 8). N pull requests are not one dataset; one job opens one."""
+    for flags in ((), ("--dry-run",)):
+        fates = {0: ["done"], 1: ["done"]}
+        jobs, code, summary, err, _ = launcher(tmp_path, fates, "--create-pr", *flags, capsys=capsys)
+        assert code == 2 and summary["exit_code"] == 2 and jobs.launches == [] and jobs.listings == 0, err
+        assert "--jobs 2 with --create-pr would open 2 pull requests" in err
+        one_job = err.replace("\\\n", " ").split("hf jobs uv run", 1)[1]
+        assert f"{INPUT} {OUTPUT} --create-pr" in one_job and "--jobs" not in one_job
+
+

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..command.core_wheel import check_ships
-from ..command.job_commands import without_secrets
+from ..command.job_commands import job_command, without_secrets
 from ..command.jobs_request import FanoutRequest, job_arguments
 from ..command.provenance import released_scripts, script_source
 from ..command.script_header import jobs_header
@@ -51,6 +51,7 @@ def launch_command_line(
     summary = FanoutSummary(script_path.name, settings.model, settings.output, run, request.jobs)
     summary.load_with = load_with
     try:
+        check_one_pull_request(settings, request, facts, script_path.name, arguments)
         text = script_path.read_text()
         check_ships(request.core_wheel, origin.checked, script_path.name, text)
         header = jobs_header(text)
@@ -75,3 +76,18 @@ def launch_command_line(
         say(summary.sentence())
     summary.print_to(sys.stdout)
     return summary.exit_code
+
+
+def check_one_pull_request(
+    settings: Settings, request: FanoutRequest, facts: ModelFacts, script: str, arguments: Sequence[str]
+) -> None:
+    """Each job publishes its own shard, so with --create-pr each would open a pull request of its own, and the
+    main branch the summary counts and points at would hold none of their rows: refused, with the one job that
+    opens one pull request for the whole run."""
+    if not settings.create_pr:
+        return
+    raise CommandError(
+        f"--jobs {request.jobs} with --create-pr would open {request.jobs} pull requests, one per shard, and no "
+        f"dataset on the main branch; run without --create-pr (with a token that may write to {settings.output}), "
+        f"or as one job, which opens one pull request: {job_command(script, facts, arguments)}"
+    )
