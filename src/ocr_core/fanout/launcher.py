@@ -1,7 +1,8 @@
 """`--jobs N` on a recipe's command line: the launcher's whole life, from the parsed command to its summary line.
 
 Every way out prints the summary line on stdout, as a recipe run does; a command the launcher cannot run (a local
-output, a missing token) is exit 2 with the fix, and nothing is launched. A launcher that fails midway (the Jobs
+output, a missing token) is exit 2 with the fix, and nothing is launched; so is a run writing the output when this
+one must clear it first (exit 1, as a recipe run says it). A launcher that fails midway (the Jobs
 API down) says so and exits 1, its jobs running on: the same command re-attaches.
 """
 
@@ -24,6 +25,7 @@ from ..preparation.ownership import hub_token
 from ..redaction import register_run_secrets
 from ..settings import Settings
 from ..store.hub import HfHub, HubClient
+from ..store.lease import LeaseTaken
 from ..store.output import is_local_output
 from .drive import fan_out
 from .jobs import HfJobs, JobsClient
@@ -59,11 +61,11 @@ def launch_command_line(
         client = jobs or HfJobs(hub_token(settings))
         output_hub = hub if hub is not None or is_local_output(settings.output) else HfHub(hub_token(settings))
         summary.exit_code = fan_out(request, settings, plan, summary, client, output_hub)
-    except CommandError as exc:
+    except (CommandError, LeaseTaken) as exc:
         say(f"error: {exc}")
-        summary.exit_code = 2
+        summary.exit_code = 2 if isinstance(exc, CommandError) else 1
         summary.print_to(sys.stdout)
-        return 2
+        return summary.exit_code
     except Exception as exc:
         say(
             f"error: the launcher stopped ({type(exc).__name__}: {exc}); the jobs it started keep running: run the "
