@@ -30,11 +30,14 @@ from ocr_core.fanout.pages import LivePages, PageCount, planned_pages
 from ocr_core.fanout.plan import RUN_LABEL, SHARD_LABEL
 from ocr_core.fanout.watch import ShardView, Snapshot, projected_finish, total_line
 from ocr_core.store.compaction import merge
+from ocr_core.store.lease import Lease
 from ocr_core.store.manifest import write_manifest
 from ocr_core.store.output import Destination
 from ocr_core.store.progress import ResultLog, RowResult, new_run_id
+from tests.test_resume_publish import run_main, served
 from tests.testbed.env import REPO_ROOT, script_python
 from tests.testbed.env import testbed_env as bed_env
+from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub
 from tests.testbed.jobs_double import (
     JOB_MOUNT,
@@ -266,6 +269,54 @@ def test_a_shard_that_fails_the_same_way_twice_is_not_relaunched_and_its_last_lo
     assert "failed the same way twice in a row (exit 1: the first 8 answers are all '!!!!')" in err
     assert "    error: the canary ..." in err, "the shard's last log lines are not shown"
     assert summary["shards"][1]["state"] == "done" and summary["load_with"] is None
+
+
+def test_a_relaunch_may_take_over_the_lease_of_the_job_it_replaces_and_no_other(tmp_path, capsys):
+    """A job killed hard (out of memory, a lost machine) leaves its lease live for max(900 s, 3 x --upload-every);
+    its relaunch, refused by it, failed twice and the shard was given up (issue 43, item 2). The launcher knows
+    which job ended, so the relaunch names it; the first launch names none."""
+    jobs, code, _, err, _ = launcher(tmp_path, {0: ["oom", "timeout", "done"], 1: ["done"]}, capsys=capsys)
+    assert code == 0, err
+    args = {job_id: job.launch.script_args for job_id, job in jobs.jobs.items()}
+    assert not any("--take-over-job" in words for words in (args["job-0"], args["job-1"]))
+    assert args["job-2"][-4:] == ("--shard", "0/2", "--take-over-job", "job-0")
+    assert args["job-3"][-6:] == ("--shard", "0/2", "--take-over-job", "job-2", "--take-over-job", "job-0")
+
+
+def test_a_recipe_takes_over_only_the_lease_of_the_ended_job_it_is_told(tmp_path, capsys, monkeypatch):
+    """The recipe's side of the relaunch: a live lease of job-0 on its slice refuses a run told of job-1, and gives
+    way to one told of job-0, whose first commit removes it."""
+    monkeypatch.setenv("OCR_WORK_DIR", str(tmp_path / "work"))
+    hub = FolderHub(tmp_path / "hub")
+    progress = hub.repo(OUTPUT) / PROGRESS
+    progress.mkdir(parents=True)
+    now = time.time()
+    dead = Lease("shard-00000-of-00002-dead", "0-of-2", "a-lost-machine", 7, now - 60, now + 840, job="job-0")
+    (progress / dead.file_name).write_text(dead.to_json())
+    with fake_server() as server:
+        argv = [str(SAMPLES), OUTPUT, *served(server, "--shard", "0/2")]
+        code, _, err = run_main(SCRIPT, [*argv, "--take-over-job", "job-1"], capsys, hub=hub)
+        assert code == 1 and "another run is writing" in err and "a-lost-machine" in err
+        code, summary, err = run_main(SCRIPT, [*argv, "--take-over-job", "job-0"], capsys, hub=hub)
+    assert code == 0 and summary["rows"] == 6, err
+    assert not (progress / dead.file_name).exists()
+
+
+def test_a_job_killed_hard_is_relaunched_over_its_own_lease_and_every_row_is_published(tmp_path, capsys, monkeypatch):
+    """Through the launcher, with real recipe processes against a fake server: shard 0's first job is killed by
+    SIGKILL once its lease is on the Hub, and its relaunch finishes the shard."""
+    monkeypatch.setattr(drive, "POLL_S", 0.5)
+    hub_folder = tmp_path / "hub"
+    jobs = LocalJobs(hub_folder, tmp_path / "jobs", bed_env(), stop_first=frozenset({0}), stop_signal=signal.SIGKILL)
+    with fake_server(delay_s=0.2) as server:
+        argv = [str(SAMPLES), OUTPUT, "--jobs", "2", *served(server, "--max-inflight", "1")]
+        code, summary, err, _ = run_launcher(jobs, FolderHub(hub_folder), argv, capsys)
+    logs = "".join(job.log.read_text()[-1500:] for job in jobs.jobs.values())
+    assert code == 0, err[-2000:] + logs
+    assert [shard["relaunches"] for shard in summary["shards"]] == [1, 0] and summary["pages"] == 12
+    assert jobs.jobs["local-0"].process.returncode == -signal.SIGKILL
+    output = datasets.load_dataset(str(hub_folder / OUTPUT), split="train", cache_dir=str(tmp_path / "cache"))
+    assert output["page_id"] == datasets.load_dataset(str(SAMPLES), split="train")["page_id"]
 
 
 def test_the_summary_gives_each_shard_the_totals_the_cost_and_the_load_line(tmp_path, capsys):

@@ -30,7 +30,7 @@ from ..store.output import Destination, is_local_output
 from .heal import Attempt, ShardStep, Step, decide, failure_of
 from .jobs import JobRecord, JobsClient, newest_first
 from .pages import LivePages, PageCount
-from .plan import RUN_LABEL, JobsPlan, labelled_shard, launch_command
+from .plan import RUN_LABEL, JobsPlan, labelled_shard, launch_command, relaunch_of
 from .standing import runs_slices, settle_output, stale_jobs
 from .summary import FanoutSummary, shard_outcome, spend, wall_seconds
 from .watch import RATE_POLLS, ShardView, Snapshot, watch_lines
@@ -185,7 +185,8 @@ def launch_due(watch: Watch, steps: dict[int, ShardStep], attempts: dict[int, li
     for shard, step in steps.items():
         label = f"shard {shard}/{watch.plan.shards}"
         if step.step in (Step.LAUNCH, Step.RELAUNCH):
-            job = watch.client.launch(watch.plan.launches[shard], secrets)
+            ended = [attempt.job.id for attempt in attempts[shard] if attempt.job.failed]
+            job = watch.client.launch(relaunch_of(watch.plan.launches[shard], ended), secrets)
             watch.launched_here.add(job.id)
             watch.seen[job.id] = job
             verb = f"relaunched after {step.reason}:" if step.step is Step.RELAUNCH else "launched:"

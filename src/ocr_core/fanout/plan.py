@@ -111,6 +111,14 @@ def plan_launches(
     return JobsPlan(run, request.jobs, script, said, core_said(wheel), launches, manifest)
 
 
+def relaunch_of(launch: JobLaunch, ended: Sequence[str]) -> JobLaunch:
+    """The shard's launch, told which of its earlier jobs ended (their ids): a job killed hard (out of memory, a
+    lost machine) leaves its lease live for max(900 s, 3 x --upload-every), which would refuse the relaunch; it may
+    take over those jobs' leases, and no other."""
+    words = tuple(word for job_id in ended for word in ("--take-over-job", job_id))
+    return replace(launch, script_args=(*launch.script_args, *words))
+
+
 def core_said(wheel: CoreWheel | None) -> str:
     if wheel is None:
         return "the core its header pins"
