@@ -548,6 +548,19 @@ def test_a_rerun_never_counts_another_runs_rows_as_its_own(tmp_path, capsys):
     assert manifest["sampling"] == sampling and sampling["temperature"] != 0.5
 
 
+def test_an_overwrite_refused_for_a_missing_token_removes_nothing(tmp_path, capsys, monkeypatch):
+    """The launcher clears results made another way only once it can launch: a command error comes first."""
+    hub = FolderHub(tmp_path / "hub")
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
+    run_a = [INPUT, OUTPUT, "--jobs", "2"]
+    assert run_launcher(jobs, hub, run_a, capsys)[0] == 0
+    published = hub.list_files(OUTPUT)
+    monkeypatch.delenv("HF_TOKEN")
+    code, _, err, _ = run_launcher(jobs, hub, [*run_a, "--temperature", "0.5", "--overwrite"], capsys)
+    assert code == 2 and "the jobs need the secret HF_TOKEN" in err and len(jobs.launches) == 2
+    assert hub.list_files(OUTPUT) == published
+
+
 def test_a_rerun_over_a_deleted_output_launches_every_shard_again(tmp_path, capsys):
     """The output repo deleted, the same command said "every shard is in" over 0 rows (issue 43, item 1): a shard
     is in only when its published slice is on the output."""

@@ -146,8 +146,8 @@ def fan_out(
         return 0
     check_reachable(settings, client)
     destination = Destination(settings.output, settings.split, settings.config, hub)
-    settle_output(destination, plan.manifest, settings, plan.shards)
     secrets = job_secrets(plan, settings)
+    settle_output(destination, plan.manifest, settings, plan.shards)
     watch = Watch(plan, client, destination, LivePages(destination, plan.shards, settings.max_samples))
     steps: dict[int, ShardStep] = {}
     attempts: dict[int, list[Attempt]] = {}
