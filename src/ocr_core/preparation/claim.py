@@ -51,7 +51,7 @@ def hold_lease(destination: Destination, listing: list[str], lease: Lease | None
     expired = [
         f"{destination.progress_prefix}/{old.file_name}"
         for old in destination.leases(listing)
-        if old.expires <= now or (old.job is not None and old.job in settings.take_over_jobs)
+        if old.expires <= now or old.job in settings.take_over_jobs
     ]
     try:
         destination.push({name: path}, expired, lease_commit_title(lease))

@@ -101,9 +101,7 @@ def conflicts(leases: list[Lease], mine: Lease, now: float, ended_jobs: Collecti
     """Live leases of other runs on a slice that overlaps mine, earliest first; `ended_jobs` are HF jobs known to
     have ended (a relaunch's earlier jobs), whose leases, left by a hard kill, no longer hold anything."""
     others = [
-        lease
-        for lease in leases
-        if lease.run_id != mine.run_id and lease.expires > now and (lease.job is None or lease.job not in ended_jobs)
+        lease for lease in leases if lease.run_id != mine.run_id and lease.expires > now and lease.job not in ended_jobs
     ]
     return sorted((lease for lease in others if overlaps(lease.key, mine.key)), key=lambda lease: lease.started)
 
