@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+import shutil
 import signal
 import socket
 import time
@@ -25,16 +26,30 @@ from ocr_core.command.parser import build_parser
 from ocr_core.fanout import drive
 from ocr_core.fanout import launcher as launch_command
 from ocr_core.fanout.heal import Step
+from ocr_core.fanout.jobs import JobLaunch
 from ocr_core.fanout.pages import LivePages, PageCount, planned_pages
 from ocr_core.fanout.plan import RUN_LABEL, SHARD_LABEL
 from ocr_core.fanout.watch import ShardView, Snapshot, projected_finish, total_line
 from ocr_core.store.compaction import merge
+from ocr_core.store.lease import Lease
+from ocr_core.store.manifest import write_manifest
 from ocr_core.store.output import Destination
 from ocr_core.store.progress import ResultLog, RowResult, new_run_id
+from tests.test_resume_publish import run_main, served
 from tests.testbed.env import REPO_ROOT, script_python
 from tests.testbed.env import testbed_env as bed_env
+from tests.testbed.fake_server import fake_server
 from tests.testbed.hub_double import FolderHub
-from tests.testbed.jobs_double import JOB_MOUNT, LocalJobs, ScriptedJobs, installed_python, job_env, mounted, shipped
+from tests.testbed.jobs_double import (
+    JOB_MOUNT,
+    LocalJobs,
+    ScriptedJobs,
+    installed_python,
+    job_env,
+    job_manifest,
+    mounted,
+    shipped,
+)
 from tests.testbed.recipes import model_facts, run_entry
 from tests.testbed.wheels import WHEELS_DIR
 from tools.release import release_table
@@ -277,6 +292,54 @@ def test_a_shard_that_fails_the_same_way_twice_is_not_relaunched_and_its_last_lo
     assert summary["shards"][1]["state"] == "done" and summary["load_with"] is None
 
 
+def test_a_relaunch_may_take_over_the_lease_of_the_job_it_replaces_and_no_other(tmp_path, capsys):
+    """A job killed hard (out of memory, a lost machine) leaves its lease live for max(900 s, 3 x --upload-every);
+    its relaunch, refused by it, failed twice and the shard was given up (issue 43, item 2). The launcher knows
+    which job ended, so the relaunch names it; the first launch names none."""
+    jobs, code, _, err, _ = launcher(tmp_path, {0: ["oom", "timeout", "done"], 1: ["done"]}, capsys=capsys)
+    assert code == 0, err
+    args = {job_id: job.launch.script_args for job_id, job in jobs.jobs.items()}
+    assert not any("--take-over-job" in words for words in (args["job-0"], args["job-1"]))
+    assert args["job-2"][-4:] == ("--shard", "0/2", "--take-over-job", "job-0")
+    assert args["job-3"][-6:] == ("--shard", "0/2", "--take-over-job", "job-2", "--take-over-job", "job-0")
+
+
+def test_a_recipe_takes_over_only_the_lease_of_the_ended_job_it_is_told(tmp_path, capsys, monkeypatch):
+    """The recipe's side of the relaunch: a live lease of job-0 on its slice refuses a run told of job-1, and gives
+    way to one told of job-0, whose first commit removes it."""
+    monkeypatch.setenv("OCR_WORK_DIR", str(tmp_path / "work"))
+    hub = FolderHub(tmp_path / "hub")
+    progress = hub.repo(OUTPUT) / PROGRESS
+    progress.mkdir(parents=True)
+    now = time.time()
+    dead = Lease("shard-00000-of-00002-dead", "0-of-2", "a-lost-machine", 7, now - 60, now + 840, job="job-0")
+    (progress / dead.file_name).write_text(dead.to_json())
+    with fake_server() as server:
+        argv = [str(SAMPLES), OUTPUT, *served(server, "--shard", "0/2")]
+        code, _, err = run_main(SCRIPT, [*argv, "--take-over-job", "job-1"], capsys, hub=hub)
+        assert code == 1 and "another run is writing" in err and "a-lost-machine" in err
+        code, summary, err = run_main(SCRIPT, [*argv, "--take-over-job", "job-0"], capsys, hub=hub)
+    assert code == 0 and summary["rows"] == 6, err
+    assert not (progress / dead.file_name).exists()
+
+
+def test_a_job_killed_hard_is_relaunched_over_its_own_lease_and_every_row_is_published(tmp_path, capsys, monkeypatch):
+    """Through the launcher, with real recipe processes against a fake server: shard 0's first job is killed by
+    SIGKILL once its lease is on the Hub, and its relaunch finishes the shard."""
+    monkeypatch.setattr(drive, "POLL_S", 0.5)
+    hub_folder = tmp_path / "hub"
+    jobs = LocalJobs(hub_folder, tmp_path / "jobs", bed_env(), stop_first=frozenset({0}), stop_signal=signal.SIGKILL)
+    with fake_server(delay_s=0.2) as server:
+        argv = [str(SAMPLES), OUTPUT, "--jobs", "2", *served(server, "--max-inflight", "1")]
+        code, summary, err, _ = run_launcher(jobs, FolderHub(hub_folder), argv, capsys)
+    logs = "".join(job.log.read_text()[-1500:] for job in jobs.jobs.values())
+    assert code == 0, err[-2000:] + logs
+    assert [shard["relaunches"] for shard in summary["shards"]] == [1, 0] and summary["pages"] == 12
+    assert jobs.jobs["local-0"].process.returncode == -signal.SIGKILL
+    output = datasets.load_dataset(str(hub_folder / OUTPUT), split="train", cache_dir=str(tmp_path / "cache"))
+    assert output["page_id"] == datasets.load_dataset(str(SAMPLES), split="train")["page_id"]
+
+
 def test_the_summary_gives_each_shard_the_totals_the_cost_and_the_load_line(tmp_path, capsys):
     fates = {0: ["done"], 1: ["oom", "done"]}
     jobs, code, summary, err, _ = launcher(tmp_path, fates, capsys=capsys)
@@ -296,8 +359,9 @@ def test_the_summary_gives_each_shard_the_totals_the_cost_and_the_load_line(tmp_
     assert summary["load_with"] == f"datasets.load_dataset({OUTPUT!r}, split='train')"
     assert f"2 of 2 shard(s) in: 200 page(s), 2 with an error, 1 relaunch(es), ${summary['cost_usd']:.2f}" in err
     assert summary["load_with"] in err
-    assert "1 of 2 shard(s) in; 100 pages (1 with an error)" in err, "the watch does not count a finished shard's pages"
-    assert any(line.split()[2:4] == ["completed", "100"] for line in err.splitlines() if "shard 0/2:" in line)
+    in_line = "1 of 2 shard(s) in; 100 of 200 pages (1 with an error)"
+    assert in_line in err, "the watch does not count a finished shard's pages"
+    assert any(line.split()[2:4] == ["completed", "100/100"] for line in err.splitlines() if "shard 0/2:" in line)
 
 
 def test_ctrl_c_detaches_and_leaves_the_jobs_running(tmp_path, capsys):
@@ -463,13 +527,121 @@ def test_a_jobs_api_that_fails_midway_stops_the_launcher_and_leaves_its_jobs_run
 
 def test_an_output_cut_into_another_number_of_shards_is_refused_before_any_launch(tmp_path, capsys):
     hub = FolderHub(tmp_path / "hub")
-    manifest = hub.repo(OUTPUT) / ".ocr-progress" / "default" / "train" / "manifest.json"
+    manifest = hub.repo(OUTPUT) / PROGRESS / "manifest.json"
     manifest.parent.mkdir(parents=True)
     manifest.write_text(json.dumps({"input": INPUT, "shards": 4}))
+    write_part(hub, (0, 4), [(0, None)])
     jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
     code, summary, err, _ = run_launcher(jobs, hub, [INPUT, OUTPUT, "--jobs", "2"], capsys)
     assert code == 2 and summary["exit_code"] == 2 and jobs.launches == []
     assert "holds results cut into 4 shard(s); run the same command with --jobs 4" in err
+
+
+def test_a_manifest_with_no_result_behind_it_refuses_no_jobs(tmp_path, capsys):
+    """A run refused before its first page (a --max-tokens its server could not hold) leaves a manifest and no
+    result; the corrected command without --jobs takes its place (claim.replace_unused_settings), so the same
+    command with --jobs N, whose N shards the manifest does not count, does too (issue 43, item 7)."""
+    hub = FolderHub(tmp_path / "hub")
+    refused = ScriptedJobs(hub, OUTPUT, {})
+    write_manifest(refused.progress_dir(), job_manifest(JobLaunch(SCRIPT, (INPUT, OUTPUT), *[""] * 4, {}, ""), 200))
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
+    code, summary, err, _ = run_launcher(jobs, hub, [INPUT, OUTPUT, "--jobs", "2"], capsys)
+    assert code == 0 and len(jobs.launches) == 2 and summary["pages"] == 200, err
+    assert "holds results cut into" not in err
+
+
+def test_a_rerun_with_retry_errors_relaunches_the_shards_whose_slices_hold_error_rows(tmp_path, capsys):
+    """The README's advice for error rows, the same command with --retry-errors, found every shard's job
+    COMPLETED under the same run label and launched nothing (issue 43, item 1). Asked for work, it makes it: each
+    shard whose published slice holds an error row is launched again with the flag; once none does, nothing is."""
+    hub = FolderHub(tmp_path / "hub")
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done", "done"], 1: ["done", "done"]})
+    argv = [INPUT, OUTPUT, "--jobs", "2"]
+    assert run_launcher(jobs, hub, argv, capsys)[0] == 0 and len(jobs.launches) == 2
+    jobs.errors_per_shard = 0
+    code, summary, err, _ = run_launcher(jobs, hub, [*argv, "--retry-errors"], capsys)
+    assert code == 0 and len(jobs.launches) == 4, err
+    assert all(launch.script_args[-3:] == ("--retry-errors", "--shard", f"{index}/2")
+               for index, launch in enumerate(jobs.launches[2:]))  # fmt: skip
+    assert "launched (--retry-errors: its published slice holds 1 error row(s))" in err
+    assert summary["errors"] == 0 and summary["pages"] == 200
+    code, _, err, _ = run_launcher(jobs, hub, [*argv, "--retry-errors"], capsys)
+    assert code == 0 and len(jobs.launches) == 4, "a shard without an error row was launched again"
+
+
+def test_a_rerun_never_counts_another_runs_rows_as_its_own(tmp_path, capsys):
+    """Run A, run B --overwrite with other sampling, then A --overwrite again found A's COMPLETED jobs and said
+    every shard was in, over B's text (issue 43, item 1). A's rerun now clears B's results itself, before any job
+    starts (N jobs each clearing them would refuse each other), and launches its shards again. Without --overwrite
+    the other run's results refuse the command before any launch, as they would refuse each job."""
+    hub = FolderHub(tmp_path / "hub")
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done", "done"], 1: ["done", "done"]})
+    run_a = [INPUT, OUTPUT, "--jobs", "2"]
+    run_b = [*run_a, "--temperature", "0.5"]
+    assert run_launcher(jobs, hub, run_a, capsys)[0] == 0
+    sampling = json.loads((jobs.progress_dir() / "manifest.json").read_text())["sampling"]
+    code, _, err, _ = run_launcher(jobs, hub, run_b, capsys)
+    assert code == 2 and len(jobs.launches) == 2 and "holds results made another way" in err
+    assert "sampling" in err and "--overwrite" in err
+    jobs.rows_per_shard = 30
+    code, summary, err, _ = run_launcher(jobs, hub, [*run_b, "--overwrite"], capsys)
+    assert code == 0 and len(jobs.launches) == 4 and summary["pages"] == 60, err
+    jobs.rows_per_shard = 100
+    code, summary, err, _ = run_launcher(jobs, hub, [*run_a, "--overwrite"], capsys)
+    assert code == 0 and len(jobs.launches) == 6 and summary["pages"] == 200, err
+    assert "--overwrite: removing the results made another way (sampling differ)" in err
+    manifest = json.loads((jobs.progress_dir() / "manifest.json").read_text())
+    assert manifest["sampling"] == sampling and sampling["temperature"] != 0.5
+
+
+def test_an_overwrite_refused_for_a_missing_token_removes_nothing(tmp_path, capsys, monkeypatch):
+    """The launcher clears results made another way only once it can launch: a command error comes first."""
+    hub = FolderHub(tmp_path / "hub")
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
+    run_a = [INPUT, OUTPUT, "--jobs", "2"]
+    assert run_launcher(jobs, hub, run_a, capsys)[0] == 0
+    published = hub.list_files(OUTPUT)
+    monkeypatch.delenv("HF_TOKEN")
+    code, _, err, _ = run_launcher(jobs, hub, [*run_a, "--temperature", "0.5", "--overwrite"], capsys)
+    assert code == 2 and "the jobs need the secret HF_TOKEN" in err and len(jobs.launches) == 2
+    assert hub.list_files(OUTPUT) == published
+
+
+def test_a_rerun_over_a_deleted_output_launches_every_shard_again(tmp_path, capsys):
+    """The output repo deleted, the same command said "every shard is in" over 0 rows (issue 43, item 1): a shard
+    is in only when its published slice is on the output."""
+    hub = FolderHub(tmp_path / "hub")
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done", "done"], 1: ["done", "done"]})
+    argv = [INPUT, OUTPUT, "--jobs", "2"]
+    assert run_launcher(jobs, hub, argv, capsys)[0] == 0
+    shutil.rmtree(hub.repo(OUTPUT))
+    code, summary, err, _ = run_launcher(jobs, hub, argv, capsys)
+    assert code == 0 and len(jobs.launches) == 4 and summary["pages"] == 200, err
+    assert "launched (its published slice is not on the output)" in err
+
+
+def test_a_shard_whose_job_completed_without_publishing_is_not_counted_in(tmp_path, capsys):
+    """Never exit 0 while a shard's rows are missing: a job this launcher watched end COMPLETED whose slice is not
+    on the output (deleted meanwhile) leaves the run failed, exit 1, with the shard named."""
+    hub = FolderHub(tmp_path / "hub")
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
+    jobs.publish = lambda label: None
+    code, summary, err, _ = run_launcher(jobs, hub, [INPUT, OUTPUT, "--jobs", "2"], capsys)
+    assert code == 1 and summary["exit_code"] == 1 and summary["load_with"] is None, err
+    assert [shard["state"] for shard in summary["shards"]] == ["not published"] * 2
+    assert "not published: shard(s) 0/2, 1/2" in err
+
+
+def test_jobs_with_create_pr_are_refused_before_any_launch_with_the_one_job_that_opens_one(tmp_path, capsys):
+    """Each of N jobs opened a pull request of its own, then the summary counted 0 pages off the main branch and
+    pointed at it, exit 0 (issue 43, item 8). N pull requests are not one dataset; one job opens one."""
+    for flags in ((), ("--dry-run",)):
+        fates = {0: ["done"], 1: ["done"]}
+        jobs, code, summary, err, _ = launcher(tmp_path, fates, "--create-pr", *flags, capsys=capsys)
+        assert code == 2 and summary["exit_code"] == 2 and jobs.launches == [] and jobs.listings == 0, err
+        assert "--jobs 2 with --create-pr would open 2 pull requests" in err
+        one_job = err.replace("\\\n", " ").split("hf jobs uv run", 1)[1]
+        assert f"{INPUT} {OUTPUT} --create-pr" in one_job and "--jobs" not in one_job
 
 
 def test_without_an_injected_hub_the_summary_reads_a_hub_output_through_a_hub_client(tmp_path, capsys, monkeypatch):

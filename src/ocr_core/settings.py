@@ -66,6 +66,7 @@ class Settings:
     data_parallel_size: int | None = None
     api_server_count: int | None = None
     replicas: int | None = None
+    take_over_jobs: tuple[str, ...] = ()
     model_options: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod

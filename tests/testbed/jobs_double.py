@@ -1,12 +1,14 @@
 """Two HF Jobs client doubles, injected into a `--jobs N` launcher as the Hub double is into a run.
 
 `ScriptedJobs` plays each launch's fate as the test wrote it (done, an error with the recipe's summary line, a
-timeout, a cancel), one step per listing, and publishes a finished shard's facts file to the Hub double as a real
-shard would; with `progress_rows`, a running job also leaves a progress part of that many rows at each listing,
-named and written as a real job's (progress.ResultLog under its shard's tag), going on from its shard's earlier
-parts as a relaunch resumes. `LocalJobs` runs each launch's command as a local process (the recipe, with the Hub
-double), so a test sees the real shards publish one dataset; with `install`, each job also installs its script as a
-job does, from the files shipped with it and nothing of this machine's set-up.
+timeout, a cancel), one step per listing; a started job writes the manifest a real job writes (the recipe's own
+fingerprint of its command line), and a finished one publishes its shard's facts file and a data file to the Hub
+double as a real shard would; with `progress_rows`, a running job also leaves a progress part of that many rows at
+each listing, named and written as a real job's (progress.ResultLog under its shard's tag), going on from its
+shard's earlier parts as a relaunch resumes. `LocalJobs` runs each launch's command as a local process (the recipe,
+with the Hub double and the job's id in JOB_ID, as HF Jobs set it), so a test sees the real shards publish one
+dataset; with `install`, each job also installs its script as a job does, from the files shipped with it and
+nothing of this machine's set-up.
 """
 
 from __future__ import annotations
@@ -21,12 +23,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ocr_core.command.checks import parse_arguments
+from ocr_core.command.parser import build_parser
 from ocr_core.fanout.jobs import JobLaunch, JobRecord
 from ocr_core.fanout.plan import SHARD_LABEL
 from ocr_core.publishing.slices import slice_facts_name
+from ocr_core.store.manifest import fingerprint, write_manifest
 from ocr_core.store.progress import ResultLog, RowResult, new_run_id, read_results
+from ocr_models import recipe
 from tests.testbed.env import REPO_ROOT, UV, VENV_PYTHON, script_python
 from tests.testbed.hub_double import FolderHub
+from tools.recipes import load_script
 
 EPOCH = datetime(2026, 12, 1, tzinfo=timezone.utc)
 # Where HF Jobs mount the files a job's command line names (huggingface_hub.constants.HF_JOBS_ARTIFACTS_MOUNT_PATH)
@@ -34,6 +44,8 @@ JOB_MOUNT = "/data"
 # What a job's machine has not: the test session's pointers to this checkout's wheels
 SESSION_UV_VARIABLES = ("UV_NO_SOURCES", "UV_FIND_LINKS")
 SECONDS_PER_STEP = 600.0
+# The input's revision a scripted job resolves (a real one asks the Hub)
+INPUT_REVISION = "sha-of-the-input"
 
 
 def summary_line(code: int, failure: str | None) -> str:
@@ -68,6 +80,7 @@ class ScriptedJobs:
     fates: dict[int, list[str]]
     flavor: str = "l4x1"
     rows_per_shard: int = 100
+    errors_per_shard: int = 1
     runs_here: bool = False
     progress_rows: int = 0
     jobs: dict[str, ScriptedJob] = field(default_factory=dict)
@@ -105,6 +118,7 @@ class ScriptedJobs:
         for job_id, job in list(self.jobs.items()):
             if job.record.stage == "SCHEDULING":
                 self.jobs[job_id].record = replace_record(job.record, stage="RUNNING", running_s=SECONDS_PER_STEP)
+                self.start(job.launch)
             elif job.record.stage == "RUNNING" and job.fate != "running":
                 self.finish(job_id)
         for job in self.jobs.values():
@@ -121,14 +135,24 @@ class ScriptedJobs:
         if stage == "COMPLETED":
             self.publish(job.record.labels[SHARD_LABEL])
 
+    def start(self, launch: JobLaunch | None) -> None:
+        """The manifest a job writes before its first page (a job another launcher started has none here)."""
+        if launch is not None:
+            shards = int(launch.labels[SHARD_LABEL].partition("-of-")[2])
+            write_manifest(self.progress_dir(), job_manifest(launch, self.rows_per_shard * shards))
+
     def publish(self, label: str) -> None:
-        """The facts file a finished shard commits (slices.py), with this double's row count and 1 error."""
+        """What a finished shard commits (slices.py): its data file and its facts file, with this double's row and
+        error counts."""
         index, _, total = label.partition("-of-")
         shard = (int(index), int(total))
-        facts = {"shard": list(shard), "rows": self.rows_per_shard, "errors": 1, "truncated": 0}
+        facts = {"shard": list(shard), "rows": self.rows_per_shard, "errors": self.errors_per_shard, "truncated": 0}
         path = self.progress_dir() / slice_facts_name(shard)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(facts))
+        data = self.hub.repo(self.repo) / "data" / f"train-{label}-00000.parquet"
+        data.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"row": list(range(self.rows_per_shard))}), data)
 
     def write_part(self, record: JobRecord) -> None:
         """The next `progress_rows` pages of the job's shard, every tenth an error."""
@@ -155,6 +179,15 @@ def replace_record(record: JobRecord, **changes) -> JobRecord:
     return JobRecord(**{**vars(record), **changes})
 
 
+def job_manifest(launch: JobLaunch, input_rows: int) -> dict:
+    """The manifest a job of `launch` writes: the recipe's own fingerprint of the job's command line, with the
+    input's revision and rows as the job settles them."""
+    name = Path(launch.script).name
+    facts = load_script(name).FACTS
+    settings = parse_arguments(build_parser(name, facts, recipe(name).shape), list(launch.script_args))
+    return fingerprint(settings, facts, name, INPUT_REVISION, input_rows)
+
+
 @dataclass
 class LocalJob:
     record: JobRecord
@@ -166,7 +199,8 @@ class LocalJob:
 class LocalJobs:
     """Each launch runs `tests.testbed.hub_run` (the shipped script's entry with the Hub double at `hub_folder`)
     in its own process and work folder, as a job runs on its own machine. `stop_first` names shards whose first
-    job is stopped by SIGTERM once it is running, as HF Jobs stop a job at its timeout.
+    job is stopped by `stop_signal` once it is running: SIGTERM, as HF Jobs stop a job at its timeout, or SIGKILL,
+    as a job dies of out of memory or a lost machine.
 
     By default a job runs on the script's environment the session synced. With `install`, it starts as
     `hf jobs uv run` starts one: each file of this machine its command names is copied to the job's own mount
@@ -179,6 +213,7 @@ class LocalJobs:
     work: Path
     env: Mapping[str, str]
     stop_first: frozenset[int] = frozenset()
+    stop_signal: signal.Signals = signal.SIGTERM
     install: bool = False
     runs_here: bool = True
     jobs: dict[str, LocalJob] = field(default_factory=dict)
@@ -187,7 +222,7 @@ class LocalJobs:
         job_id = f"local-{len(self.jobs)}"
         log = self.work / f"{job_id}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        env = {**self.env, **secrets, "OCR_WORK_DIR": str(self.work / job_id)}
+        env = {**self.env, **secrets, "OCR_WORK_DIR": str(self.work / job_id), "JOB_ID": job_id}
         script, args = Path(launch.script).name, list(launch.script_args)
         python = script_python(script)
         if self.install:
@@ -204,17 +239,18 @@ class LocalJobs:
         record = JobRecord(job_id, dict(launch.labels), "RUNNING", None, now, None, 0.0, launch.flavor)
         shard = int(launch.labels[SHARD_LABEL].partition("-of-")[0])
         if shard in self.stop_first and not any(job.record.labels == launch.labels for job in self.jobs.values()):
-            self.stop_when_started(process, log)
+            self.stop_when_started(process, log, self.stop_signal)
         self.jobs[job_id] = LocalJob(record, process, log)
         return record
 
     @staticmethod
-    def stop_when_started(process: subprocess.Popen, log: Path) -> None:
-        """SIGTERM once the run says what it will do (its rows counted), so it stops in the middle of its shard."""
+    def stop_when_started(process: subprocess.Popen, log: Path, signum: signal.Signals) -> None:
+        """The signal once the run says what it will do (its rows counted, its lease on the Hub), so it stops in the
+        middle of its shard."""
         while process.poll() is None and "to do" not in log.read_text():
             time.sleep(0.2)
         if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
+            process.send_signal(signum)
 
     def jobs_labelled(self, labels: Mapping[str, str]) -> list[JobRecord]:
         return [self.inspect(job_id) for job_id in self.jobs if self.labels_match(job_id, labels)]

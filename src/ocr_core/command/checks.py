@@ -77,6 +77,7 @@ def checked_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         parser.error(problem)
     if args.config is not None and (problem := config_name_problem(args.config)):
         parser.error(problem)
+    args.take_over_jobs = tuple(args.take_over_jobs)
     return Settings.from_namespace(args)
 
 

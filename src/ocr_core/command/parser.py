@@ -205,6 +205,15 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="start although another run's lease on this output has not expired (after that run was killed)",
     )
+    group.add_argument(
+        "--take-over-job",
+        metavar="JOB_ID",
+        dest="take_over_jobs",
+        action="append",
+        default=[],
+        help="start although the lease of this ended HF job has not expired, and no other (a --jobs launcher gives "
+        "each relaunch the ids of its shard's ended jobs)",
+    )
     group.add_argument("--retry-errors", action="store_true", help="on a rerun, retry rows that failed before")
     group.add_argument(
         "--max-error-rate",

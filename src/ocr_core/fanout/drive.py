@@ -1,5 +1,7 @@
 """The launcher's loop: find the run's jobs by their labels, decide each shard's next step, launch what has to be
-launched, show where the shards stand, and stop when every shard is in or given up, or at Ctrl-C.
+launched, show where the shards stand, and stop when every shard is in or given up, or at Ctrl-C. Before the first
+launch, what the output holds is settled against this run (standing.py): a shard whose job completed earlier is in
+only when its slice is published there under this run's settings.
 
 Nothing here cancels a job. Ctrl-C detaches: the jobs keep running (and billing), and the same command re-attaches
 by the labels. A job this launcher started is remembered by its id as well, so a listing that lags behind a launch
@@ -29,7 +31,8 @@ from ..store.output import Destination, is_local_output
 from .heal import Attempt, ShardStep, Step, decide, failure_of
 from .jobs import JobRecord, JobsClient, newest_first
 from .pages import LivePages, PageCount
-from .plan import RUN_LABEL, JobsPlan, labelled_shard, launch_command
+from .plan import RUN_LABEL, JobsPlan, labelled_shard, launch_command, relaunch_of
+from .standing import runs_slices, settle_output, stale_jobs
 from .summary import FanoutSummary, shard_outcome, spend, wall_seconds
 from .watch import RATE_POLLS, ShardView, Snapshot, watch_lines
 
@@ -131,18 +134,6 @@ def launcher_unreachable(exc: BaseException) -> str | None:
     )
 
 
-def check_shard_count(destination: Destination, settings: Settings, shards: int) -> None:
-    """An output already cut into another number of shards refuses every job of this N (the manifest counts them),
-    each after its start-up is paid: refused here instead, before anything is launched."""
-    manifest = destination.manifest_on_hub(destination.listing())
-    if settings.overwrite or manifest is None or manifest.get("shards", shards) == shards:
-        return
-    raise CommandError(
-        f"--jobs {shards}: {destination.where()} holds results cut into {manifest['shards']} shard(s); run the same "
-        f"command with --jobs {manifest['shards']} to finish them, or write elsewhere (another --config or OUTPUT)"
-    )
-
-
 def job_secrets(plan: JobsPlan, settings: Settings, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The values of the secrets the jobs get: the token as the recipe finds it (--hf-token, HF_TOKEN, your
     login), any other from this environment. Registered, so no message ever shows one."""
@@ -183,16 +174,21 @@ def fan_out(
         return 0
     check_hub_answers(settings, hub)
     destination = Destination(settings.output, settings.split, settings.config, hub)
-    check_shard_count(destination, settings, plan.shards)
     secrets = job_secrets(plan, settings)
+    settle_output(destination, plan.manifest, settings, plan.shards)
     watch = Watch(plan, client, destination, LivePages(destination, plan.shards, settings.max_samples))
     steps: dict[int, ShardStep] = {}
     attempts: dict[int, list[Attempt]] = {}
+    stale: dict[str, str] | None = None
     try:
         while True:
             attempts = watch.refresh()
+            if stale is None:
+                slices = runs_slices(destination, plan.manifest, settings, plan.shards)
+                stale = stale_jobs(attempts, slices, settings.retry_errors)
             steps = {
-                shard: decide(tried, request.max_relaunches, watch.launched_here) for shard, tried in attempts.items()
+                shard: decide(tried, request.max_relaunches, watch.launched_here, stale)
+                for shard, tried in attempts.items()
             }
             launched = launch_due(watch, steps, attempts, secrets)
             if not launched and all(step.step in (Step.DONE, Step.GIVE_UP) for step in steps.values()):
@@ -204,10 +200,11 @@ def fan_out(
         summary.detached = True
         running = sum(step.step is Step.WAIT for step in steps.values())
         say(f"detached: {running} job(s) keep running; run the same command to re-attach")
-    conclude(summary, destination, plan, attempts, steps, settings.price_per_hour, utc_now())
+    published = runs_slices(destination, plan.manifest, settings, plan.shards)
+    conclude(summary, published, plan, attempts, steps, settings.price_per_hour, utc_now())
     if summary.detached:
         return DETACHED_EXIT
-    return 1 if any(step.step is Step.GIVE_UP for step in steps.values()) else 0
+    return 1 if any(step.step is Step.GIVE_UP for step in steps.values()) or summary.unpublished() else 0
 
 
 def launch_due(watch: Watch, steps: dict[int, ShardStep], attempts: dict[int, list[Attempt]], secrets: dict) -> bool:
@@ -216,10 +213,12 @@ def launch_due(watch: Watch, steps: dict[int, ShardStep], attempts: dict[int, li
     for shard, step in steps.items():
         label = f"shard {shard}/{watch.plan.shards}"
         if step.step in (Step.LAUNCH, Step.RELAUNCH):
-            job = watch.client.launch(watch.plan.launches[shard], secrets)
+            ended = [attempt.job.id for attempt in attempts[shard] if attempt.job.failed]
+            job = watch.client.launch(relaunch_of(watch.plan.launches[shard], ended), secrets)
             watch.launched_here.add(job.id)
             watch.seen[job.id] = job
             verb = f"relaunched after {step.reason}:" if step.step is Step.RELAUNCH else "launched:"
+            verb = f"launched ({step.reason}):" if step.step is Step.LAUNCH and step.reason else verb
             say(f"{label} {verb} job {job.id}" + (f" ({job.url})" if job.url else ""))
             launched = True
         elif step.step is Step.GIVE_UP and shard not in watch.given_up:
@@ -280,15 +279,15 @@ def shard_view(
 
 def conclude(
     summary: FanoutSummary,
-    destination: Destination,
+    published: Mapping[int, Mapping],
     plan: JobsPlan,
     attempts: Mapping[int, Sequence[Attempt]],
     steps: Mapping[int, ShardStep],
     price_per_hour: float | None,
     now: datetime,
 ) -> None:
-    """The summary's figures: each shard's outcome with its published pages and errors, the money, the wall time."""
-    published = {item["shard"][0]: item for item in published_slices(destination, plan.shards)}
+    """The summary's figures: each shard's outcome with the pages and errors it published under this run's
+    settings (standing.runs_slices), the money, the wall time."""
     summary.shards = [
         shard_outcome(shard, attempts.get(shard, []), steps.get(shard, ShardStep(Step.LAUNCH)), published.get(shard))
         for shard in range(plan.shards)

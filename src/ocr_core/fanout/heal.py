@@ -2,7 +2,8 @@
 or give up on it.
 
 A job that ended in error, timeout or cancellation is relaunched (the shard resumes from what it published), up to
-`--max-relaunches` relaunches by this launcher. A shard whose last two jobs failed the same way (the same exit code
+`--max-relaunches` relaunches by this launcher; a launch after a COMPLETED job that does not count its shard in
+(standing.py) is a fresh launch, not a relaunch. A shard whose last two jobs failed the same way (the same exit code
 and `failure` in the recipe's summary line: a bad argument, the canary, a model that cannot load) is not relaunched,
 since a third job would fail the same way again and bill for it. A job stopped by a signal (a timeout, a cancel)
 says nothing about the next one, so it never counts as the same failure. The budget is this launcher's: running
@@ -12,9 +13,10 @@ the same command again, after fixing the cause, gives a shard that was given up 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from enum import Enum
+from itertools import pairwise
 
 from .jobs import DONE_STAGE, JobRecord
 
@@ -64,16 +66,20 @@ def ended(job: JobRecord) -> str:
     return f"job {job.id} {stage}" + (f" ({job.message})" if job.message else "")
 
 
-def decide(attempts: Sequence[Attempt], max_relaunches: int, launched_here: Set[str]) -> ShardStep:
-    """`attempts` newest first; `launched_here` the ids of the jobs this launcher started."""
+def decide(
+    attempts: Sequence[Attempt], max_relaunches: int, launched_here: Set[str], stale: Mapping[str, str]
+) -> ShardStep:
+    """`attempts` newest first; `launched_here` the ids of the jobs this launcher started; `stale` the COMPLETED
+    jobs that do not count their shard in, with why (standing.py): the shard is launched again, afresh."""
     if not attempts:
         return ShardStep(Step.LAUNCH)
     latest = attempts[0]
     if latest.job.running:
         return ShardStep(Step.WAIT)
     if latest.job.stage == DONE_STAGE:
-        return ShardStep(Step.DONE)
-    relaunched = sum(attempt.job.id in launched_here for attempt in attempts[:-1])
+        reason = stale.get(latest.job.id)
+        return ShardStep(Step.DONE) if reason is None else ShardStep(Step.LAUNCH, reason)
+    relaunched = sum(newer.job.id in launched_here and older.job.failed for newer, older in pairwise(attempts))
     if len(attempts) > 1 and latest.job.id in launched_here and repeated(latest, attempts[1]):
         return ShardStep(Step.GIVE_UP, f"failed the same way twice in a row ({latest.failure})")
     if relaunched >= max_relaunches:

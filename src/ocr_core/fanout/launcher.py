@@ -1,7 +1,8 @@
 """`--jobs N` on a recipe's command line: the launcher's whole life, from the parsed command to its summary line.
 
 Every way out prints the summary line on stdout, as a recipe run does; a command the launcher cannot run (a local
-output, a missing token) is exit 2 with the fix, and nothing is launched. A launcher that fails midway (the Jobs
+output, a missing token) is exit 2 with the fix, and nothing is launched; so is a run writing the output when this
+one must clear it first (exit 1, as a recipe run says it). A launcher that fails midway (the Jobs
 API down) says so and exits 1, its jobs running on: the same command re-attaches.
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..command.core_wheel import check_ships
-from ..command.job_commands import without_secrets
+from ..command.job_commands import job_command, without_secrets
 from ..command.jobs_request import FanoutRequest, job_arguments
 from ..command.provenance import released_scripts, script_source
 from ..command.script_header import jobs_header
@@ -24,6 +25,7 @@ from ..preparation.ownership import hub_token
 from ..redaction import register_run_secrets
 from ..settings import Settings
 from ..store.hub import HfHub, HubClient
+from ..store.lease import LeaseTaken
 from ..store.output import is_local_output
 from .drive import fan_out
 from .jobs import HfJobs, JobsClient
@@ -51,6 +53,7 @@ def launch_command_line(
     summary = FanoutSummary(script_path.name, settings.model, settings.output, run, request.jobs)
     summary.load_with = load_with
     try:
+        check_one_pull_request(settings, request, facts, script_path.name, arguments)
         text = script_path.read_text()
         check_ships(request.core_wheel, origin.checked, script_path.name, text)
         header = jobs_header(text)
@@ -63,11 +66,11 @@ def launch_command_line(
         client = jobs or HfJobs(hub_token(settings))
         output_hub = hub if hub is not None or is_local_output(settings.output) else HfHub(hub_token(settings))
         summary.exit_code = fan_out(request, settings, plan, summary, client, output_hub)
-    except CommandError as exc:
+    except (CommandError, LeaseTaken) as exc:
         say(f"error: {exc}")
-        summary.exit_code = 2
+        summary.exit_code = 2 if isinstance(exc, CommandError) else 1
         summary.print_to(sys.stdout)
-        return 2
+        return summary.exit_code
     except Exception as exc:
         say(
             f"error: the launcher stopped ({type(exc).__name__}: {exc}); any job it started keeps running: run the "
@@ -80,3 +83,18 @@ def launch_command_line(
         say(summary.sentence())
     summary.print_to(sys.stdout)
     return summary.exit_code
+
+
+def check_one_pull_request(
+    settings: Settings, request: FanoutRequest, facts: ModelFacts, script: str, arguments: Sequence[str]
+) -> None:
+    """Each job publishes its own shard, so with --create-pr each would open a pull request of its own, and the
+    main branch the summary counts and points at would hold none of their rows: refused, with the one job that
+    opens one pull request for the whole run."""
+    if not settings.create_pr:
+        return
+    raise CommandError(
+        f"--jobs {request.jobs} with --create-pr would open {request.jobs} pull requests, one per shard, and no "
+        f"dataset on the main branch; run without --create-pr (with a token that may write to {settings.output}), "
+        f"or as one job, which opens one pull request: {job_command(script, facts, arguments)}"
+    )

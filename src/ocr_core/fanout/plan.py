@@ -36,7 +36,8 @@ DEFAULT_SECRETS = ("HF_TOKEN",)
 @dataclass(frozen=True)
 class JobsPlan:
     """The run's label, what script the jobs get (the released URL, or this copy's own bytes), the core they
-    install (the script's pin, or a wheel shipped with them) and one launch per shard, in shard order."""
+    install (the script's pin, or a wheel shipped with them), one launch per shard, in shard order, and the
+    results' manifest as the launcher knows it (run_manifest)."""
 
     run: str
     shards: int
@@ -44,11 +45,17 @@ class JobsPlan:
     script_said: str
     core_said: str
     launches: tuple[JobLaunch, ...]
+    manifest: dict
+
+
+def run_manifest(settings: Settings, facts: ModelFacts, script: str, shards: int) -> dict:
+    """The results' manifest for N shards as the launcher can know it, before the input is read (standing.py
+    compares it with the output's, less what the jobs settle)."""
+    return fingerprint(replace(settings, shard=(0, shards)), facts, script, settings.input_revision, 0)
 
 
 def run_fingerprint(settings: Settings, facts: ModelFacts, script: str, shards: int) -> str:
-    made = fingerprint(replace(settings, shard=(0, shards)), facts, script, settings.input_revision, 0)
-    made = {**made, "output": settings.output, "config": settings.config}
+    made = {**run_manifest(settings, facts, script, shards), "output": settings.output, "config": settings.config}
     digest = hashlib.sha256(json.dumps(made, sort_keys=True, default=str).encode()).hexdigest()
     return digest[:FINGERPRINT_CHARS]
 
@@ -101,7 +108,16 @@ def plan_launches(
         for index in range(request.jobs)
     )
     said = script_said(origin, script_path)
-    return JobsPlan(run, request.jobs, script, said, core_said(wheel), launches)
+    manifest = run_manifest(settings, facts, script_path.name, request.jobs)
+    return JobsPlan(run, request.jobs, script, said, core_said(wheel), launches, manifest)
+
+
+def relaunch_of(launch: JobLaunch, ended: Sequence[str]) -> JobLaunch:
+    """The shard's launch, told which of its earlier jobs ended (their ids): a job killed hard (out of memory, a
+    lost machine) leaves its lease live for max(900 s, 3 x --upload-every), which would refuse the relaunch; it may
+    take over those jobs' leases, and no other."""
+    words = tuple(word for job_id in ended for word in ("--take-over-job", job_id))
+    return replace(launch, script_args=(*launch.script_args, *words))
 
 
 def core_said(wheel: CoreWheel | None) -> str:

@@ -19,6 +19,7 @@ from .heal import Attempt, ShardStep, Step
 from .jobs import JobRecord
 
 STATES = {Step.DONE: "done", Step.GIVE_UP: "given up", Step.LAUNCH: "not launched"}
+UNPUBLISHED = "not published"
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,10 @@ class Spend:
 
 
 def shard_outcome(shard: int, attempts: Sequence[Attempt], step: ShardStep, published: Mapping | None) -> ShardOutcome:
+    """A shard done is "done" only with its slice published under this run's settings: else "not published"."""
     latest = attempts[0].job if attempts else None
     state = STATES.get(step.step) or (latest.stage.lower() if latest is not None else "not launched")
+    state = UNPUBLISHED if step.step is Step.DONE and published is None else state
     return ShardOutcome(
         shard=shard,
         job_id=latest.id if latest is not None else None,
@@ -113,7 +116,16 @@ class FanoutSummary:
         if given_up:
             shards = ", ".join(given_up)
             return f"{said}; given up: shard(s) {shards} (see above); fix the cause and run the same command again."
+        if self.unpublished():
+            shards = ", ".join(f"{shard}/{self.jobs}" for shard in self.unpublished())
+            return (
+                f"{said}; not published: shard(s) {shards}: their jobs completed, but the output holds no slice of "
+                "theirs under this run's settings (deleted, or replaced by another run); run the same command again."
+            )
         return f"{said}; open it with {self.load_with}."
+
+    def unpublished(self) -> list[int]:
+        return [shard.shard for shard in self.shards if shard.state == UNPUBLISHED]
 
     def line(self) -> str:
         fields: dict[str, Any] = {

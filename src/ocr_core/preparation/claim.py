@@ -33,7 +33,7 @@ def claim_lease(destination: Destination, listing: list[str], run_id: str, setti
         return None
     lease = Lease.new(run_id, lease_key(settings.shard), lease_ttl(settings.upload_every))
     if not settings.take_over:
-        taken = conflicts(destination.leases(listing), lease, time.time())
+        taken = conflicts(destination.leases(listing), lease, time.time(), settings.take_over_jobs)
         if taken:
             raise LeaseTaken(taken_message(taken[0].describe(), destination.where()))
     return lease
@@ -42,14 +42,16 @@ def claim_lease(destination: Destination, listing: list[str], run_id: str, setti
 def hold_lease(destination: Destination, listing: list[str], lease: Lease | None, settings: Settings) -> ProgressMirror:
     """Puts this run's lease on the Hub before the input is loaded (which can take minutes) and keeps it renewed
     from then on, so another run of an overlapping slice started meanwhile sees it, however long the load takes.
-    The same commit clears the leases of runs long gone."""
+    The same commit clears the leases of runs long gone, and those of the ended jobs this run takes over."""
     mirror = ProgressMirror(destination, settings.upload_every, None, lease)
     if lease is None:
         return mirror
     name, path = destination.lease_file(lease)
     now = time.time()
     expired = [
-        f"{destination.progress_prefix}/{old.file_name}" for old in destination.leases(listing) if old.expires <= now
+        f"{destination.progress_prefix}/{old.file_name}"
+        for old in destination.leases(listing)
+        if old.expires <= now or old.job in settings.take_over_jobs
     ]
     try:
         destination.push({name: path}, expired, lease_commit_title(lease))
@@ -68,17 +70,17 @@ def hold_lease(destination: Destination, listing: list[str], lease: Lease | None
             "--create-pr: the dataset opens as a pull request at the end; progress goes to the main branch "
             f"({destination.progress_prefix}/), where a rerun finds it"
         )
-    confirm_lease(destination, lease, settings.take_over)
+    confirm_lease(destination, lease, settings)
     mirror.start()
     return mirror
 
 
-def confirm_lease(destination: Destination, lease: Lease | None, take_over: bool) -> None:
+def confirm_lease(destination: Destination, lease: Lease | None, settings: Settings) -> None:
     """After our lease's commit is in: of runs started at once, all but the one whose lease landed first step
     back (lease.py)."""
-    if lease is None or take_over:
+    if lease is None or settings.take_over:
         return
-    live = conflicts(destination.leases(destination.listing()), lease, time.time())
+    live = conflicts(destination.leases(destination.listing()), lease, time.time(), settings.take_over_jobs)
     if not live:
         return
     winner = first_landed([lease, *live], destination.commit_titles())

@@ -6,7 +6,8 @@ run side by side. Across machines, a run writes a lease file to the Hub (host, p
 every progress upload and removes it at the end; a run that finds a live lease of another run on an overlapping
 slice stops with a message. Two runs started at once both write theirs; once its own commit is in, each reads the
 repo's history, and the run whose lease landed first goes on while the others step back. A lease left by a killed
-job expires, or `--take-over` ignores it.
+job expires, or `--take-over` ignores it; a lease names its HF job, so the relaunch of a job known to have ended
+(`--take-over-job`, which the `--jobs` launcher gives) takes over that job's lease and no other.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Collection, Iterator
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
@@ -52,17 +53,20 @@ def overlaps(first: str, second: str) -> bool:
 
 @dataclass(frozen=True)
 class Lease:
+    """`job`: the HF job the run is (its JOB_ID), so a relaunch that knows that job ended may take its lease over."""
+
     run_id: str
     key: str
     host: str
     pid: int
     started: float
     expires: float
+    job: str | None = None
 
     @classmethod
     def new(cls, run_id: str, key: str, ttl_s: float) -> Lease:
         now = time.time()
-        return cls(run_id, key, socket.gethostname(), os.getpid(), now, now + ttl_s)
+        return cls(run_id, key, socket.gethostname(), os.getpid(), now, now + ttl_s, os.environ.get("JOB_ID") or None)
 
     @property
     def file_name(self) -> str:
@@ -74,7 +78,8 @@ class Lease:
     def describe(self) -> str:
         started = datetime.fromtimestamp(self.started, timezone.utc).isoformat(timespec="seconds")
         expires = datetime.fromtimestamp(self.expires, timezone.utc).isoformat(timespec="seconds")
-        where = f"pid {self.pid} on {self.host}, slice {self.key}"
+        job = f"HF job {self.job}, " if self.job else ""
+        where = f"{job}pid {self.pid} on {self.host}, slice {self.key}"
         return f"run {self.run_id} ({where}, since {started}, expires {expires})"
 
     def to_json(self) -> str:
@@ -82,7 +87,9 @@ class Lease:
 
     @classmethod
     def from_json(cls, text: str) -> Lease:
-        return cls(**json.loads(text))
+        """A field this version does not know (written by a later one) is passed over, not the lease."""
+        known = {item.name for item in fields(cls)}
+        return cls(**{name: value for name, value in json.loads(text).items() if name in known})
 
 
 def lease_ttl(upload_every_s: float) -> float:
@@ -90,9 +97,12 @@ def lease_ttl(upload_every_s: float) -> float:
     return max(MIN_LEASE_S, 3 * upload_every_s)
 
 
-def conflicts(leases: list[Lease], mine: Lease, now: float) -> list[Lease]:
-    """Live leases of other runs on a slice that overlaps mine, earliest first."""
-    others = [lease for lease in leases if lease.run_id != mine.run_id and lease.expires > now]
+def conflicts(leases: list[Lease], mine: Lease, now: float, ended_jobs: Collection[str] = ()) -> list[Lease]:
+    """Live leases of other runs on a slice that overlaps mine, earliest first; `ended_jobs` are HF jobs known to
+    have ended (a relaunch's earlier jobs), whose leases, left by a hard kill, no longer hold anything."""
+    others = [
+        lease for lease in leases if lease.run_id != mine.run_id and lease.expires > now and lease.job not in ended_jobs
+    ]
     return sorted((lease for lease in others if overlaps(lease.key, mine.key)), key=lambda lease: lease.started)
 
 

@@ -207,9 +207,14 @@ class Destination:
     def holds_results(self, listing: Iterable[str]) -> bool:
         """Whether any row of this config and split has a result: a progress part here or on the Hub, or a
         published slice. Without one, a manifest only says how a run that never reached its pages would have run."""
+        return bool(part_files(self.progress_dir)) or self.lists_results(listing)
+
+    def lists_results(self, listing: Iterable[str]) -> bool:
+        """Whether the listing of OUTPUT names a result of this config and split (a progress part or a published
+        data file), whatever this machine holds."""
         published = f"{self.data_prefix}/{self.split}-"
         progress = f"{self.progress_prefix}/"
-        return bool(part_files(self.progress_dir)) or any(
+        return any(
             name.startswith(published) or (name.startswith(progress) and name.endswith(".parquet")) for name in listing
         )
 
