@@ -91,9 +91,9 @@ def test_a_model_id_is_stated_in_one_file_under_src(model):
     assert stating == [ROOT / "src" / "ocr_models" / f"{model.module}.py"]
 
 
-def made_up_model(tmp_path: Path, facts: str) -> ModuleType:
+def made_up_model(tmp_path: Path, facts: str, hooks: str = "") -> ModuleType:
     path = tmp_path / "made_up_model.py"
-    path.write_text(f'"""A model.\n\nWhy its facts.\n"""\n\nfrom ocr_core.facts import ModelFacts\n\nFACTS = {facts}\n')
+    path.write_text(f'"""A model.\n\nWhy its facts.\n"""\n\nfrom ocr_core.facts import ModelFacts\n\n{hooks}FACTS = {facts}\n')
     spec = importlib.util.spec_from_file_location("ocr_models.made_up_model", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -320,3 +320,15 @@ def test_parse_metrics_sums_label_sets():
 )
 def test_job_timeout_is_sized_for_the_run(rows, pages_per_s, timeout):
     assert job_timeout(rows, pages_per_s) == timeout
+
+
+def test_a_hook_named_after_non_ascii_text_on_its_line_is_prefixed_where_it_stands(tmp_path):
+    """ast gives a name's column in UTF-8 bytes: a prompt with an accent before `parse=parse` on the same line
+    moved the module's prefix into the prompt and left a script that does not compile (issue 43)."""
+    stated = 'model="m", image="i", serve_args=(), sampling={}, max_model_len=4096'
+    facts = f'ModelFacts({stated}, prompt="Lis la page – en entier, à la lettre.", parse=parse)'
+    module = made_up_model(tmp_path, facts, hooks="def parse(text):\n    return text\n\n\n")
+    rendered, names_hooks = render.facts_source(module)
+    assert names_hooks
+    assert 'prompt="Lis la page – en entier, à la lettre.", parse=made_up_model.parse)' in rendered
+    compile(rendered, "rendered", "exec")
