@@ -93,7 +93,8 @@ def test_a_model_id_is_stated_in_one_file_under_src(model):
 
 def made_up_model(tmp_path: Path, facts: str, hooks: str = "") -> ModuleType:
     path = tmp_path / "made_up_model.py"
-    path.write_text(f'"""A model.\n\nWhy its facts.\n"""\n\nfrom ocr_core.facts import ModelFacts\n\n{hooks}FACTS = {facts}\n')
+    preamble = '"""A model.\n\nWhy its facts.\n"""\n\nfrom ocr_core.facts import ModelFacts\n\n'
+    path.write_text(f"{preamble}{hooks}FACTS = {facts}\n")
     spec = importlib.util.spec_from_file_location("ocr_models.made_up_model", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
