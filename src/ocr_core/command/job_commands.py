@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import difflib
 import math
+import re
 import shlex
 from collections.abc import Sequence
 
 from ..facts import ModelFacts
-from ..redaction import redact
+from ..redaction import is_secret_flag, redact
 
 SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
 
 
 SECRET_FLAGS = ("--hf-token", "--api-key")
+# How alike (difflib's ratio) a flag's letters must be to a secret flag's to be read as its misspelling: `apikye`
+# is 0.83 from `apikey`, `maxtokens` 0.62 from `hftoken`.
+MISSPELT_CUTOFF = 0.75
 
 
 DEFAULT_JOB_TIMEOUT = "4h"
@@ -118,5 +123,19 @@ def masked_secrets(words: Sequence[str]) -> list[str]:
 
 
 def names_secret_flag(name: str) -> bool:
-    """argparse takes any unambiguous prefix of an option, so `--hf` and `--api-k` name the secret flags too."""
-    return name.startswith("--") and len(name) > 2 and any(flag.startswith(name) for flag in SECRET_FLAGS)
+    """Whether a flag means a secret: a start of a secret flag (`--hf`, `--api-k`: argparse takes any unambiguous
+    prefix), a secret word in it (`--apikey`, `--api_key`), or a misspelling of a secret flag (`--api-kye`,
+    `--hf_tokn`), whose value the user meant as secret all the same."""
+    if not name.startswith("--") or len(name) <= 2:
+        return False
+    spelt = letters(name)
+    return (
+        any(flag.startswith(name) for flag in SECRET_FLAGS)
+        or is_secret_flag(name)
+        or bool(difflib.get_close_matches(spelt, [letters(flag) for flag in SECRET_FLAGS], cutoff=MISSPELT_CUTOFF))
+    )
+
+
+def letters(flag: str) -> str:
+    """A flag's letters and digits, lower case: `--API_Key` and `--api-key` are spelt alike."""
+    return re.sub(r"[^a-z0-9]", "", flag.lower())
