@@ -609,3 +609,58 @@ def test_the_watch_shows_a_running_shards_pages_before_it_publishes_and_a_relaun
     parts = [name for name in hub.list_files(OUTPUT) if name.endswith(".parquet")]
     assert len(parts) == 5 and sorted(hub.reads) == sorted(parts)
     assert not any(name.endswith(".parquet") for name in hub.downloads)
+
+
+SERVER_PASSWORD = "pw-of-the-server-1357"
+SERVE_TOKEN = "hf_" + "S3rveArgs" * 3
+API_KEY = "sk-key-of-the-server-8642"
+SECRET_FLAGS = (
+    "--server", f"http://ocr:{SERVER_PASSWORD}@10.0.0.7:8000",
+    "--extra-serve-args", f"--hf-overrides {{}} --hf-token {SERVE_TOKEN}",
+)  # fmt: skip
+
+
+def job_settings(launch, secrets: dict[str, str], monkeypatch):
+    """The settings a job parses from what it was sent: its arguments, with its secrets in its environment."""
+    from ocr_core.command.checks import parse_command
+    from ocr_core.command.sealed_arguments import unsealed
+
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    words = unsealed(list(launch.script_args))
+    return parse_command(build_parser(SCRIPT, model_facts("lighton_ocr3"), "saturate"), words)[0]
+
+
+def test_a_dry_run_prints_no_secret_of_the_servers_url_or_the_serve_flags(tmp_path, capsys):
+    """A password in --server's URL and a token inside --extra-serve-args were printed in clear (issue 43)."""
+    _, code, _, err, out = launcher(tmp_path, {0: [], 1: []}, "--dry-run", *SECRET_FLAGS, capsys=capsys)
+    assert code == 0, err
+    assert len(printed_commands(out)) == 2
+    assert SERVER_PASSWORD not in out + err and SERVE_TOKEN not in out + err
+
+
+def test_secrets_in_the_jobs_arguments_travel_as_a_job_secret_and_the_job_reads_them_back(
+    tmp_path, capsys, monkeypatch
+):
+    """The job page shows a job's arguments: a password in --server's URL or a token in --extra-serve-args went
+    there in clear. They go masked, and the words they belong in go as a job secret the job puts back (issue 43)."""
+    jobs, code, _, err, _ = launcher(tmp_path, {0: ["done"], 1: ["done"]}, *SECRET_FLAGS, capsys=capsys)
+    assert code == 0, err
+    for launch, secrets in zip(jobs.launches, jobs.secrets_sent):
+        sent = " ".join(launch.script_args)
+        assert SERVER_PASSWORD not in sent and SERVE_TOKEN not in sent and "***" in sent
+        settings = job_settings(launch, secrets, monkeypatch)
+        assert settings.server == SECRET_FLAGS[1] and settings.extra_serve_args == SECRET_FLAGS[3]
+
+
+def test_the_api_key_reaches_every_job_as_a_secret_and_never_as_an_argument(tmp_path, capsys, monkeypatch):
+    """--api-key was taken off the jobs' arguments and only HF_TOKEN sent, so every request got 401 and every
+    shard was given up, while the same command without --jobs worked (issue 43)."""
+    flags = ("--server", "http://10.0.0.7:8000", "--api-key", API_KEY)
+    jobs, code, _, err, _ = launcher(tmp_path, {0: ["done"], 1: ["done"]}, *flags, capsys=capsys)
+    assert code == 0, err
+    for launch, secrets in zip(jobs.launches, jobs.secrets_sent):
+        assert API_KEY not in " ".join(launch.script_args) and API_KEY in secrets.values()
+        monkeypatch.delenv("VLLM_API_KEY", raising=False)
+        assert job_settings(launch, secrets, monkeypatch).api_key == API_KEY
+

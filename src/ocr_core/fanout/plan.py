@@ -76,11 +76,13 @@ def plan_launches(
     origin: ScriptSource,
     header: JobsHeader,
     arguments: Sequence[str],
+    given_secrets: Sequence[str] = (),
 ) -> JobsPlan:
     """`run` is the run's fingerprint (run_fingerprint); `arguments` are the recipe's command line less the
     launcher's flags, `--core-wheel` and the secret ones (a job gets the token as a secret, never on its command
-    line). A shipped core wheel goes last as two words, its absolute path alone, which is how `hf jobs uv run`
-    tells a file to upload from a word."""
+    line); `given_secrets` name the other secrets of the command line that go with each job. A shipped core wheel
+    goes last as two words, its absolute path alone, which is how `hf jobs uv run` tells a file to upload from a
+    word."""
     script = origin.url or str(script_path)
     wheel = request.core_wheel
     shipped = ("--core-wheel", str(wheel.path)) if wheel else ()
@@ -92,7 +94,7 @@ def plan_launches(
             image=request.image or header.image or facts.image,
             flavor=request.flavor or header.flavor or facts.flavor,
             timeout=request.timeout or header.timeout or DEFAULT_JOB_TIMEOUT,
-            secrets=header.secrets or DEFAULT_SECRETS,
+            secrets=tuple(dict.fromkeys((*(header.secrets or DEFAULT_SECRETS), *given_secrets))),
             labels=shard_labels(run, (index, request.jobs)),
             name=f"ocr-{run}-{index}-of-{request.jobs}",
             env=env,
