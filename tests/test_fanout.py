@@ -664,3 +664,29 @@ def test_the_api_key_reaches_every_job_as_a_secret_and_never_as_an_argument(tmp_
         monkeypatch.delenv("VLLM_API_KEY", raising=False)
         assert job_settings(launch, secrets, monkeypatch).api_key == API_KEY
 
+
+def test_the_watch_reads_progress_files_published_after_its_first_read_through_the_real_hub_client(
+    tmp_path, monkeypatch
+):
+    """huggingface_hub's HfFileSystem is cached per token and fills a folder's listing at its first read: every
+    progress file published after that was "not found" without a request, and the count froze at the first
+    poll's while the shard's pages grew (issue 43). The real client, against a loopback Hub stand-in."""
+    from huggingface_hub import constants
+
+    from ocr_core.store.hub import HfHub
+    from tests.testbed.hub_http import serving_hub
+
+    folder = FolderHub(tmp_path / "hub")
+    counts = []
+    with serving_hub(folder.root) as (endpoint, requests):
+        monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+        template = f"{endpoint}/{{repo_id}}/resolve/{{revision}}/{{filename}}"
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
+        destination = Destination(OUTPUT, "train", None, HfHub("hf_" + "L0opback" * 4))
+        pages = LivePages(destination, 1, None)
+        for poll in range(3):
+            write_part(folder, (0, 1), [(row, None) for row in range(poll * 10, poll * 10 + 10)])
+            counts.append(pages.count(destination.listing()))
+            assert pages.unread == {}, pages.unread
+    assert [count[0].pages for count in counts] == [10, 20, 30]
+    assert any("/resolve/" in request for request in requests), "the stand-in served no file: the test read nothing"
