@@ -690,3 +690,84 @@ def test_the_watch_reads_progress_files_published_after_its_first_read_through_t
             assert pages.unread == {}, pages.unread
     assert [count[0].pages for count in counts] == [10, 20, 30]
     assert any("/resolve/" in request for request in requests), "the stand-in served no file: the test read nothing"
+
+
+HPD = "hpd-parsing-saturate.py"
+HPD_URL = f"https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/{HPD}"
+HPD_IMAGE = model_facts("hpd_parsing").image
+
+
+def hpd_launcher(tmp_path, capsys, *flags):
+    hub = FolderHub(tmp_path / "hub")
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
+    capsys.readouterr()
+    code = run_entry(HPD, [INPUT, OUTPUT, "--jobs", "2", *flags], hub, jobs)
+    out, err = capsys.readouterr()
+    return jobs, code, err, out
+
+
+def test_a_recipe_whose_image_has_no_uv_is_launched_with_its_own_job_command(tmp_path, capsys):
+    """HPD's vendor image has no uv: `hf jobs uv run` there cannot start, and --jobs 2 paid for 6 failed GPU
+    jobs, then exited 1. Its jobs run the recipe's own job command: uv installed first, then the released script
+    with the shard's arguments (issue 43)."""
+    _, code, err, out = hpd_launcher(tmp_path, capsys, "--dry-run")
+    assert code == 0, err
+    lines = out.replace("\\\n", " ").splitlines()
+    commands = [shlex.split(line) for line in lines if line.startswith("hf jobs ")]
+    assert len(commands) == 2
+    for index, words in enumerate(commands):
+        assert words[:3] == ["hf", "jobs", "run"] and "--image" not in words
+        run = f"pip install -q uv && uv run {HPD_URL} {INPUT} {OUTPUT} --shard {index}/2"
+        assert words[-4:] == [HPD_IMAGE, "bash", "-lc", run]
+
+    jobs, code, err, _ = hpd_launcher(tmp_path / "run", capsys)
+    assert code == 0, err
+    for index, launch in enumerate(jobs.launches):
+        assert launch.image == HPD_IMAGE
+        assert launch.command == (
+            "bash",
+            "-lc",
+            f"pip install -q uv && uv run {HPD_URL} {INPUT} {OUTPUT} --shard {index}/2",
+        )
+
+
+def test_a_recipe_whose_image_has_no_uv_cannot_ship_a_copy_and_says_the_command_that_works(
+    tmp_path, capsys, monkeypatch
+):
+    """Only `hf jobs uv run` ships this machine's files with a job: a copy's own bytes or a core wheel cannot
+    reach an image without uv, so the launcher refuses before any launch and names the released script's
+    command, which installs the release's core."""
+    monkeypatch.setattr(launch_command, "released_scripts", lambda: None)
+    for flags in ((f"--core-wheel={core_wheel()}",), ()):
+        jobs, code, err, out = hpd_launcher(tmp_path, capsys, *flags)
+        assert code == 2 and jobs.launches == [] and jobs.listings == 0
+        assert json.loads(out.strip().splitlines()[-1])["exit_code"] == 2
+        assert f"uv run {HPD_URL} {INPUT} {OUTPUT} --jobs 2" in err and "make submit" not in err, err
+
+
+def test_the_real_jobs_client_runs_a_launch_with_its_own_command_on_its_image():
+    """A launch that carries a command (an image without uv) goes through run_job, never run_uv_job."""
+    from huggingface_hub import JobInfo
+
+    from ocr_core.fanout.jobs import HfJobs, JobLaunch
+
+    calls = []
+    info = JobInfo(
+        id="abc", createdAt="2026-12-01T10:00:00.000Z", flavor="l4x1", labels={}, status={"stage": "RUNNING"},
+        owner={"id": "1", "name": "someone", "type": "user"},
+    )  # fmt: skip
+
+    class Api:
+        def run_job(self, **kwargs):
+            calls.append(kwargs)
+            return info
+
+    client = HfJobs.__new__(HfJobs)
+    client.api = Api()
+    command = ("bash", "-lc", "pip install -q uv && uv run URL a b")
+    launch = JobLaunch("URL", ("a", "b"), "vendor", "l4x1", "4h", ("HF_TOKEN",), {RUN_LABEL: "r"}, "n", {}, command)
+    assert client.launch(launch, {"HF_TOKEN": "secret"}).id == "abc"
+    assert calls == [
+        {"image": "vendor", "command": list(command), "env": {}, "secrets": {"HF_TOKEN": "secret"},
+         "flavor": "l4x1", "timeout": "4h", "labels": {RUN_LABEL: "r", "name": "n"}},
+    ]  # fmt: skip

@@ -6,7 +6,7 @@ import difflib
 import math
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..facts import ModelFacts
 from ..redaction import is_secret_flag, redact
@@ -57,10 +57,28 @@ def job_command(
     command for a second shell (`bash -lc '... {args}'`) gets them quoted inside it and is then quoted whole, so
     a space or a `$(...)` in an argument reaches the script as it was given, at either level.
     """
-    rest = " ".join(shlex.quote(redact(arg)) for arg in without_secrets(arguments))
+    shown = [redact(arg) for arg in without_secrets(arguments)]
     fields = {"url": script_url(script), "image": facts.image, "flavor": facts.flavor, "timeout": timeout}
-    words = shlex.split(facts.job_command or JOB_COMMAND_TEMPLATE)
-    return " ".join(rest if word == "{args}" else shlex.quote(word.format(args=rest, **fields)) for word in words)
+    return shlex.join(filled_words(shlex.split(facts.job_command or JOB_COMMAND_TEMPLATE), shown, fields))
+
+
+def filled_words(template: Sequence[str], arguments: Sequence[str], fields: Mapping[str, str]) -> list[str]:
+    """A job command template's words with its fields: `{args}` alone becomes the arguments, one word each; inside
+    a word (a command for a second shell) they are quoted for that shell."""
+    joined = shlex.join(arguments)
+    words: list[str] = []
+    for word in template:
+        words += list(arguments) if word == "{args}" else [word.format(args=joined, **fields)]
+    return words
+
+
+def image_command(facts: ModelFacts) -> tuple[str, ...]:
+    """What a recipe's own job command runs in its image (for an image without uv: install it, then `uv run`),
+    as a template; empty for a recipe that `hf jobs uv run` starts."""
+    if not facts.job_command:
+        return ()
+    words = shlex.split(facts.job_command)
+    return tuple(words[words.index("{image}") + 1 :])
 
 
 def command_words(command: str) -> list[str]:

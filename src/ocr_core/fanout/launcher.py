@@ -28,7 +28,7 @@ from ..store.hub import HfHub, HubClient
 from ..store.output import is_local_output
 from .drive import fan_out
 from .jobs import HfJobs, JobsClient
-from .plan import plan_launches, run_fingerprint
+from .plan import check_image_command, plan_launches, run_fingerprint
 from .summary import FanoutSummary
 
 API_KEY_SECRET = "VLLM_API_KEY"  # where the recipe's --api-key reads its default
@@ -56,6 +56,7 @@ def launch_command_line(
     summary.load_with = load_with
     try:
         text = script_path.read_text()
+        check_image_command(request, facts, script_path, origin, arguments)
         check_ships(request.core_wheel, origin.checked, script_path.name, text)
         header = jobs_header(text)
         plan = plan_launches(run, request, settings, facts, script_path, origin, header, arguments, tuple(given))
