@@ -771,3 +771,19 @@ def test_the_real_jobs_client_runs_a_launch_with_its_own_command_on_its_image():
         {"image": "vendor", "command": list(command), "env": {}, "secrets": {"HF_TOKEN": "secret"},
          "flavor": "l4x1", "timeout": "4h", "labels": {RUN_LABEL: "r", "name": "n"}},
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("prefix", ["2026-12-01T10:00:00.123Z ", "[stdout] ", "job-7 | "])
+def test_a_summary_line_behind_a_log_prefix_is_read_as_the_jobs_failure(prefix):
+    """A log that prefixes each line (a timestamp, a stream name) hid the recipe's summary line: the launcher knew
+    no failure, so a shard that failed the same way twice was relaunched until --max-relaunches (issue 43)."""
+    from ocr_core.fanout.heal import Attempt, decide, failure_of
+    from ocr_core.fanout.jobs import JobRecord
+    from tests.testbed.jobs_double import summary_line
+
+    line = prefix + summary_line(2, "--max-tokens 9000 must be below --max-model-len 4096")
+    failure = failure_of(["starting", line])
+    assert failure == "exit 2: --max-tokens 9000 must be below --max-model-len 4096"
+    jobs = [JobRecord(f"j{at}", {}, "ERROR", None, NOW - timedelta(minutes=at), NOW, 60.0, "l4x1") for at in (1, 2)]
+    step = decide([Attempt(job, failure, (line,)) for job in jobs], 5, {"j1", "j2"})
+    assert step.step is Step.GIVE_UP and "failed the same way twice" in step.reason
