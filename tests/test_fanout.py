@@ -787,3 +787,45 @@ def test_a_summary_line_behind_a_log_prefix_is_read_as_the_jobs_failure(prefix):
     jobs = [JobRecord(f"j{at}", {}, "ERROR", None, NOW - timedelta(minutes=at), NOW, 60.0, "l4x1") for at in (1, 2)]
     step = decide([Attempt(job, failure, (line,)) for job in jobs], 5, {"j1", "j2"})
     assert step.step is Step.GIVE_UP and "failed the same way twice" in step.reason
+
+
+def rebuilt_wheel(wheel: Path, folder: Path, name: str, text: bytes) -> Path:
+    """A wheel of the same version as `wheel` whose file `name` holds other bytes, its RECORD saying so, as a
+    build of other code under the same version number is."""
+    import base64
+    import zipfile
+
+    digest = base64.urlsafe_b64encode(hashlib.sha256(text).digest()).rstrip(b"=").decode()
+    rebuilt = folder / wheel.name
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(rebuilt, "w") as target:
+        for item in source.infolist():
+            data = text if item.filename == name else source.read(item)
+            if item.filename.endswith(".dist-info/RECORD"):
+                rows = source.read(item).decode().splitlines()
+                data = "\n".join(f"{name},sha256={digest},{len(text)}" if row.startswith(f"{name},") else row
+                                 for row in rows).encode() + b"\n"  # fmt: skip
+            target.writestr(item, data)
+    return rebuilt
+
+
+def test_a_job_whose_core_is_another_build_of_the_shipped_wheels_version_stops_before_its_first_page(tmp_path, capsys):
+    """The job's check compared the version only: a job whose uv installed another build of that version (a
+    cached wheel of other code) OCRed its shard with code nobody shipped. The shipped wheel's own file hashes are
+    checked against the core the job imported (issue 43)."""
+    from tests.test_resume_publish import served
+    from tests.testbed.fake_server import fake_server
+
+    wheel = core_wheel()
+    edited = (REPO_ROOT / "src" / "ocr_core" / "console.py").read_bytes() + b"# another build\n"
+    other = rebuilt_wheel(wheel, tmp_path / "other-build", "ocr_core/console.py", edited)
+    with fake_server() as server:
+        for shipped, out in ((other, tmp_path / "out"), (wheel, tmp_path / "out-shipped")):
+            capsys.readouterr()
+            code = run_entry(SCRIPT, [str(SAMPLES), str(out), "--core-wheel", str(shipped), *served(server)])
+            err = capsys.readouterr().err
+            if shipped == other:
+                assert code == 2 and "ocr_core/console.py" in err and "not the bytes" in err, err
+                assert not out.exists()
+            else:
+                assert code == 0, err
