@@ -718,7 +718,7 @@ def test_a_recipe_whose_image_has_no_uv_is_launched_with_its_own_job_command(tmp
     for index, words in enumerate(commands):
         assert words[:3] == ["hf", "jobs", "run"] and "--image" not in words
         run = f"pip install -q uv && uv run {HPD_URL} {INPUT} {OUTPUT} --shard {index}/2"
-        assert words[-4:] == [HPD_IMAGE, "bash", "-lc", run]
+        assert words[-5:] == [HPD_IMAGE, "--", "bash", "-lc", run]
 
     jobs, code, err, _ = hpd_launcher(tmp_path / "run", capsys)
     assert code == 0, err
@@ -829,3 +829,29 @@ def test_a_job_whose_core_is_another_build_of_the_shipped_wheels_version_stops_b
                 assert not out.exists()
             else:
                 assert code == 0, err
+
+
+def test_hf_jobs_run_starts_the_printed_command_of_an_image_without_uv_as_the_launcher_does(
+    tmp_path, capsys, monkeypatch
+):
+    """The dry run's `hf jobs run` command for HPD, given to hf's own CLI over a recording HfApi: the job the
+    CLI asks for is the one the launcher sends, its image, its command and its token as a secret."""
+    from huggingface_hub import HfApi, JobInfo
+    from huggingface_hub.cli.hf import app
+
+    _, code, err, out = hpd_launcher(tmp_path, capsys, "--dry-run")
+    assert code == 0, err
+    words = shlex.split(out.replace("\\\n", " ").splitlines()[0])
+    calls: dict = {}
+
+    def run_job(self, **job):
+        calls["job"] = job
+        owner = {"id": "1", "name": "someone", "type": "user"}
+        return JobInfo(id="j1", createdAt="2026-12-01T10:00:00.000Z", status={"stage": "RUNNING"}, owner=owner)
+
+    monkeypatch.setattr(HfApi, "run_job", run_job)
+    app(words[1:], standalone_mode=False, windows_expand_args=False)
+    job = calls["job"]
+    assert job["image"] == HPD_IMAGE and job["command"] == words[-3:] and words[-3:-1] == ["bash", "-lc"]
+    assert job["secrets"] == {"HF_TOKEN": "token-for-the-jobs"} and job["flavor"] == "l4x1"
+    assert job["labels"][SHARD_LABEL] == "00000-of-00002"

@@ -186,10 +186,29 @@ def test_job_command_never_carries_the_token():
     assert without_secrets(["--hf-token=hf_x", "x"]) == ["x"]
 
 
-def test_hpd_job_command_installs_uv_on_the_vendor_image():
+def test_hpd_job_command_installs_uv_on_the_vendor_image(monkeypatch):
+    """Given to hf's own CLI (huggingface_hub 2.4) over a recording HfApi, the printed command asks for the job it
+    says: the CLI takes `-lc` after the image for options of its own and dropped it, so the job ran
+    `bash 'pip install ...'`, a file of that name, until `--` ended hf's options (issue 43)."""
+    from huggingface_hub import HfApi, JobInfo
+    from huggingface_hub.cli.hf import app
+
     command = job_command("hpd-parsing-saturate.py", HPD, ["a/b", "c/d"])
-    assert command.startswith(f"hf jobs run --flavor l4x1 --timeout 4h -s HF_TOKEN {HPD.image} bash -lc")
-    assert "pip install -q uv && uv run" in command
+    assert command.startswith(f"hf jobs run --flavor l4x1 --timeout 4h -s HF_TOKEN {HPD.image} -- bash -lc")
+    jobs = []
+
+    def run_job(self, **job):
+        jobs.append(job)
+        owner = {"id": "1", "name": "someone", "type": "user"}
+        return JobInfo(id="j1", createdAt="2026-12-01T10:00:00.000Z", status={"stage": "RUNNING"}, owner=owner)
+
+    monkeypatch.setattr(HfApi, "run_job", run_job)
+    monkeypatch.setenv("HF_TOKEN", "token-for-the-job")
+    words = shlex.split(command)
+    app(["jobs", "run", "--detach", *words[3:]], standalone_mode=False, windows_expand_args=False)  # no log follow
+    url = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/hpd-parsing-saturate.py"
+    assert jobs[0]["image"] == HPD.image
+    assert jobs[0]["command"] == ["bash", "-lc", f"pip install -q uv && uv run {url} a/b c/d"]
 
 
 @pytest.mark.parametrize("script", ["hpd-parsing-saturate.py", "lighton-ocr3-saturate.py"])

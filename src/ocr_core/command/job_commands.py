@@ -74,11 +74,12 @@ def filled_words(template: Sequence[str], arguments: Sequence[str], fields: Mapp
 
 def image_command(facts: ModelFacts) -> tuple[str, ...]:
     """What a recipe's own job command runs in its image (for an image without uv: install it, then `uv run`),
-    as a template; empty for a recipe that `hf jobs uv run` starts."""
+    as a template, without the `--` that ends hf's options; empty for a recipe that `hf jobs uv run` starts."""
     if not facts.job_command:
         return ()
     words = shlex.split(facts.job_command)
-    return tuple(words[words.index("{image}") + 1 :])
+    command = words[words.index("{image}") + 1 :]
+    return tuple(command[1:] if command[:1] == ["--"] else command)
 
 
 def command_words(command: str) -> list[str]:

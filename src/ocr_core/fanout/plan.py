@@ -155,8 +155,8 @@ def script_said(origin: ScriptSource, script_path: Path) -> str:
 
 
 def launch_command(launch: JobLaunch) -> str:
-    """The `hf jobs uv run` command (`hf jobs run` for an image without uv) that starts the same job by hand, as
-    --dry-run prints it."""
+    """The `hf jobs uv run` command (`hf jobs run` for an image without uv, whose command follows `--`: hf takes
+    a `-lc` after the image for its own options) that starts the same job by hand, as --dry-run prints it."""
     words = ["hf", "jobs", "run"] if launch.command else ["hf", "jobs", "uv", "run"]
     words += ["--detach", "--flavor", launch.flavor, "--timeout", launch.timeout]
     words += [] if launch.command else ["--image", launch.image]
@@ -164,5 +164,5 @@ def launch_command(launch: JobLaunch) -> str:
     words += [word for key, value in launch.env.items() for word in ("-e", f"{key}={value}")]
     words += [word for key, value in launch.labels.items() for word in ("--label", f"{key}={value}")]
     words += ["--name", launch.name]
-    words += [launch.image, *launch.command] if launch.command else [launch.script, *launch.script_args]
+    words += [launch.image, "--", *launch.command] if launch.command else [launch.script, *launch.script_args]
     return " ".join(shlex.quote(word) for word in words)
