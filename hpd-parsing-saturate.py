@@ -19,7 +19,7 @@ This script starts `vllm serve` when no server answers, then widens the window o
 queue fills or host memory says stop.
 
 Run it on Hugging Face Jobs:
-    hf jobs run --flavor l4x1 --timeout 4h -s HF_TOKEN ccr-2vdh3abv-pub.cnc.bj.baidubce.com/paddlepaddle/hpd-parsing-vllm:latest-nvidia-gpu bash -lc 'pip install -q uv && uv run https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/hpd-parsing-saturate.py INPUT OUTPUT'
+    hf jobs run --flavor l4x1 --timeout 4h -s HF_TOKEN ccr-2vdh3abv-pub.cnc.bj.baidubce.com/paddlepaddle/hpd-parsing-vllm:latest-nvidia-gpu -- bash -lc 'pip install -q uv && uv run https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/hpd-parsing-saturate.py INPUT OUTPUT'
 or on your own GPU machine, or against a server already running:
     uv run hpd-parsing-saturate.py INPUT OUTPUT
     uv run hpd-parsing-saturate.py INPUT OUTPUT --server URL
@@ -50,9 +50,9 @@ FACTS = ModelFacts(
     image="ccr-2vdh3abv-pub.cnc.bj.baidubce.com/paddlepaddle/hpd-parsing-vllm:latest-nvidia-gpu",
     flavor="l4x1",
     params_b=1.1,
-    job_command=(  # the vendor's image has no uv: the job installs it first
+    job_command=(  # the vendor's image has no uv: the job installs it first (`--` ends hf's own options)
         "hf jobs run --flavor {flavor} --timeout {timeout} -s HF_TOKEN {image} "
-        "bash -lc 'pip install -q uv && uv run {url} {args}'"
+        "-- bash -lc 'pip install -q uv && uv run {url} {args}'"
     ),
     serve_env={"MAX_PATCHES_WITH_RESIZE": "true"},
     serve_args=[

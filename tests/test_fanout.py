@@ -827,3 +827,249 @@ def test_the_watch_shows_a_running_shards_pages_before_it_publishes_and_a_relaun
     parts = [name for name in hub.list_files(OUTPUT) if name.endswith(".parquet")]
     assert len(parts) == 5 and sorted(hub.reads) == sorted(parts)
     assert not any(name.endswith(".parquet") for name in hub.downloads)
+
+
+SERVER_PASSWORD = "pw-of-the-server-1357"
+SERVE_TOKEN = "hf_" + "S3rveArgs" * 3
+API_KEY = "sk-key-of-the-server-8642"
+SECRET_FLAGS = (
+    "--server", f"http://ocr:{SERVER_PASSWORD}@10.0.0.7:8000",
+    "--extra-serve-args", f"--hf-overrides {{}} --hf-token {SERVE_TOKEN}",
+)  # fmt: skip
+
+
+def job_settings(launch, secrets: dict[str, str], monkeypatch):
+    """The settings a job parses from what it was sent: its arguments, with its secrets in its environment."""
+    from ocr_core.command.checks import parse_command
+    from ocr_core.command.sealed_arguments import unsealed
+
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    words = unsealed(list(launch.script_args))
+    return parse_command(build_parser(SCRIPT, model_facts("lighton_ocr3"), "saturate"), words)[0]
+
+
+def test_a_dry_run_prints_no_secret_of_the_servers_url_or_the_serve_flags(tmp_path, capsys):
+    """A password in --server's URL and a token inside --extra-serve-args were printed in clear (issue 43)."""
+    _, code, _, err, out = launcher(tmp_path, {0: [], 1: []}, "--dry-run", *SECRET_FLAGS, capsys=capsys)
+    assert code == 0, err
+    assert len(printed_commands(out)) == 2
+    assert SERVER_PASSWORD not in out + err and SERVE_TOKEN not in out + err
+
+
+def test_secrets_in_the_jobs_arguments_travel_as_a_job_secret_and_the_job_reads_them_back(
+    tmp_path, capsys, monkeypatch
+):
+    """The job page shows a job's arguments: a password in --server's URL or a token in --extra-serve-args went
+    there in clear. They go masked, and the words they belong in go as a job secret the job puts back (issue 43)."""
+    jobs, code, _, err, _ = launcher(tmp_path, {0: ["done"], 1: ["done"]}, *SECRET_FLAGS, capsys=capsys)
+    assert code == 0, err
+    for launch, secrets in zip(jobs.launches, jobs.secrets_sent):
+        sent = " ".join(launch.script_args)
+        assert SERVER_PASSWORD not in sent and SERVE_TOKEN not in sent and "***" in sent
+        settings = job_settings(launch, secrets, monkeypatch)
+        assert settings.server == SECRET_FLAGS[1] and settings.extra_serve_args == SECRET_FLAGS[3]
+
+
+def test_the_api_key_reaches_every_job_as_a_secret_and_never_as_an_argument(tmp_path, capsys, monkeypatch):
+    """--api-key was taken off the jobs' arguments and only HF_TOKEN sent, so every request got 401 and every
+    shard was given up, while the same command without --jobs worked (issue 43)."""
+    flags = ("--server", "http://10.0.0.7:8000", "--api-key", API_KEY)
+    jobs, code, _, err, _ = launcher(tmp_path, {0: ["done"], 1: ["done"]}, *flags, capsys=capsys)
+    assert code == 0, err
+    for launch, secrets in zip(jobs.launches, jobs.secrets_sent):
+        assert API_KEY not in " ".join(launch.script_args) and API_KEY in secrets.values()
+        monkeypatch.delenv("VLLM_API_KEY", raising=False)
+        assert job_settings(launch, secrets, monkeypatch).api_key == API_KEY
+
+
+def test_the_watch_reads_progress_files_published_after_its_first_read_through_the_real_hub_client(
+    tmp_path, monkeypatch
+):
+    """huggingface_hub's HfFileSystem is cached per token and fills a folder's listing at its first read: every
+    progress file published after that was "not found" without a request, and the count froze at the first
+    poll's while the shard's pages grew (issue 43). The real client, against a loopback Hub stand-in."""
+    from huggingface_hub import constants
+
+    from ocr_core.store.hub import HfHub
+    from tests.testbed.hub_http import serving_hub
+
+    folder = FolderHub(tmp_path / "hub")
+    counts = []
+    with serving_hub(folder.root) as (endpoint, requests):
+        monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+        template = f"{endpoint}/{{repo_id}}/resolve/{{revision}}/{{filename}}"
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
+        destination = Destination(OUTPUT, "train", None, HfHub("hf_" + "L0opback" * 4))
+        pages = LivePages(destination, 1, None)
+        for poll in range(3):
+            write_part(folder, (0, 1), [(row, None) for row in range(poll * 10, poll * 10 + 10)])
+            counts.append(pages.count(destination.listing()))
+            assert pages.unread == {}, pages.unread
+    assert [count[0].pages for count in counts] == [10, 20, 30]
+    assert any("/resolve/" in request for request in requests), "the stand-in served no file: the test read nothing"
+
+
+HPD = "hpd-parsing-saturate.py"
+HPD_URL = f"https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/{HPD}"
+HPD_IMAGE = model_facts("hpd_parsing").image
+
+
+def hpd_launcher(tmp_path, capsys, *flags):
+    hub = FolderHub(tmp_path / "hub")
+    jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"], 1: ["done"]})
+    capsys.readouterr()
+    code = run_entry(HPD, [INPUT, OUTPUT, "--jobs", "2", *flags], hub, jobs)
+    out, err = capsys.readouterr()
+    return jobs, code, err, out
+
+
+def test_a_recipe_whose_image_has_no_uv_is_launched_with_its_own_job_command(tmp_path, capsys):
+    """HPD's vendor image has no uv: `hf jobs uv run` there cannot start, and --jobs 2 paid for 6 failed GPU
+    jobs, then exited 1. Its jobs run the recipe's own job command: uv installed first, then the released script
+    with the shard's arguments (issue 43)."""
+    _, code, err, out = hpd_launcher(tmp_path, capsys, "--dry-run")
+    assert code == 0, err
+    lines = out.replace("\\\n", " ").splitlines()
+    commands = [shlex.split(line) for line in lines if line.startswith("hf jobs ")]
+    assert len(commands) == 2
+    for index, words in enumerate(commands):
+        assert words[:3] == ["hf", "jobs", "run"] and "--image" not in words
+        run = f"pip install -q uv && uv run {HPD_URL} {INPUT} {OUTPUT} --shard {index}/2"
+        assert words[-5:] == [HPD_IMAGE, "--", "bash", "-lc", run]
+
+    jobs, code, err, _ = hpd_launcher(tmp_path / "run", capsys)
+    assert code == 0, err
+    for index, launch in enumerate(jobs.launches):
+        assert launch.image == HPD_IMAGE
+        assert launch.command == (
+            "bash",
+            "-lc",
+            f"pip install -q uv && uv run {HPD_URL} {INPUT} {OUTPUT} --shard {index}/2",
+        )
+
+
+def test_a_recipe_whose_image_has_no_uv_cannot_ship_a_copy_and_says_the_command_that_works(
+    tmp_path, capsys, monkeypatch
+):
+    """Only `hf jobs uv run` ships this machine's files with a job: a copy's own bytes or a core wheel cannot
+    reach an image without uv, so the launcher refuses before any launch and names the released script's
+    command, which installs the release's core."""
+    monkeypatch.setattr(launch_command, "released_scripts", lambda: None)
+    for flags in ((f"--core-wheel={core_wheel()}",), ()):
+        jobs, code, err, out = hpd_launcher(tmp_path, capsys, *flags)
+        assert code == 2 and jobs.launches == [] and jobs.listings == 0
+        assert json.loads(out.strip().splitlines()[-1])["exit_code"] == 2
+        assert f"uv run {HPD_URL} {INPUT} {OUTPUT} --jobs 2" in err and "make submit" not in err, err
+
+
+def test_the_real_jobs_client_runs_a_launch_with_its_own_command_on_its_image():
+    """A launch that carries a command (an image without uv) goes through run_job, never run_uv_job."""
+    from huggingface_hub import JobInfo
+
+    from ocr_core.fanout.jobs import HfJobs, JobLaunch
+
+    calls = []
+    info = JobInfo(
+        id="abc", createdAt="2026-12-01T10:00:00.000Z", flavor="l4x1", labels={}, status={"stage": "RUNNING"},
+        owner={"id": "1", "name": "someone", "type": "user"},
+    )  # fmt: skip
+
+    class Api:
+        def run_job(self, **kwargs):
+            calls.append(kwargs)
+            return info
+
+    client = HfJobs.__new__(HfJobs)
+    client.api = Api()
+    command = ("bash", "-lc", "pip install -q uv && uv run URL a b")
+    launch = JobLaunch("URL", ("a", "b"), "vendor", "l4x1", "4h", ("HF_TOKEN",), {RUN_LABEL: "r"}, "n", {}, command)
+    assert client.launch(launch, {"HF_TOKEN": "secret"}).id == "abc"
+    assert calls == [
+        {"image": "vendor", "command": list(command), "env": {}, "secrets": {"HF_TOKEN": "secret"},
+         "flavor": "l4x1", "timeout": "4h", "labels": {RUN_LABEL: "r", "name": "n"}},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("prefix", ["2026-12-01T10:00:00.123Z ", "[stdout] ", "job-7 | "])
+def test_a_summary_line_behind_a_log_prefix_is_read_as_the_jobs_failure(prefix):
+    """A log that prefixes each line (a timestamp, a stream name) hid the recipe's summary line: the launcher knew
+    no failure, so a shard that failed the same way twice was relaunched until --max-relaunches (issue 43)."""
+    from ocr_core.fanout.heal import Attempt, decide, failure_of
+    from ocr_core.fanout.jobs import JobRecord
+    from tests.testbed.jobs_double import summary_line
+
+    line = prefix + summary_line(2, "--max-tokens 9000 must be below --max-model-len 4096")
+    failure = failure_of(["starting", line])
+    assert failure == "exit 2: --max-tokens 9000 must be below --max-model-len 4096"
+    jobs = [JobRecord(f"j{at}", {}, "ERROR", None, NOW - timedelta(minutes=at), NOW, 60.0, "l4x1") for at in (1, 2)]
+    step = decide([Attempt(job, failure, (line,)) for job in jobs], 5, {"j1", "j2"}, {})
+    assert step.step is Step.GIVE_UP and "failed the same way twice" in step.reason
+
+
+def rebuilt_wheel(wheel: Path, folder: Path, name: str, text: bytes) -> Path:
+    """A wheel of the same version as `wheel` whose file `name` holds other bytes, its RECORD saying so, as a
+    build of other code under the same version number is."""
+    import base64
+    import zipfile
+
+    digest = base64.urlsafe_b64encode(hashlib.sha256(text).digest()).rstrip(b"=").decode()
+    rebuilt = folder / wheel.name
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(rebuilt, "w") as target:
+        for item in source.infolist():
+            data = text if item.filename == name else source.read(item)
+            if item.filename.endswith(".dist-info/RECORD"):
+                rows = source.read(item).decode().splitlines()
+                data = "\n".join(f"{name},sha256={digest},{len(text)}" if row.startswith(f"{name},") else row
+                                 for row in rows).encode() + b"\n"  # fmt: skip
+            target.writestr(item, data)
+    return rebuilt
+
+
+def test_a_job_whose_core_is_another_build_of_the_shipped_wheels_version_stops_before_its_first_page(tmp_path, capsys):
+    """The job's check compared the version only: a job whose uv installed another build of that version (a
+    cached wheel of other code) OCRed its shard with code nobody shipped. The shipped wheel's own file hashes are
+    checked against the core the job imported (issue 43)."""
+    from tests.test_resume_publish import served
+    from tests.testbed.fake_server import fake_server
+
+    wheel = core_wheel()
+    edited = (REPO_ROOT / "src" / "ocr_core" / "console.py").read_bytes() + b"# another build\n"
+    other = rebuilt_wheel(wheel, tmp_path / "other-build", "ocr_core/console.py", edited)
+    with fake_server() as server:
+        for shipped, out in ((other, tmp_path / "out"), (wheel, tmp_path / "out-shipped")):
+            capsys.readouterr()
+            code = run_entry(SCRIPT, [str(SAMPLES), str(out), "--core-wheel", str(shipped), *served(server)])
+            err = capsys.readouterr().err
+            if shipped == other:
+                assert code == 2 and "ocr_core/console.py" in err and "not the bytes" in err, err
+                assert not out.exists()
+            else:
+                assert code == 0, err
+
+
+def test_hf_jobs_run_starts_the_printed_command_of_an_image_without_uv_as_the_launcher_does(
+    tmp_path, capsys, monkeypatch
+):
+    """The dry run's `hf jobs run` command for HPD, given to hf's own CLI over a recording HfApi: the job the
+    CLI asks for is the one the launcher sends, its image, its command and its token as a secret."""
+    from huggingface_hub import HfApi, JobInfo
+    from huggingface_hub.cli.hf import app
+
+    _, code, err, out = hpd_launcher(tmp_path, capsys, "--dry-run")
+    assert code == 0, err
+    words = shlex.split(out.replace("\\\n", " ").splitlines()[0])
+    calls: dict = {}
+
+    def run_job(self, **job):
+        calls["job"] = job
+        owner = {"id": "1", "name": "someone", "type": "user"}
+        return JobInfo(id="j1", createdAt="2026-12-01T10:00:00.000Z", status={"stage": "RUNNING"}, owner=owner)
+
+    monkeypatch.setattr(HfApi, "run_job", run_job)
+    app(words[1:], standalone_mode=False, windows_expand_args=False)
+    job = calls["job"]
+    assert job["image"] == HPD_IMAGE and job["command"] == words[-3:] and words[-3:-1] == ["bash", "-lc"]
+    assert job["secrets"] == {"HF_TOKEN": "token-for-the-jobs"} and job["flavor"] == "l4x1"
+    assert job["labels"][SHARD_LABEL] == "00000-of-00002"

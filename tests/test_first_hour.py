@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -452,6 +453,41 @@ def test_a_hub_id_with_no_network_is_named_at_once_with_exit_2(server, tmp_path,
     assert (code, summary["exit_code"]) == (2, 2), summary
     assert "cannot reach the Hub" in summary["failure"] and "network" in summary["failure"]
     assert sleeps == [], "a Hub that was never reached was retried"
+
+
+class BlippingHub(FolderHub):
+    """A Hub double whose first call to the output repo fails as a resolver blip does, then answers."""
+
+    blips: int = 1
+
+    def create_repo(self, repo_id: str, private: bool) -> None:
+        if self.blips:
+            self.blips -= 1
+            raise socket.gaierror(-3, "Temporary failure in name resolution")
+        super().create_repo(repo_id, private)
+
+
+def test_a_network_blip_at_a_jobs_first_hub_call_is_retried_not_called_no_network(
+    server, tmp_path, capsys, sleeps, monkeypatch
+):
+    """On HF Jobs the network is the platform's, not the user's to fix: a DNS blip at the job's first Hub call was
+    "this machine cannot reach the Hub" (exit 2), and two such blips in a row gave the shard up as failing the same
+    way twice (issue 43). In a job it is retried as any blip; on one's own machine it is still said at once."""
+    monkeypatch.setenv("JOB_ID", "job-1")
+    hub = BlippingHub(tmp_path / "hub")
+    code, summary, err = run_main(
+        "lighton-ocr3-saturate.py", [str(SAMPLES), "someone/scans-ocr", *served(server)], capsys, hub=hub
+    )
+    assert (code, summary["exit_code"]) == (0, 0), err[-2000:]
+    backoffs = [waited for waited in sleeps if waited >= hub_module.UPLOAD_BACKOFF_S]  # the retry's, not a poll's
+    assert backoffs == [hub_module.UPLOAD_BACKOFF_S] and summary["rows"] > 0
+
+    monkeypatch.delenv("JOB_ID")
+    code, summary, _ = run_main(
+        "lighton-ocr3-saturate.py", [str(SAMPLES), "someone/other-ocr", *served(server)], capsys,
+        hub=BlippingHub(tmp_path / "hub"),
+    )  # fmt: skip
+    assert (code, summary["exit_code"]) == (2, 2) and "cannot reach the Hub" in summary["failure"]
 
 
 def test_a_server_host_that_does_not_resolve_is_said_at_once(tmp_path, capsys, monkeypatch):

@@ -91,9 +91,10 @@ def test_a_model_id_is_stated_in_one_file_under_src(model):
     assert stating == [ROOT / "src" / "ocr_models" / f"{model.module}.py"]
 
 
-def made_up_model(tmp_path: Path, facts: str) -> ModuleType:
+def made_up_model(tmp_path: Path, facts: str, hooks: str = "") -> ModuleType:
     path = tmp_path / "made_up_model.py"
-    path.write_text(f'"""A model.\n\nWhy its facts.\n"""\n\nfrom ocr_core.facts import ModelFacts\n\nFACTS = {facts}\n')
+    preamble = '"""A model.\n\nWhy its facts.\n"""\n\nfrom ocr_core.facts import ModelFacts\n\n'
+    path.write_text(f"{preamble}{hooks}FACTS = {facts}\n")
     spec = importlib.util.spec_from_file_location("ocr_models.made_up_model", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -185,10 +186,29 @@ def test_job_command_never_carries_the_token():
     assert without_secrets(["--hf-token=hf_x", "x"]) == ["x"]
 
 
-def test_hpd_job_command_installs_uv_on_the_vendor_image():
+def test_hpd_job_command_installs_uv_on_the_vendor_image(monkeypatch):
+    """Given to hf's own CLI (huggingface_hub 2.4) over a recording HfApi, the printed command asks for the job it
+    says: the CLI takes `-lc` after the image for options of its own and dropped it, so the job ran
+    `bash 'pip install ...'`, a file of that name, until `--` ended hf's options (issue 43)."""
+    from huggingface_hub import HfApi, JobInfo
+    from huggingface_hub.cli.hf import app
+
     command = job_command("hpd-parsing-saturate.py", HPD, ["a/b", "c/d"])
-    assert command.startswith(f"hf jobs run --flavor l4x1 --timeout 4h -s HF_TOKEN {HPD.image} bash -lc")
-    assert "pip install -q uv && uv run" in command
+    assert command.startswith(f"hf jobs run --flavor l4x1 --timeout 4h -s HF_TOKEN {HPD.image} -- bash -lc")
+    jobs = []
+
+    def run_job(self, **job):
+        jobs.append(job)
+        owner = {"id": "1", "name": "someone", "type": "user"}
+        return JobInfo(id="j1", createdAt="2026-12-01T10:00:00.000Z", status={"stage": "RUNNING"}, owner=owner)
+
+    monkeypatch.setattr(HfApi, "run_job", run_job)
+    monkeypatch.setenv("HF_TOKEN", "token-for-the-job")
+    words = shlex.split(command)
+    app(["jobs", "run", "--detach", *words[3:]], standalone_mode=False, windows_expand_args=False)  # no log follow
+    url = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/hpd-parsing-saturate.py"
+    assert jobs[0]["image"] == HPD.image
+    assert jobs[0]["command"] == ["bash", "-lc", f"pip install -q uv && uv run {url} a/b c/d"]
 
 
 @pytest.mark.parametrize("script", ["hpd-parsing-saturate.py", "lighton-ocr3-saturate.py"])
@@ -320,3 +340,15 @@ def test_parse_metrics_sums_label_sets():
 )
 def test_job_timeout_is_sized_for_the_run(rows, pages_per_s, timeout):
     assert job_timeout(rows, pages_per_s) == timeout
+
+
+def test_a_hook_named_after_non_ascii_text_on_its_line_is_prefixed_where_it_stands(tmp_path):
+    """ast gives a name's column in UTF-8 bytes: a prompt with an accent before `parse=parse` on the same line
+    moved the module's prefix into the prompt and left a script that does not compile (issue 43)."""
+    stated = 'model="m", image="i", serve_args=(), sampling={}, max_model_len=4096'
+    facts = f'ModelFacts({stated}, prompt="Lis la page – en entier, à la lettre.", parse=parse)'
+    module = made_up_model(tmp_path, facts, hooks="def parse(text):\n    return text\n\n\n")
+    rendered, names_hooks = render.facts_source(module)
+    assert names_hooks
+    assert 'prompt="Lis la page – en entier, à la lettre.", parse=made_up_model.parse)' in rendered
+    compile(rendered, "rendered", "exec")

@@ -258,3 +258,18 @@ def test_a_mistyped_token_flag_is_masked_in_argparse_s_own_error(capsys):
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert "unrecognized arguments" in err and token not in err and "***" in err
+
+
+@pytest.mark.parametrize("flag", ["--apikey", "--api_key", "--api-kye", "--API-KEY", "--hf_tokn", "--hftoken"])
+@pytest.mark.parametrize("equals", [False, True], ids=["apart", "equals"])
+def test_a_secret_under_a_misspelt_flag_is_masked_on_stderr_and_in_the_summary_line(tmp_path, capsys, flag, equals):
+    """A flag argparse does not know is quoted back in its error and the summary line's `failure`: a value typed
+    under a misspelling of a secret flag is as secret as the flag's, so it is masked by what the flag means (its
+    words, or the secret flag it is spelt closest to), not by prefixes of the real names alone (issue 43)."""
+    secret = "sk-misspelt-secret-2468"
+    words = [f"{flag}={secret}"] if equals else [flag, secret]
+    assert run_saturate(FACTS, SCRIPT, argv=[str(SAMPLES), str(tmp_path / "out"), *words]) == 2
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out.strip().splitlines()[-1])
+    assert "unrecognized arguments" in summary["failure"] and "***" in summary["failure"]
+    assert secret not in captured.out + captured.err

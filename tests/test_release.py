@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import shutil
+import subprocess
 import sys
 import zipfile
 from collections.abc import Iterator
@@ -156,3 +157,31 @@ def test_only_the_release_wheels_table_certifies_a_script(released, tmp_path):
     assert copy.url is None and "a modified copy" in copy.describe()
     unchecked = script_source(ROOT / script, None)
     assert unchecked.url is None and "not a release build" in unchecked.describe()
+
+
+def test_the_installed_release_wheel_records_its_scripts_as_released_and_an_edited_copy_as_modified(released, tmp_path):
+    """The core reads its table from where the release tool puts it in the wheel, as installed (a wheel's files
+    unpacked as an installer lays them out): the released bytes are "released" with their URL, an edited copy
+    "modified". The table had moved beside command/provenance.py's reader, not beside the wheel's copy, so both
+    were "unchecked" while the same core called itself a release build (issue 43)."""
+    folder, _ = released
+    site = tmp_path / "site-packages"
+    with zipfile.ZipFile(folder / "wheels" / release.wheel_name(release.core_version())) as archive:
+        archive.extractall(site)
+    script = "lighton-ocr3-saturate.py"
+    edited = tmp_path / script
+    edited.write_bytes((ROOT / script).read_bytes().replace(b'"top_p": 1.0', b'"top_p": 0.9'))
+    probe = (
+        "import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+        "from ocr_core.command.provenance import released_scripts, script_source; "
+        "from ocr_core.version import core_build; import ocr_core; "
+        "print(json.dumps([ocr_core.__file__, core_build()] + "
+        "[script_source(Path(path), released_scripts()).standing for path in sys.argv[2:]]))"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", probe, str(site), str(ROOT / script), str(edited)],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    location, build, *standings = json.loads(ran.stdout)
+    assert Path(location).is_relative_to(site)
+    assert (build, standings) == ("release", ["released", "modified"])

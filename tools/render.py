@@ -165,8 +165,9 @@ def facts_source(module: ModuleType) -> tuple[str, bool]:
                 "or write the value itself"
             )
         row = name.lineno - statement.lineno
-        line = lines[row]
-        lines[row] = f"{line[: name.col_offset]}{short}.{name.id}{line[name.end_col_offset :]}"
+        line = lines[row].encode()  # ast's columns are UTF-8 byte offsets: a character before may take several
+        prefixed = line[: name.col_offset] + f"{short}.{name.id}".encode() + line[name.end_col_offset :]
+        lines[row] = prefixed.decode()
     return "".join(lines), bool(names)
 
 

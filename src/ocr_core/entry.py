@@ -29,6 +29,7 @@ from .command.checks import parse_command
 from .command.launch import Launch
 from .command.parser import build_parser, usage
 from .command.provenance import ScriptSource, released_scripts, script_source
+from .command.sealed_arguments import unsealed
 from .console import say, silence_notices
 from .errors import CommandError, JobFailed
 from .facts import ModelFacts
@@ -66,7 +67,7 @@ def run_recipe(
     """
     script = script_path.name
     silence_notices()
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = unsealed(sys.argv[1:] if argv is None else argv)
     if not argv:
         print(usage(script, facts, mode))
         return 0

@@ -24,9 +24,15 @@ def core_version() -> str | None:
         return None
 
 
+def release_table_path() -> Path:
+    """Where tools/release.py puts the released scripts' table in the wheel: ocr_core/, beside this module. Every
+    reader of the table asks here, so a module that moves into a stage folder still finds it."""
+    return Path(__file__).with_name(RELEASE_TABLE)
+
+
 def core_build() -> str:
     """ "release" for the release wheel (it holds the released scripts' table), else "source tree"."""
-    return "release" if Path(__file__).with_name(RELEASE_TABLE).is_file() else "source tree"
+    return "release" if release_table_path().is_file() else "source tree"
 
 
 def core_identity() -> dict[str, str | None]:

@@ -81,9 +81,9 @@ FACTS = ModelFacts(
     image="ccr-2vdh3abv-pub.cnc.bj.baidubce.com/paddlepaddle/hpd-parsing-vllm:latest-nvidia-gpu",
     flavor="l4x1",
     params_b=1.1,
-    job_command=(  # the vendor's image has no uv: the job installs it first
+    job_command=(  # the vendor's image has no uv: the job installs it first (`--` ends hf's own options)
         "hf jobs run --flavor {flavor} --timeout {timeout} -s HF_TOKEN {image} "
-        "bash -lc 'pip install -q uv && uv run {url} {args}'"
+        "-- bash -lc 'pip install -q uv && uv run {url} {args}'"
     ),
     serve_env={"MAX_PATCHES_WITH_RESIZE": "true"},
     serve_args=[

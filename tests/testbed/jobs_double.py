@@ -85,6 +85,7 @@ class ScriptedJobs:
     progress_rows: int = 0
     jobs: dict[str, ScriptedJob] = field(default_factory=dict)
     launches: list[JobLaunch] = field(default_factory=list)
+    secrets_sent: list[dict[str, str]] = field(default_factory=list)
     listings: int = 0
     on_listing: Callable[[ScriptedJobs], None] | None = None
 
@@ -105,6 +106,7 @@ class ScriptedJobs:
         shard = int(launch.labels[SHARD_LABEL].partition("-of-")[0])
         tried = sum(1 for job in self.launches if job.labels == launch.labels)
         self.launches.append(launch)
+        self.secrets_sent.append(dict(secrets))
         fate = self.fates[shard][tried]
         job_id = f"job-{len(self.jobs)}"
         record = JobRecord(job_id, dict(launch.labels), "SCHEDULING", None, self.clock(), None, 0.0, self.flavor)

@@ -39,7 +39,7 @@ def parse_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple
     """The settings, and the launcher's request when the command fans out over HF Jobs (`--jobs N`)."""
     args = parser.parse_args(argv)
     request = take_fanout_request(parser, args)
-    wheel = take_core_wheel(parser, args)
+    wheel = take_core_wheel(parser, args, in_job=request is None)
     if request is not None:
         request = replace(request, core_wheel=wheel)
     return checked_settings(parser, args), request

@@ -8,14 +8,19 @@ then make the job's uv take the pinned version from there: UV_NO_SOURCES drops t
 offers /data. The header is not edited, so the job runs the bytes of this copy.
 
 In the job the flag names the shipped file, and the run checks, before it reads a page, that the core it imported
-is that wheel's version: a job that installed another core says so instead of writing pages with it.
+is that wheel's version and its files' bytes (their sha256s, as the wheel's RECORD lists them): a job that installed
+another core, or another build of the same version, says so instead of writing pages with it.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import csv
 import hashlib
+import io
 import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,9 +46,10 @@ def wheel_version(path: Path) -> str | None:
     return found["version"] if found else None
 
 
-def take_core_wheel(parser: argparse.ArgumentParser, args: argparse.Namespace) -> CoreWheel | None:
+def take_core_wheel(parser: argparse.ArgumentParser, args: argparse.Namespace, in_job: bool) -> CoreWheel | None:
     """Removes `--core-wheel` from the parsed arguments (it makes no text, so it stays out of the results'
-    fingerprint); a file that is not this core's wheel is a command error (exit 2), said with the fix."""
+    fingerprint); a file that is not this core's wheel is a command error (exit 2), said with the fix. In a job
+    (`in_job`: no --jobs) the core that runs must be the wheel's very bytes, not only its version."""
     given = vars(args).pop("core_wheel")
     if given is None:
         return None
@@ -61,7 +67,34 @@ def take_core_wheel(parser: argparse.ArgumentParser, args: argparse.Namespace) -
             "install the core named on its command line and nothing else; pass the wheel of this core (make submit "
             "builds it) or run the job's script on the image that installed it"
         )
+    if in_job and (differs := differing_file(path)) is not None:
+        parser.error(
+            f"--core-wheel {given}: this job's core is {DISTRIBUTION} {version}, but not the bytes of the shipped "
+            f"wheel ({differs} differs): its uv installed another build of that version, a cached one; raise the "
+            "version in pyproject.toml so no other build carries it, and submit again (make submit)"
+        )
     return CoreWheel(path, version, hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+def differing_file(wheel: Path) -> str | None:
+    """The first file of the wheel's packages (as its RECORD lists them, with their sha256) that the core this run
+    imported does not hold byte for byte; None when it holds every one. The core's packages lie beside ocr_core."""
+    installed = Path(__file__).resolve().parents[2]
+    with zipfile.ZipFile(wheel) as archive:
+        record = next(name for name in archive.namelist() if name.endswith(".dist-info/RECORD"))
+        rows = list(csv.reader(io.TextIOWrapper(archive.open(record), encoding="utf-8")))
+    for name, digest, *_ in rows:
+        if ".dist-info/" in name or not digest.startswith("sha256="):
+            continue
+        found = installed / name
+        if not found.is_file() or record_digest(found.read_bytes()) != digest:
+            return name
+    return None
+
+
+def record_digest(data: bytes) -> str:
+    """A file's hash as a wheel's RECORD writes it."""
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 def check_ships(wheel: CoreWheel | None, checked: bool, script: str, script_text: str) -> None:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import difflib
 import math
+import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..facts import ModelFacts
-from ..redaction import redact
+from ..redaction import is_secret_flag, redact
 
 SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
 
 
 SECRET_FLAGS = ("--hf-token", "--api-key")
+# How alike (difflib's ratio) a flag's letters must be to a secret flag's to be read as its misspelling: `apikye`
+# is 0.83 from `apikey`, `maxtokens` 0.62 from `hftoken`.
+MISSPELT_CUTOFF = 0.75
 
 
 DEFAULT_JOB_TIMEOUT = "4h"
@@ -61,13 +66,12 @@ def job_command(
     command for a second shell (`bash -lc '... {args}'`) gets them quoted inside it and is then quoted whole, so
     a space or a `$(...)` in an argument reaches the script as it was given, at either level.
     """
-    rest = " ".join(shlex.quote(redact(arg)) for arg in without_secrets(arguments))
+    shown = [redact(arg) for arg in without_secrets(arguments)]
     fields = {"url": script_url(script), "image": facts.image, "flavor": facts.flavor, "timeout": timeout}
-    words = shlex.split(facts.job_command or JOB_COMMAND_TEMPLATE)
-    line = [rest if word == "{args}" else shlex.quote(word.format(args=rest, **fields)) for word in words]
+    words = filled_words(shlex.split(facts.job_command or JOB_COMMAND_TEMPLATE), shown, fields)
     after_run = words.index("run") + 1 if "run" in words else len(words)
-    mounts = [word for spec in bucket_mounts(arguments) for word in ("-v", shlex.quote(spec))]
-    return " ".join([*line[:after_run], *mounts, *line[after_run:]])
+    mounts = [word for spec in bucket_mounts(arguments) for word in ("-v", spec)]
+    return shlex.join([*words[:after_run], *mounts, *words[after_run:]])
 
 
 def bucket_mounts(arguments: Sequence[str]) -> list[str]:
@@ -80,6 +84,26 @@ def bucket_mounts(arguments: Sequence[str]) -> list[str]:
         elif arg.startswith(f"{ENGINE_CACHE_FLAG}="):
             location = arg.partition("=")[2]
     return [f"{location.rstrip('/')}:{ENGINE_CACHE_MOUNT}"] if location.startswith(BUCKET_SCHEME) else []
+
+
+def filled_words(template: Sequence[str], arguments: Sequence[str], fields: Mapping[str, str]) -> list[str]:
+    """A job command template's words with its fields: `{args}` alone becomes the arguments, one word each; inside
+    a word (a command for a second shell) they are quoted for that shell."""
+    joined = shlex.join(arguments)
+    words: list[str] = []
+    for word in template:
+        words += list(arguments) if word == "{args}" else [word.format(args=joined, **fields)]
+    return words
+
+
+def image_command(facts: ModelFacts) -> tuple[str, ...]:
+    """What a recipe's own job command runs in its image (for an image without uv: install it, then `uv run`),
+    as a template, without the `--` that ends hf's options; empty for a recipe that `hf jobs uv run` starts."""
+    if not facts.job_command:
+        return ()
+    words = shlex.split(facts.job_command)
+    command = words[words.index("{image}") + 1 :]
+    return tuple(command[1:] if command[:1] == ["--"] else command)
 
 
 def command_words(command: str) -> list[str]:
@@ -142,5 +166,19 @@ def masked_secrets(words: Sequence[str]) -> list[str]:
 
 
 def names_secret_flag(name: str) -> bool:
-    """argparse takes any unambiguous prefix of an option, so `--hf` and `--api-k` name the secret flags too."""
-    return name.startswith("--") and len(name) > 2 and any(flag.startswith(name) for flag in SECRET_FLAGS)
+    """Whether a flag means a secret: a start of a secret flag (`--hf`, `--api-k`: argparse takes any unambiguous
+    prefix), a secret word in it (`--apikey`, `--api_key`), or a misspelling of a secret flag (`--api-kye`,
+    `--hf_tokn`), whose value the user meant as secret all the same."""
+    if not name.startswith("--") or len(name) <= 2:
+        return False
+    spelt = letters(name)
+    return (
+        any(flag.startswith(name) for flag in SECRET_FLAGS)
+        or is_secret_flag(name)
+        or bool(difflib.get_close_matches(spelt, [letters(flag) for flag in SECRET_FLAGS], cutoff=MISSPELT_CUTOFF))
+    )
+
+
+def letters(flag: str) -> str:
+    """A flag's letters and digits, lower case: `--API_Key` and `--api-key` are spelt alike."""
+    return re.sub(r"[^a-z0-9]", "", flag.lower())

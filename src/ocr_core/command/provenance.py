@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..inputs.addresses import LOCAL_PREFIXES
-from ..version import RELEASE_TABLE
+from ..version import release_table_path
 from .job_commands import script_url
 
 VERSION_TAG = re.compile(r"v?(\d+\.\d+\.\d+)")
@@ -34,7 +34,7 @@ def released_scripts() -> dict[str, str] | None:
     """The released scripts' sha256s that tools/release.py put in this core's wheel; None for a core that is not a
     release build (a source tree, a wheel built with `uv build`), which can certify no script."""
     try:
-        return json.loads(Path(__file__).with_name(RELEASE_TABLE).read_text())
+        return json.loads(release_table_path().read_text())
     except FileNotFoundError:
         return None
 

@@ -24,7 +24,7 @@ from ..console import say
 from ..errors import CommandError
 from ..inputs.addresses import hub_unreachable, input_problem
 from ..publishing.slices import published_slices
-from ..redaction import register_secret
+from ..redaction import redact, register_secret
 from ..settings import Settings
 from ..store.hub import HubClient, with_retries
 from ..store.output import Destination, is_local_output
@@ -134,14 +134,18 @@ def launcher_unreachable(exc: BaseException) -> str | None:
     )
 
 
-def job_secrets(plan: JobsPlan, settings: Settings, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The values of the secrets the jobs get: the token as the recipe finds it (--hf-token, HF_TOKEN, your
-    login), any other from this environment. Registered, so no message ever shows one."""
+def job_secrets(
+    plan: JobsPlan, settings: Settings, given: Mapping[str, str], environ: Mapping[str, str] = os.environ
+) -> dict[str, str]:
+    """The values of the secrets the jobs get: those the command line gave, the token as the recipe finds it
+    (--hf-token, HF_TOKEN, your login), any other from this environment. Registered, so no message shows one."""
     from huggingface_hub import get_token
 
     values: dict[str, str] = {}
     for name in plan.launches[0].secrets:
-        value = (settings.hf_token or environ.get(name) or get_token()) if name == "HF_TOKEN" else environ.get(name)
+        value = given.get(name) or (
+            (settings.hf_token or environ.get(name) or get_token()) if name == "HF_TOKEN" else environ.get(name)
+        )
         if not value:
             raise CommandError(
                 f"--jobs: the jobs need the secret {name}, which is not set here; set it in the environment (for "
@@ -159,9 +163,10 @@ def fan_out(
     summary: FanoutSummary,
     client: JobsClient,
     hub: HubClient | None,
+    given: Mapping[str, str],
 ) -> int:
     """Launches, watches and heals the run's shards; fills `summary` and returns the exit code: 0 every shard is in,
-    1 a shard was given up, 130 detached (the jobs run on)."""
+    1 a shard was given up, 130 detached (the jobs run on). `given`: the secrets the command line gave the jobs."""
     say(
         f"fan-out {plan.run}: {plan.shards} job(s) on {plan.launches[0].flavor}; the jobs run {plan.script_said}; "
         f"they install {plan.core_said}"
@@ -169,12 +174,12 @@ def fan_out(
     check_reachable(settings, client)
     if request.dry_run:
         for launch in plan.launches:
-            print(wrapped_command(launch_command(launch)), flush=True)
+            print(wrapped_command(redact(launch_command(launch))), flush=True)
         summary.dry_run = True
         return 0
     check_hub_answers(settings, hub)
     destination = Destination(settings.output, settings.split, settings.config, hub)
-    secrets = job_secrets(plan, settings)
+    secrets = job_secrets(plan, settings, given)
     settle_output(destination, plan.manifest, settings, plan.shards)
     watch = Watch(plan, client, destination, LivePages(destination, plan.shards, settings.max_samples))
     steps: dict[int, ShardStep] = {}

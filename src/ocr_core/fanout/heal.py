@@ -50,13 +50,26 @@ def failure_of(lines: Sequence[str]) -> str | None:
     """How a job failed, from the recipe's own summary line (its last JSON line): the exit code and the failure;
     None when it printed none or was stopped by a signal."""
     for line in reversed(lines):
-        try:
-            summary = json.loads(line.strip())
-        except ValueError:
-            continue
+        summary = trailing_object(line)
         if isinstance(summary, dict) and isinstance(summary.get("exit_code"), int):
             code = summary["exit_code"]
             return None if code >= SIGNAL_EXITS else f"exit {code}: {summary.get('failure') or 'no reason given'}"
+    return None
+
+
+def trailing_object(line: str) -> object:
+    """The JSON object a log line ends with, whatever a log collector put before it (a timestamp, a stream's
+    name); None when it ends with none."""
+    text = line.strip()
+    start = text.find("{")
+    while start >= 0:
+        try:
+            found, end = json.JSONDecoder().raw_decode(text, start)
+        except ValueError:
+            found, end = None, -1
+        if end == len(text):
+            return found
+        start = text.find("{", start + 1)
     return None
 
 

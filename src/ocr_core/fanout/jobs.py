@@ -1,8 +1,8 @@
 """The thin layer between the launcher and HF Jobs: four calls, so tests hand the launcher a double.
 
 `JobRecord` is what the launcher needs of a job (huggingface_hub's JobInfo carries much more); `HfJobs` is the real
-client, a few lines of `huggingface_hub` (2.4: `run_uv_job`, `list_jobs`, `inspect_job`, `fetch_job_logs`; never
-`cancel_job`: a launcher that stops leaves its jobs running).
+client, a few lines of `huggingface_hub` (2.4: `run_uv_job`, or `run_job` for an image without uv, `list_jobs`,
+`inspect_job`, `fetch_job_logs`; never `cancel_job`: a launcher that stops leaves its jobs running).
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ class JobRecord:
 class JobLaunch:
     """Everything one `run_uv_job` call sends (secrets by name; their values are read only when sending). The
     files of this machine that `script` and `script_args` name travel with the job (HF Jobs mount them at /data);
-    `volumes` are `hf://buckets/NAMESPACE/NAME[/PATH]:/MOUNT` specs, as `hf jobs uv run -v` takes them."""
+    `volumes` are `hf://buckets/NAMESPACE/NAME[/PATH]:/MOUNT` specs, as `hf jobs uv run -v` takes them. `command`,
+    for an image without uv, is what the job runs in it instead (`run_job`): the recipe's own job command, which
+    installs uv and runs the script from its URL; no file travels with it."""
 
     script: str
     script_args: tuple[str, ...]
@@ -58,6 +60,7 @@ class JobLaunch:
     labels: Mapping[str, str]
     name: str
     env: Mapping[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = ()
     volumes: tuple[str, ...] = ()
 
 
@@ -86,12 +89,15 @@ class HfJobs:
         self.api = HfApi(token=token)
 
     def launch(self, launch: JobLaunch, secrets: Mapping[str, str]) -> JobRecord:
-        info = self.api.run_uv_job(
-            launch.script, script_args=list(launch.script_args), image=launch.image, flavor=launch.flavor,
-            timeout=launch.timeout, env=dict(launch.env), secrets=dict(secrets),
-            labels={**launch.labels, "name": launch.name}, volumes=[bucket_volume(spec) for spec in launch.volumes],
-        )  # fmt: skip
-        return record_of(info)
+        sent = {
+            "image": launch.image, "env": dict(launch.env), "secrets": dict(secrets), "flavor": launch.flavor,
+            "timeout": launch.timeout, "labels": {**launch.labels, "name": launch.name},
+        }  # fmt: skip
+        if launch.volumes:
+            sent["volumes"] = [bucket_volume(spec) for spec in launch.volumes]
+        if launch.command:
+            return record_of(self.api.run_job(command=list(launch.command), **sent))
+        return record_of(self.api.run_uv_job(launch.script, script_args=list(launch.script_args), **sent))
 
     def jobs_labelled(self, labels: Mapping[str, str]) -> list[JobRecord]:
         found = [record_of(info) for info in self.api.list_jobs(labels=dict(labels))]

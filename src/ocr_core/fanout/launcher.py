@@ -18,6 +18,7 @@ from ..command.job_commands import job_command, without_secrets
 from ..command.jobs_request import FanoutRequest, job_arguments
 from ..command.provenance import released_scripts, script_source
 from ..command.script_header import jobs_header
+from ..command.sealed_arguments import SEALED_SECRET, sealed
 from ..console import say
 from ..errors import CommandError
 from ..facts import ModelFacts
@@ -29,8 +30,10 @@ from ..store.lease import LeaseTaken
 from ..store.output import is_local_output
 from .drive import fan_out
 from .jobs import HfJobs, JobsClient
-from .plan import plan_launches, run_fingerprint
+from .plan import check_image_command, plan_launches, run_fingerprint
 from .summary import FanoutSummary
+
+API_KEY_SECRET = "VLLM_API_KEY"  # where the recipe's --api-key reads its default
 
 
 def launch_command_line(
@@ -47,7 +50,8 @@ def launch_command_line(
     """`hub` and `jobs` replace the real Hub and Jobs clients (tests pass doubles)."""
     register_run_secrets(settings)
     options = [option for action in parser._actions for option in action.option_strings]
-    arguments = without_secrets(job_arguments(argv, options))
+    arguments, sealed_words = sealed(without_secrets(job_arguments(argv, options)))
+    given = given_secrets(settings, sealed_words)
     origin = script_source(script_path, released_scripts())
     run = run_fingerprint(settings, facts, script_path.name, request.jobs)
     summary = FanoutSummary(script_path.name, settings.model, settings.output, run, request.jobs)
@@ -55,9 +59,10 @@ def launch_command_line(
     try:
         check_one_pull_request(settings, request, facts, script_path.name, arguments)
         text = script_path.read_text()
+        check_image_command(request, facts, script_path, origin, arguments)
         check_ships(request.core_wheel, origin.checked, script_path.name, text)
         header = jobs_header(text)
-        plan = plan_launches(run, request, settings, facts, script_path, origin, header, arguments)
+        plan = plan_launches(run, request, settings, facts, script_path, origin, header, arguments, tuple(given))
         if settings.engine_cache and not plan.launches[0].volumes:
             say(
                 f"note: --engine-cache {settings.engine_cache} is a folder of this machine, which the jobs do not "
@@ -65,7 +70,7 @@ def launch_command_line(
             )
         client = jobs or HfJobs(hub_token(settings))
         output_hub = hub if hub is not None or is_local_output(settings.output) else HfHub(hub_token(settings))
-        summary.exit_code = fan_out(request, settings, plan, summary, client, output_hub)
+        summary.exit_code = fan_out(request, settings, plan, summary, client, output_hub, given)
     except (CommandError, LeaseTaken) as exc:
         say(f"error: {exc}")
         summary.exit_code = 2 if isinstance(exc, CommandError) else 1
@@ -98,3 +103,10 @@ def check_one_pull_request(
         f"dataset on the main branch; run without --create-pr (with a token that may write to {settings.output}), "
         f"or as one job, which opens one pull request: {job_command(script, facts, arguments)}"
     )
+
+
+def given_secrets(settings: Settings, sealed_words: str | None) -> dict[str, str]:
+    """The secrets of this command line that its jobs need beside the token, by the name each job finds it under:
+    the server's key where the recipe's --api-key looks when it is not given, and the sealed words."""
+    given = {API_KEY_SECRET: settings.api_key} if settings.api_key else {}
+    return given | ({SEALED_SECRET: sealed_words} if sealed_words else {})

@@ -17,10 +17,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..command.core_wheel import CoreWheel, shipping_env
-from ..command.job_commands import DEFAULT_JOB_TIMEOUT, bucket_mounts
+from ..command.job_commands import DEFAULT_JOB_TIMEOUT, bucket_mounts, filled_words, image_command, script_url
 from ..command.jobs_request import FanoutRequest
 from ..command.provenance import ScriptSource
 from ..command.script_header import JobsHeader
+from ..errors import CommandError
 from ..facts import ModelFacts
 from ..inputs.selection import shard_label
 from ..settings import Settings
@@ -83,33 +84,39 @@ def plan_launches(
     origin: ScriptSource,
     header: JobsHeader,
     arguments: Sequence[str],
+    given_secrets: Sequence[str] = (),
 ) -> JobsPlan:
     """`run` is the run's fingerprint (run_fingerprint); `arguments` are the recipe's command line less the
     launcher's flags, `--core-wheel` and the secret ones (a job gets the token as a secret, never on its command
-    line). A shipped core wheel goes last as two words, its absolute path alone, which is how `hf jobs uv run`
-    tells a file to upload from a word."""
+    line); `given_secrets` name the other secrets of the command line that go with each job. A shipped core wheel
+    goes last as two words, its absolute path alone, which is how `hf jobs uv run` tells a file to upload from a
+    word."""
     script = origin.url or str(script_path)
     wheel = request.core_wheel
+    in_image = command_in_image(request, facts)
     shipped = ("--core-wheel", str(wheel.path)) if wheel else ()
     env = shipping_env() if wheel else {}
-    launches = tuple(
-        JobLaunch(
-            script=script,
-            script_args=(*arguments, *shipped, "--shard", f"{index}/{request.jobs}"),
-            image=request.image or header.image or facts.image,
-            flavor=request.flavor or header.flavor or facts.flavor,
-            timeout=request.timeout or header.timeout or DEFAULT_JOB_TIMEOUT,
-            secrets=header.secrets or DEFAULT_SECRETS,
-            labels=shard_labels(run, (index, request.jobs)),
-            name=f"ocr-{run}-{index}-of-{request.jobs}",
-            env=env,
-            volumes=tuple(bucket_mounts(arguments)),
+    launches = []
+    for index in range(request.jobs):
+        script_args = (*arguments, *shipped, "--shard", f"{index}/{request.jobs}")
+        launches.append(
+            JobLaunch(
+                script=script,
+                script_args=script_args,
+                image=request.image or header.image or facts.image,
+                flavor=request.flavor or header.flavor or facts.flavor,
+                timeout=request.timeout or header.timeout or DEFAULT_JOB_TIMEOUT,
+                secrets=tuple(dict.fromkeys((*(header.secrets or DEFAULT_SECRETS), *given_secrets))),
+                labels=shard_labels(run, (index, request.jobs)),
+                name=f"ocr-{run}-{index}-of-{request.jobs}",
+                env=env,
+                volumes=tuple(bucket_mounts(arguments)),
+                command=tuple(filled_words(in_image, script_args, {"url": script})),
+            )
         )
-        for index in range(request.jobs)
-    )
     said = script_said(origin, script_path)
     manifest = run_manifest(settings, facts, script_path.name, request.jobs)
-    return JobsPlan(run, request.jobs, script, said, core_said(wheel), launches, manifest)
+    return JobsPlan(run, request.jobs, script, said, core_said(wheel), tuple(launches), manifest)
 
 
 def relaunch_of(launch: JobLaunch, ended: Sequence[str]) -> JobLaunch:
@@ -117,7 +124,35 @@ def relaunch_of(launch: JobLaunch, ended: Sequence[str]) -> JobLaunch:
     lost machine) leaves its lease live for max(900 s, 3 x --upload-every), which would refuse the relaunch; it may
     take over those jobs' leases, and no other."""
     words = tuple(word for job_id in ended for word in ("--take-over-job", job_id))
-    return replace(launch, script_args=(*launch.script_args, *words))
+    command = launch.command
+    if command and words:
+        # A recipe's own job command ends in the word that runs the script with `{args}` last (a second shell's).
+        command = (*command[:-1], f"{command[-1]} {shlex.join(words)}")
+    return replace(launch, script_args=(*launch.script_args, *words), command=command)
+
+
+def command_in_image(request: FanoutRequest, facts: ModelFacts) -> tuple[str, ...]:
+    """The recipe's own job command's template, for its image without uv; none for an image given with
+    --job-image, which is taken to have uv."""
+    return () if request.image else image_command(facts)
+
+
+def check_image_command(
+    request: FanoutRequest, facts: ModelFacts, script_path: Path, origin: ScriptSource, arguments: Sequence[str]
+) -> None:
+    """A recipe whose image has no uv runs its own job command, which fetches the script from its URL: only
+    `hf jobs uv run` ships this machine's files with a job, so a copy's own bytes or a core wheel cannot reach it.
+    Refused before any launch, with the released script's command, which installs the release's core."""
+    wheel = request.core_wheel
+    if not command_in_image(request, facts) or (origin.url is not None and wheel is None):
+        return
+    sending = "a core wheel" if wheel is not None else "this copy's own bytes"
+    command = shlex.join(["uv", "run", script_url(script_path.name), *arguments, "--jobs", str(request.jobs)])
+    raise CommandError(
+        f"--jobs: {script_path.name}'s image has no uv, so each job installs it and runs the script from its URL, "
+        f"and nothing of this machine travels with it; this run would send {sending}: launch the released script "
+        f"on the release's core instead, `{command}`, or give --job-image an image with uv and vLLM"
+    )
 
 
 def core_said(wheel: CoreWheel | None) -> str:
@@ -141,11 +176,15 @@ def script_said(origin: ScriptSource, script_path: Path) -> str:
 
 
 def launch_command(launch: JobLaunch) -> str:
-    """The `hf jobs uv run` command that starts the same job by hand, as --dry-run prints it."""
-    words = ["hf", "jobs", "uv", "run", "--detach", "--flavor", launch.flavor, "--timeout", launch.timeout]
-    words += ["--image", launch.image, *(word for name in launch.secrets for word in ("-s", name))]
+    """The `hf jobs uv run` command (`hf jobs run` for an image without uv, whose command follows `--`: hf takes
+    a `-lc` after the image for its own options) that starts the same job by hand, as --dry-run prints it."""
+    words = ["hf", "jobs", "run"] if launch.command else ["hf", "jobs", "uv", "run"]
+    words += ["--detach", "--flavor", launch.flavor, "--timeout", launch.timeout]
+    words += [] if launch.command else ["--image", launch.image]
+    words += [word for name in launch.secrets for word in ("-s", name)]
     words += [word for key, value in launch.env.items() for word in ("-e", f"{key}={value}")]
     words += [word for spec in launch.volumes for word in ("-v", spec)]
     words += [word for key, value in launch.labels.items() for word in ("--label", f"{key}={value}")]
-    words += ["--name", launch.name, launch.script, *launch.script_args]
+    words += ["--name", launch.name]
+    words += [launch.image, "--", *launch.command] if launch.command else [launch.script, *launch.script_args]
     return " ".join(shlex.quote(word) for word in words)

@@ -57,10 +57,13 @@ def id_problem(exc: BaseException, role: str, name: str) -> str | None:
     return None
 
 
-def unreachable_problem(exc: BaseException, role: str, name: str) -> str | None:
+def unreachable_problem(exc: BaseException, role: str, name: str, in_a_job: bool) -> str | None:
     """Why a run's first call to the Hub failed when no connection could be made at all (refused, or the host name
     did not resolve); None for any other failure. Nothing has been reached yet, so minutes of retries would only
-    delay the same answer; a failure after the Hub answered once is left to the retries."""
+    delay the same answer; a failure after the Hub answered once is left to the retries. So is any in a job on HF
+    Jobs (`in_a_job`), whose network is the platform's: there a failed lookup is a blip, not the user's to fix."""
+    if in_a_job:
+        return None
     unreachable = hub_unreachable(exc)
     if unreachable is None:
         return None

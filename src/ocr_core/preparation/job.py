@@ -15,6 +15,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ..command.launch import Launch
+from ..command.provenance import on_hf_jobs
 from ..console import say
 from ..facts import ModelFacts
 from ..inputs.addresses import UsageError, check_local_input, input_problem, unreachable_problem
@@ -73,7 +74,9 @@ def input_revision(settings: Settings, previous: dict | None, hub: HubClient | N
     return with_retries(
         lambda: client.input_revision(settings.input),
         "reading the input's revision",
-        permanent=lambda exc: input_problem(exc, settings.input) or unreachable_problem(exc, "INPUT", settings.input),
+        permanent=lambda exc: (
+            input_problem(exc, settings.input) or unreachable_problem(exc, "INPUT", settings.input, on_hf_jobs())
+        ),
     )
 
 

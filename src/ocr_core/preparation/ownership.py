@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..command.provenance import on_hf_jobs
 from ..inputs.addresses import UsageError, output_problem, unreachable_problem
 from ..settings import Settings
 from ..store.front_matter import split_front_matter
@@ -41,7 +42,7 @@ def open_destination(settings: Settings, hub: HubClient | None) -> Destination:
         lambda: client.create_repo(settings.output, settings.private),
         "creating the output repo",
         permanent=lambda exc: (
-            output_problem(exc, settings.output) or unreachable_problem(exc, "OUTPUT", settings.output)
+            output_problem(exc, settings.output) or unreachable_problem(exc, "OUTPUT", settings.output, on_hf_jobs())
         ),
     )
     work_dir = Path(os.environ[WORK_DIR_ENV]) if os.environ.get(WORK_DIR_ENV) else None

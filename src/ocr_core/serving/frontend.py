@@ -11,6 +11,11 @@ the float32 pixel tensors (about 73 MB a page) to the engine core through shared
 its socket, and `--max-num-batched-tokens 32768` lets a step take several pages' prefill: together with 2 threads
 they lifted the 800-token rate of one replica from 5.7 to 10.0 pages/s (2026-12-02).
 
+With this plan on one H200 (16 cores: 3 replicas of 2 API servers x 2 threads) LightOnOCR-3 ran 13.99 pages/s and
+OvisOCR2 13.92 at 800 tokens (bench/results/h200-frontend-2026-12-02.json), the whole tree on 7.0 of the 16 cores,
+every engine with requests running and none waiting: the front end no longer bounds these replicas; their engine
+cores, one Python thread each and the busiest processes of the tree, are the next thing to measure.
+
 Which release parses what was read from each pin's own parser in the pinned test tier (tests/pinned): 0.22.1,
 0.26.0 and 0.30.0 have both flags, 0.17.1 and 0.10.2 neither. Before 0.30.0 vLLM refuses more than one renderer
 thread while the multimodal processor cache is on (`--mm-processor-cache-gb` above 0, its default): the cache is

@@ -85,10 +85,12 @@ class HfHub:
 
     def read_columns(self, repo_id: str, path_in_repo: str, columns: Sequence[str]) -> pa.Table:
         """These columns of a parquet file in the repo (those it has), read by byte ranges: its footer, then only
-        their column chunks, so a reader of a few small columns never fetches the file's text."""
+        their column chunks, so a reader of a few small columns never fetches the file's text. A fresh file
+        system each time: huggingface_hub keeps one per token, whose folder listing, filled at its first read, would
+        call every file published since "not found" without asking the Hub (the watch reads new files each poll)."""
         from huggingface_hub import HfFileSystem
 
-        remote = HfFileSystem(token=self.api.token)
+        remote = HfFileSystem(token=self.api.token, endpoint=self.api.endpoint, skip_instance_cache=True)
         path = f"datasets/{repo_id}/{path_in_repo}"
         with remote.open(path, "rb", cache_type="none") as handle, pq.ParquetFile(handle) as parquet:
             return parquet.read(columns=[name for name in columns if name in parquet.schema_arrow.names])
