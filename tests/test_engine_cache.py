@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import importlib.metadata
 import json
 import multiprocessing
@@ -26,6 +27,7 @@ from ocr_core.command.parser import build_parser
 from ocr_core.facts import ModelFacts
 from ocr_core.fanout.jobs import bucket_volume
 from ocr_core.redaction import register_secret
+from ocr_core.serving import engine_cache
 from ocr_core.serving.engine_cache import (
     CACHE_FOLDERS,
     HIT,
@@ -52,10 +54,9 @@ SERVED = ModelFacts(
 
 
 @pytest.fixture(autouse=True)
-def own_temp_folder(tmp_path, monkeypatch):
-    """Each test's runs unpack under its own temporary folder, not the machine's shared one."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
+def own_work_root(tmp_path, monkeypatch):
+    """Each test's runs unpack under a root of its own, not the machine's shared one."""
+    monkeypatch.setattr(engine_cache, "WORK_ROOT", tmp_path / "work")
 
 
 def compiled(cache: EngineCache, tag: str, files: int = 3) -> dict[str, bytes]:
@@ -170,6 +171,7 @@ def test_a_partial_or_corrupt_archive_is_skipped_with_a_note_and_written_anew(tm
     assert any("skipped" in note for note in cache.notes)
     compiled(cache, "a")
     cache.publish()
+    cache.close()
     healed = open_engine_cache(str(tmp_path), KEY)
     assert healed.outcome == HIT and contents(healed) == written
 
@@ -210,6 +212,7 @@ def test_a_bucket_is_read_where_the_job_command_mounts_it_and_one_not_mounted_sa
     written = compiled(cold, "a")
     cold.publish()
     assert (mount / f"{KEY.name}.tar").is_file()
+    cold.close()
     warm = open_engine_cache(bucket, KEY, mount=mount)
     assert warm.outcome == HIT and contents(warm) == written
 
@@ -230,6 +233,7 @@ def test_no_file_on_the_volume_holds_a_secret_of_the_run(tmp_path, monkeypatch):
     cache.publish()
     stored = b"".join(path.read_bytes() for path in volume.rglob("*") if path.is_file())
     assert stored and token.encode() not in stored
+    cache.close()
     warm = open_engine_cache(str(volume), KEY)
     assert warm.outcome == HIT and "vllm/config.json" not in contents(warm)
 
@@ -242,6 +246,18 @@ def write_many(volume: str, local: str, tag: str, rounds: int) -> None:
         cache.publish()
 
 
+def archive_tags(archive: Path) -> set[bytes]:
+    """The writers' tags in a whole archive, each file checked against its manifest (the writers of this test work in
+    folders of their own, so a reader in its work root would skip their archives as built elsewhere)."""
+    with tarfile.open(archive) as tar:
+        *members, last = tar.getmembers()
+        listed = json.loads(tar.extractfile(last).read())["files"]
+        files = {member.name: tar.extractfile(member).read() for member in members}
+    assert last.name == "MANIFEST.json" and set(files) == set(listed) and len(files) == 40, "part of a writer's"
+    assert all(hashlib.sha256(data).hexdigest() == listed[name]["sha256"] for name, data in files.items())
+    return {data.split(b":")[0] for data in files.values()}
+
+
 def test_two_jobs_writing_at_once_leave_a_whole_archive_of_one_of_them(tmp_path):
     volume = tmp_path / "volume"
     volume.mkdir()
@@ -251,15 +267,12 @@ def test_two_jobs_writing_at_once_leave_a_whole_archive_of_one_of_them(tmp_path)
     ]
     for writer in writers:
         writer.start()
+    archive = volume / f"{KEY.name}.tar"
     while any(writer.is_alive() for writer in writers):
-        cache = open_engine_cache(str(volume), KEY)
-        if cache.outcome == HIT:
-            tags = {data.split(b":")[0] for data in contents(cache).values()}
-            assert len(tags) == 1 and len(contents(cache)) == 40, "a mix of two writers, or part of one"
-        cache.close()
+        if archive.is_file():
+            assert len(archive_tags(archive)) == 1, "a mix of two writers"
     assert all(writer.exitcode == 0 for writer in writers)
-    final = open_engine_cache(str(volume), KEY)
-    assert final.outcome == HIT and len({data.split(b":")[0] for data in contents(final).values()}) == 1
+    assert len(archive_tags(archive)) == 1
     assert not [path for path in volume.iterdir() if path.name.endswith(".partial")]
 
 
@@ -356,9 +369,11 @@ def test_a_spawned_server_compiles_into_the_cache_and_the_next_run_finds_it(tmp_
     first = spawned_run(volume, monkeypatch, tmp_path)
     assert first.outcome == MISS and first.key.vllm == importlib.metadata.version("vllm")
     assert first.report()["written_bytes"] == 0, "the only file held the token, so nothing was written"
+    first.close()
     monkeypatch.delenv("HF_TOKEN")
     second = spawned_run(volume, monkeypatch, tmp_path)
     assert second.outcome == MISS and second.report()["written_bytes"] > 0
+    second.close()
     third = spawned_run(volume, monkeypatch, tmp_path)
     assert third.outcome == HIT and third.key == second.key
     seen = json.loads((third.local / "vllm" / "compiled-1").read_text())
@@ -399,6 +414,7 @@ def test_the_served_shape_writes_the_cache_once_every_replica_serves_and_at_the_
     extra = Path(cache.environment()["TRITON_CACHE_DIR"]) / "late-kernel.bin"
     extra.write_bytes(b"compiled while serving")
     cache.publish()
+    cache.close()
     later = open_engine_cache(str(tmp_path), KEY)
     assert later.outcome == HIT and contents(later)["triton/late-kernel.bin"] == b"compiled while serving"
 
@@ -407,7 +423,7 @@ def test_a_run_works_in_the_same_folder_every_job_and_a_second_run_here_in_its_o
     """Compiled artifacts may name the path they were built under, so each job unpacks to the same path; a second
     run of the same key on one machine must not write into the first one's folder."""
     first = open_engine_cache(str(tmp_path / "volume"), KEY)
-    assert first.local == tmp_path / "tmp" / "ocr-engine-cache" / KEY.name
+    assert first.local == tmp_path / "work" / KEY.name
     second = open_engine_cache(str(tmp_path / "volume"), KEY)
     assert second.local != first.local and second.local.parent == first.local.parent
     first.close()
@@ -424,16 +440,56 @@ def test_a_run_that_starts_no_server_opens_no_cache(tmp_path):
         argv = ["IN", "./OUT", "--engine-cache", str(volume), "--server", server]
         settings = parse_arguments(build_parser("x-server.py", SERVED, "server"), argv)
         assert served_engine_cache(settings, SERVED, plan) is None
-    assert not volume.exists() and list((tmp_path / "tmp").iterdir()) == []
+    assert not volume.exists() and not (tmp_path / "work").exists()
 
 
 def test_a_volume_that_cannot_rename_gets_the_archive_copied(tmp_path, monkeypatch):
     def no_rename(source, target):
         raise OSError(38, "Function not implemented")
 
-    monkeypatch.setattr(os, "replace", no_rename)
-    written = first_run(tmp_path)
-    monkeypatch.undo()
+    with monkeypatch.context() as no_renames:
+        no_renames.setattr(os, "replace", no_rename)
+        written = first_run(tmp_path)
     warm = open_engine_cache(str(tmp_path), KEY)
     assert warm.outcome == HIT and contents(warm) == written
     assert [path.name for path in tmp_path.iterdir() if path.is_file()] == [f"{KEY.name}.tar"]
+
+
+def test_two_jobs_whose_temp_folders_differ_unpack_at_the_same_path(tmp_path, monkeypatch):
+    """On an H200 (2026-12-02, vLLM 0.26.0) a job with another TMPDIR unpacked the archive elsewhere and every engine
+    core died on FileNotFoundError: vLLM's AOT-compiled function names the absolute folder it was compiled in."""
+    runs = []
+    for temp in ("tmp-cold", "tmp-warm"):
+        (tmp_path / temp).mkdir()
+        monkeypatch.setenv("TMPDIR", str(tmp_path / temp))
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / temp))
+        cache = open_engine_cache(str(tmp_path / "volume"), KEY)
+        runs.append((cache.local, cache.outcome, contents(cache)))
+        if cache.outcome == MISS:
+            written = compiled(cache, "a")
+        cache.publish()
+        cache.close()
+    assert runs[0][0] == runs[1][0] == tmp_path / "work" / KEY.name
+    assert runs[1][1:] == (HIT, written)
+
+
+def test_a_work_root_that_cannot_be_made_or_written_turns_the_cache_off_with_a_note(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the root should be")
+    monkeypatch.setattr(engine_cache, "WORK_ROOT", blocker / "work")
+    cache = open_engine_cache(str(tmp_path / "volume"), KEY)
+    assert cache.outcome == OFF and cache.environment() == {}
+    assert str(blocker / "work") in cache.notes[0]
+    cache.publish()
+    cache.close()
+
+
+def test_an_archive_built_in_another_folder_is_skipped_with_a_note_naming_both(tmp_path, monkeypatch):
+    volume = tmp_path / "volume"
+    first_run(volume)
+    monkeypatch.setattr(engine_cache, "WORK_ROOT", tmp_path / "elsewhere")
+    cache = open_engine_cache(str(volume), KEY)
+    assert cache.outcome == MISS and contents(cache) == {}
+    note = " ".join(cache.notes)
+    assert "skipped" in note and str(tmp_path / "work" / KEY.name) in note
+    assert str(tmp_path / "elsewhere" / KEY.name) in note

@@ -16,6 +16,10 @@ temporary name and renames it into place, so two jobs writing at once each leave
 rename wins) and a reader never sees a half-written one under the key's name. Every failure (nothing mounted, a
 partial, corrupt or foreign archive, a folder that cannot be written) is a note in the summary and a cold start,
 never the end of the job; a file that holds a secret of the run is never written to the volume.
+
+Every job unpacks at one fixed path, WORK_ROOT/<key>, whatever its TMPDIR: vLLM's AOT-compiled function names the
+folder it was compiled in (on 2026-12-02, vLLM 0.26.0 on an H200, an archive unpacked under another TMPDIR killed
+every engine core with FileNotFoundError), so an archive whose manifest names another folder is skipped.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ CACHE_FOLDERS = {
 }
 # Triton keeps its autotuning results with its kernels only when asked (vLLM 0.30 sets this default itself).
 FIXED_VARIABLES = {"TRITON_CACHE_AUTOTUNING": "1"}
+WORK_ROOT = Path("/tmp/ocr-engine-cache")
 MANIFEST = "MANIFEST.json"
 PARTIAL = ".partial"
 STALE_PARTIAL_S = 24 * 3600
@@ -226,12 +231,16 @@ def open_engine_cache(location: str, key: CacheKey | None, mount: Path = Path(EN
     """The run's cache at `location`, loaded when its archive is good: a folder, or a bucket (`hf://buckets/...`),
     which the job command mounts at `mount`. Every way the volume cannot be used turns the cache off with a note."""
     folder, unusable = volume_folder(location, key, mount)
-    if unusable is not None or key is None or folder is None:
-        cache = EngineCache(location, None, key, outcome=OFF)
-        cache.note(unusable or "the engine's vLLM version could not be told, so no cached artifact can be trusted")
-        return cache
-    cache = EngineCache(location, folder, key, *claimed_folder(key.name))
-    cache.load()
+    if unusable is None and key is not None and folder is not None:
+        try:
+            cache = EngineCache(location, folder, key, *claimed_folder(WORK_ROOT, key.name))
+        except OSError as exc:
+            unusable = f"{WORK_ROOT} cannot hold the run's copy ({exc.strerror or exc}); this run starts cold"
+        else:
+            cache.load()
+            return cache
+    cache = EngineCache(location, None, key, outcome=OFF)
+    cache.note(unusable or "the engine's vLLM version could not be told, so no cached artifact can be trusted")
     return cache
 
 
@@ -253,12 +262,11 @@ def volume_folder(location: str, key: CacheKey | None, mount: Path) -> tuple[Pat
     return folder, None
 
 
-def claimed_folder(name: str) -> tuple[Path, int | None]:
-    """The run's private folder: the same path in every job (`<tmp>/ocr-engine-cache/<key>`), since compiled
-    artifacts may name the paths they were built under, held by an exclusive lock for the run's life; another run
-    of the same key on this machine holding it gets a folder of its own. Emptied first: the volume's archive, not
-    what an earlier run left here, is what a run starts from."""
-    base = Path(tempfile.gettempdir()) / "ocr-engine-cache"
+def claimed_folder(base: Path, name: str) -> tuple[Path, int | None]:
+    """The run's private folder: the same path in every job (`base/<key>`), since compiled artifacts name the paths
+    they were built under, held by an exclusive lock for the run's life; another run of the same key on this machine
+    holding it gets a folder of its own (whose artifacts no later job loads). Emptied first: the volume's archive,
+    not what an earlier run left here, is what a run starts from. Raises OSError when `base` cannot be written."""
     base.mkdir(parents=True, exist_ok=True)
     claim = os.open(base / f"{name}.lock", os.O_CREAT | os.O_RDWR, 0o600)
     try:
@@ -303,7 +311,8 @@ def pack(root: Path, files: Mapping[str, int], archive: Path, key: CacheKey, sec
                     continue
                 manifest[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
                 add_member(tar, name, data, (root / name).stat().st_mode)
-            add_member(tar, MANIFEST, json.dumps({"key": asdict(key), "files": manifest}).encode(), 0o644)
+            record = {"key": asdict(key), "folder": str(root), "files": manifest}
+            add_member(tar, MANIFEST, json.dumps(record).encode(), 0o644)
         with open(partial, "rb+") as written:
             os.fsync(written.fileno())
         if manifest:
@@ -331,9 +340,9 @@ def add_member(tar: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:
 
 
 def unpack(archive: Path, root: Path, key: CacheKey) -> dict[str, int]:
-    """Extracts the archive into `root`, checking it whole: its manifest comes last and names this key, and every
-    file is there once, a plain file inside `root`, of the manifest's sha256. On an error `root` may hold part of
-    it: the caller empties it."""
+    """Extracts the archive into `root`, checking it whole: its manifest comes last, names this key and `root` as the
+    folder it was built in, and every file is there once, a plain file inside `root`, of the manifest's sha256. On an
+    error `root` may hold part of it: the caller empties it."""
     with tarfile.open(archive, "r") as tar:
         members = tar.getmembers()
         if not members or members[-1].name != MANIFEST:
@@ -341,6 +350,8 @@ def unpack(archive: Path, root: Path, key: CacheKey) -> dict[str, int]:
         manifest = json.loads(read_member(tar, members[-1]).read())
         if manifest.get("key") != json.loads(json.dumps(asdict(key))):
             raise UnusableEntry("its manifest names another key: it is another build's")
+        if (built_in := manifest.get("folder")) != str(root):
+            raise UnusableEntry(f"it was built in {built_in}, not {root}, and compiled artifacts name their folder")
         listed: dict = manifest.get("files", {})
         extracted: dict[str, int] = {}
         for member in members[:-1]:
