@@ -123,5 +123,25 @@ def test_where_the_header_installs_no_vllm_an_offline_recipe_prints_its_usage_an
         capture_output=True, text=True, env=bed_env(), timeout=300,
     )  # fmt: skip
     assert run.returncode == 2, run.stderr[-2000:]
-    assert "vLLM is not installed here" in run.stderr and "hf jobs uv run" in run.stderr, run.stderr[-2000:]
+    assert "vLLM is not installed here" in run.stderr and "on a machine with a GPU" in run.stderr, run.stderr[-2000:]
+    assert "hf jobs" not in run.stderr, "a job command was offered for local paths no job can read"
     assert summary_of(run.stdout)["exit_code"] == 2
+
+
+def test_from_a_clone_a_run_that_cannot_start_offers_the_clones_make_commands(tmp_path):
+    """`make run` of a recipe on a machine without vLLM offered `hf jobs uv run URL` and `uv run SCRIPT`, neither of
+    which works from a clone before a release (issue 44): tools/run.sh marks the run as a clone's, and the offers
+    are the clone's `make run`, and `make demo` on this machine's CPU (a Hub INPUT and OUTPUT get `make submit`)."""
+    python = str(script_python("lighton-ocr3-saturate.py"))
+    env = {**bed_env(), "OCR_VLLM_CLONE": str(REPO_ROOT)}
+    script = str(REPO_ROOT / "lighton-ocr3.py")
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [python, script, str(SAMPLES), str(out), "--max-samples", "2"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr[-2000:]
+    offered = f"make run SCRIPT=lighton-ocr3.py INPUT={SAMPLES} OUTPUT={out} ARGS='--max-samples 2'"
+    assert offered in run.stderr, run.stderr[-2000:]
+    assert f"make demo SCRIPT=lighton-ocr3.py INPUT={SAMPLES}" in run.stderr
+    assert "hf jobs" not in run.stderr and "uv run" not in run.stderr

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from ..command.job_commands import job_command
+from ..command.rerun import where_it_runs
 from ..console import say
 from ..errors import JobFailed
 from ..preparation.job import Job
@@ -54,7 +54,8 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
 def drive_offline(job: Job, progress: ProgressBar, stop: StopSignals, opened: list[Any]) -> None:
     """Builds the engine (kept in `opened`, so it is stopped before the run's last words), then takes the stop
     signals back (vLLM installs its own) and runs the batches."""
-    llm = open_llm(job.facts, job.settings, job_command(job.launch.script, job.facts, job.launch.argv))
+    where = where_it_runs(job.launch.script, job.facts, job.launch.argv, job.settings)
+    llm = open_llm(job.facts, job.settings, where)
     opened.append(llm)
     stop.install()
     writer = writer_of(job, Drive(version=vllm_version()))

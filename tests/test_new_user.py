@@ -1,0 +1,50 @@
+"""What a new user meets first, tried from a fresh clone with the README alone (issue 44's frictions): a --server
+address without its scheme, a --server where nothing listens, a resumed run with nothing left to do, and an output
+made from a folder of images that must name each row's file. A fake vLLM server answers; nothing reaches the Hub.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+
+import pytest
+
+from tests.test_resume_publish import SAMPLES, run_main
+
+SCRIPT = "lighton-ocr3-saturate.py"
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def no_vllm(tmp_path, monkeypatch) -> None:
+    """A machine without the `vllm` command: PATH holds only a folder without it."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    monkeypatch.setenv("PATH", str(bare))
+    assert shutil.which("vllm") is None
+
+
+@pytest.mark.parametrize("address", ["gpu-box", "gpu-box:8000"])
+def test_a_server_address_without_its_scheme_is_refused_with_the_address_to_pass(tmp_path, capsys, address):
+    """`--server gpu-box` said "the host name '' does not resolve": urlsplit reads no host in it at all."""
+    code, summary, err = run_main(SCRIPT, [str(SAMPLES), str(tmp_path / "out"), "--server", address], capsys)
+    assert (code, summary["exit_code"]) == (2, 2), err[-2000:]
+    assert f"--server http://{address}" in summary["failure"], summary["failure"]
+    assert "''" not in summary["failure"]
+
+
+def test_a_given_server_where_nothing_listens_is_said_so_not_install_vllm(tmp_path, capsys, no_vllm):
+    """`--server http://127.0.0.1:9` with nothing listening gave the advice for a run without --server: install vLLM
+    or point it at a server that runs. The user named a server; that nothing answers there comes first."""
+    url = f"http://127.0.0.1:{closed_port()}"
+    code, summary, err = run_main(SCRIPT, [str(SAMPLES), str(tmp_path / "out"), "--server", url], capsys)
+    assert (code, summary["exit_code"]) == (2, 2), err[-2000:]
+    failure = summary["failure"]
+    assert failure.startswith(f"Nothing answers at --server {url}: check that your vLLM server runs"), failure
