@@ -10,9 +10,16 @@ import socket
 
 import pytest
 
-from tests.test_resume_publish import SAMPLES, run_main
+from tests.test_resume_publish import SAMPLES, run_main, served
+from tests.testbed.fake_server import fake_server
 
 SCRIPT = "lighton-ocr3-saturate.py"
+
+
+@pytest.fixture
+def server():
+    with fake_server() as running:
+        yield running
 
 
 def closed_port() -> int:
@@ -48,3 +55,14 @@ def test_a_given_server_where_nothing_listens_is_said_so_not_install_vllm(tmp_pa
     assert (code, summary["exit_code"]) == (2, 2), err[-2000:]
     failure = summary["failure"]
     assert failure.startswith(f"Nothing answers at --server {url}: check that your vLLM server runs"), failure
+
+
+def test_a_resumed_run_with_nothing_to_do_claims_no_server(server, tmp_path, capsys):
+    """It reported `"serving": "1 server this run did not start"` and a replica "starting": no server was even
+    looked at, since every row already had its outcome."""
+    argv = [str(SAMPLES), str(tmp_path / "out"), *served(server, "--max-samples", "3")]
+    assert run_main(SCRIPT, argv, capsys)[0] == 0
+    code, summary, err = run_main(SCRIPT, argv, capsys)
+    assert code == 0, err[-2000:]
+    assert summary["done_this_run"] == 0 and summary["resumed"] == 3, summary
+    assert "serving" not in summary and summary.get("replicas", []) == [], summary

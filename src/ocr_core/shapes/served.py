@@ -106,8 +106,9 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     with cuda_mps(sharing and bool(job.todo)):
         window = await drive_fleet(job, stop, plan, fleet, progress, drive)
     drive.tally = progress.tally
-    drive.serving = fleet.describe()
-    drive.extra = {**drive.extra, "replicas": fleet.report()}
+    if job.todo:
+        drive.serving = fleet.describe()
+        drive.extra = {**drive.extra, "replicas": fleet.report()}
     if window is not None:
         drive.window = Feeding(window.limit, window.peak_in_flight, window.peak_limit, window.cap)
     return drive
