@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import shutil
 import socket
+from pathlib import Path
 
 import pytest
 
-from tests.test_resume_publish import SAMPLES, run_main, served
+from tests.test_resume_publish import SAMPLES, load, run_main, served
 from tests.testbed.fake_server import fake_server
 
 SCRIPT = "lighton-ocr3-saturate.py"
@@ -66,3 +67,26 @@ def test_a_resumed_run_with_nothing_to_do_claims_no_server(server, tmp_path, cap
     assert code == 0, err[-2000:]
     assert summary["done_this_run"] == 0 and summary["resumed"] == 3, summary
     assert "serving" not in summary and summary.get("replicas", []) == [], summary
+
+
+def test_an_output_made_from_a_folder_of_images_names_each_rows_file(server, tmp_path, capsys):
+    """A folder of images gave rows with the image and the text and nothing naming the file they came from; the
+    output now has `source_file`, each image's path under the input folder, as a mixed folder's rows have."""
+    pages = tmp_path / "scans"
+    images = samples_as_images(pages)
+    code, _, err = run_main(SCRIPT, [str(pages), str(tmp_path / "out"), *served(server)], capsys)
+    assert code == 0, err[-2000:]
+    rows = load(tmp_path / "out")
+    assert sorted(rows["source_file"]) == sorted(str(path.relative_to(pages)) for path in images)
+
+
+def samples_as_images(folder: Path) -> list[Path]:
+    """The sample dataset's first three pages as files, one of them in a subfolder."""
+    import datasets
+
+    samples = datasets.load_dataset(str(SAMPLES), split="train").select(range(3))
+    names = [folder / "page-a.png", folder / "page-b.png", folder / "box-2" / "page-c.png"]
+    names[-1].parent.mkdir(parents=True)
+    for row, name in zip(samples, names):
+        row["image"].save(name)
+    return names
