@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,37 @@ def samples_as_images(folder: Path) -> list[Path]:
     for row, name in zip(samples, names):
         row["image"].save(name)
     return names
+
+
+FAKE_START = """
+import sys, time
+print("INFO 12-02 16:40:01 [loader.py:1] Loading weights took 0.52 seconds", flush=True)
+print("INFO 12-02 16:40:03 [backends.py:2] Dynamo bytecode transform time: 3.1 s", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_server_that_takes_long_to_start_says_where_its_start_stands(tmp_path, capsys, monkeypatch):
+    """Between `server log: ...` and `server is ready` a start of 125-170 s printed nothing. A stand-in for `vllm
+    serve` logs as vLLM does and never answers /health; the wait says every few seconds (here) what the log said
+    last, until the deadline."""
+    from ocr_core.serving import spawn
+
+    monkeypatch.setattr(spawn, "STARTING_NOTE_EVERY_S", 0.5)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "vllm").write_text("#!/bin/sh\n")
+    (bin_dir / "vllm").chmod(0o755)
+    server = spawn.SpawnedServer(
+        [sys.executable, "-c", FAKE_START], f"http://127.0.0.1:{closed_port()}", env={"PATH": str(bin_dir)},
+        log_path=tmp_path / "serve.log",
+    )  # fmt: skip
+    server.start()
+    try:
+        with pytest.raises(spawn.ServerError, match="was not ready after"):
+            server.wait_ready(8)
+    finally:
+        server.close()
+    notes = [line for line in capsys.readouterr().err.splitlines() if "still starting after" in line]
+    assert notes, "the wait said nothing while the server started"
+    assert "compiling the model (torch.compile)" in notes[-1], notes
