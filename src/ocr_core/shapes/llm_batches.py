@@ -251,8 +251,12 @@ def stdout_to_stderr() -> TextIO:
 
 def open_llm(facts: ModelFacts, settings: Settings, where: str) -> Any:
     """Builds the engine from serve_args; the FlashInfer sampler needs nvcc, which the vLLM images lack. `where`
-    says where the run can go when this machine has no vLLM or no GPU."""
+    says where the run can go when this machine has no vLLM or no GPU. vLLM's own INFO and WARNING lines (about 60
+    of them while the engine starts) stay off the terminal unless --verbose, as a server recipe keeps them in its
+    server log; the variable is read when vLLM is first imported, here, and its engine processes inherit it."""
     os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+    if not settings.verbose:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     check_gpu(where)
     from vllm import LLM
 
