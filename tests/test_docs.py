@@ -259,3 +259,16 @@ def test_the_docs_show_the_local_loader_a_run_prints(docs, arguments):
     printed = load_call(settings)
     for doc in docs:
         assert printed in " ".join((ROOT / doc).read_text().split()), f"{doc} does not show {printed}"
+
+
+def test_the_readme_leads_with_what_runs_on_a_fresh_machine():
+    """Its first 90 lines were commands a fresh machine cannot run (unreleased URLs, HF Jobs, a GPU box), with the
+    two set-up commands at line 90 (issue 44): its first code block is now the clone and those two, and uv, which
+    the later commands need and a fresh machine lacks, is given with how to install it before any command needs it."""
+    text = (ROOT / "README.md").read_text()
+    first = re.search(r"```bash\n(.*?)```", text, re.S)
+    assert first is not None
+    commands = [line.split("#")[0].strip() for line in first.group(1).splitlines()]
+    assert commands == ["git clone <this repository> ocr-vllm && cd ocr-vllm", "make demo", "make test"]
+    assert text.index("python3 -m pip install --user uv") < min(text.index("\nmake run "), text.index("\nuv run "))
+    assert "make run SCRIPT=lighton-ocr3-saturate.py ARGS=--help" in text
