@@ -34,7 +34,8 @@ if [[ ( $# -lt 2 || -z $1 || -z $2 ) && " $* " != *" --help "* && " $* " != *" -
 fi
 if [[ $# -ge 2 && -z $1 && -z $2 ]]; then shift 2; fi
 if ! command -v uv >/dev/null; then
-    echo "run: needs uv on PATH: python3 -m pip install uv, or see https://docs.astral.sh/uv/getting-started/installation/" >&2
+    echo "run: needs uv on PATH: python3 -m pip install --user uv (or pipx install uv), or see" \
+        "https://docs.astral.sh/uv/getting-started/installation/" >&2
     exit 2
 fi
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml")"
