@@ -125,3 +125,28 @@ def test_a_server_that_takes_long_to_start_says_where_its_start_stands(tmp_path,
     notes = [line for line in capsys.readouterr().err.splitlines() if "still starting after" in line]
     assert notes, "the wait said nothing while the server started"
     assert "compiling the model (torch.compile)" in notes[-1], notes
+
+
+def test_from_a_clone_a_server_recipe_without_vllm_offers_the_clones_make_commands(tmp_path, capsys, monkeypatch):
+    """`make run` on a machine without vLLM offered `uv run SCRIPT ...` and `uv run URL ... --server`, neither of
+    which works from a clone before a release. The default address is a closed port here, so no server that runs on
+    this machine answers for it."""
+    from ocr_core.command import parser
+    from ocr_core.serving import handle
+
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    monkeypatch.setenv("PATH", str(bare))
+    monkeypatch.setenv("OCR_VLLM_CLONE", str(tmp_path))
+    default = f"http://127.0.0.1:{closed_port()}"
+    monkeypatch.setattr(parser, "DEFAULT_SERVER", default)
+    monkeypatch.setattr(handle, "DEFAULT_SERVER", default)
+    out = tmp_path / "out"
+    code, summary, err = run_main(SCRIPT, [str(SAMPLES), str(out), "--max-samples", "3"], capsys)
+    assert (code, summary["exit_code"]) == (2, 2), err[-2000:]
+    failure = summary["failure"]
+    rerun = f"make run SCRIPT={SCRIPT} INPUT={SAMPLES} OUTPUT={out} ARGS='--max-samples 3'"
+    assert f"then rerun:\n  {rerun}\n" in failure, failure
+    assert rerun.replace("3'", "3 --server http://HOST:8000'") in failure, failure
+    assert f"make demo SCRIPT={SCRIPT} INPUT={SAMPLES}" in failure
+    assert "uv run" not in failure and "hf jobs" not in failure, failure

@@ -29,6 +29,7 @@ import httpx
 
 from ..command.job_commands import script_url
 from ..command.parser import DEFAULT_SERVER
+from ..command.provenance import reproducible
 from ..command.rerun import demo_offer, from_clone, make_command, rerun_command
 from ..console import say
 from ..errors import JobFailed
@@ -95,7 +96,7 @@ def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[st
     command = rerun_command(script, facts, argv, settings)
     where = (
         "Run this script on the vLLM image, which brings `vllm` (the script then starts the server itself)"
-        if command.startswith("hf jobs ")
+        if reproducible(settings.input, settings.output, settings.model)
         else f"Install vLLM at the version of the recipe's image, {facts.image}, so that `vllm` is on PATH, then rerun"
     )
     if settings.server != DEFAULT_SERVER:
