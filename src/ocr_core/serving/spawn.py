@@ -34,11 +34,15 @@ from ..redaction import redact
 HEALTH_POLL_S = 2.0
 STARTING_NOTE_EVERY_S = 20.0
 START_LOG_TAIL_BYTES = 1 << 18
-# What a `vllm serve` log says as its start goes on (each marker's last sighting wins), in the words a run shows.
+# What a `vllm serve` log says as its start goes on, in the words a run shows: the phase of the last line that has a
+# marker wins, and on one line the first marker listed (a specific one before the one it contains).
 START_PHASES = (
+    ("Initializing a V1 LLM engine", "starting the engine"),
+    ("Starting to load model", "loading the model"),
+    ("Loading weights took", "model loaded"),
+    ("Model loading took", "model loaded"),
     ("Loading weights", "loading the model's weights"),
     ("Loading safetensors", "loading the model's weights"),
-    ("Model loading took", "model loaded"),
     ("Dynamo bytecode transform", "compiling the model (torch.compile)"),
     ("Compiling a graph", "compiling the model (torch.compile)"),
     ("Memory profiling", "profiling memory for the KV cache"),
@@ -46,7 +50,8 @@ START_PHASES = (
     ("KV cache size", "sizing the KV cache"),
     ("Capturing CUDA graph", "capturing CUDA graphs"),
     ("Graph capturing finished", "CUDA graphs captured"),
-    ("Starting vLLM API server", "starting the API server"),
+    ("init engine", "engine ready, starting the API server"),
+    ("Starting vLLM", "starting the API server"),
 )
 STOP_GRACE_S = 30.0
 ORPHAN_GRACE_S = 5.0
