@@ -55,8 +55,9 @@ stamp="$repo/dist/.ocr_vllm_core-$version.sources"
 core_files() { { "$@" 2>/dev/null || true; } | { grep '^ocr_core/' || true; } | sort; }
 python="$(UV_NO_SOURCES=1 uv python find --script "$repo/$script" 2>/dev/null || true)"
 installed="$(core_files cat "${python%/bin/*}"/lib/python*/site-packages/ocr_vllm_core-"$version".dist-info/RECORD)"
-shipped="$(core_files "${python:-false}" -c 'import sys, zipfile; wheel = zipfile.ZipFile(sys.argv[1]); print(wheel.read(
-    next(name for name in wheel.namelist() if name.endswith(".dist-info/RECORD"))).decode())' "$wheel")"
+read_record='import sys, zipfile; wheel = zipfile.ZipFile(sys.argv[1])
+print(wheel.read(next(name for name in wheel.namelist() if name.endswith(".dist-info/RECORD"))).decode())'
+shipped="$(core_files "${python:-false}" -c "$read_record" "$wheel")"
 reinstall=()
 if [[ -z $installed || $installed != "$shipped" ]]; then reinstall=(--reinstall-package ocr-vllm-core); fi
 ships=()
