@@ -120,8 +120,25 @@ def segments(tokens: list[str]) -> list[list[str]]:
     return [segment for segment in found if segment]
 
 
+def make_call(segment: list[str]) -> tuple[str, list[str]] | None:
+    """(script, arguments) of `make run|submit|demo VAR=...`, as the Makefile hands them to the recipe: INPUT and
+    OUTPUT first, then ARGS split as the recipe's shell splits them, and submit's --jobs; the demo's defaults where
+    it has them. A line asking for --help is left to tests/test_from_a_clone.py, which runs it."""
+    if segment[:1] != ["make"] or segment[1:2] not in (["run"], ["submit"], ["demo"]):
+        return None
+    given = dict(word.split("=", 1) for word in segment[2:] if ENV_ASSIGNMENT.match(word))
+    flags = shlex.split(given.get("ARGS", ""))
+    if "--help" in flags:
+        return None
+    script = given.get("SCRIPT", "lighton-ocr3-saturate.py" if segment[1] == "demo" else "")
+    jobs = ["--jobs", given.get("JOBS", "1")] if segment[1] == "submit" else []
+    return script, [given.get("INPUT", "samples/dataset"), given.get("OUTPUT", "./out"), *flags, *jobs]
+
+
 def script_call(segment: list[str]) -> tuple[str, list[str]] | None:
     """(script, arguments) when the segment launches one of our scripts, else None (curl, vllm serve, ...)."""
+    if (call := make_call(segment)) is not None:
+        return call
     while segment and ENV_ASSIGNMENT.match(segment[0]):
         segment = segment[1:]
     launched = (
@@ -143,7 +160,7 @@ def invocations() -> list[tuple[str, str, list[str]]]:
     found = []
     for doc in DOCS:
         for number, line in logical_lines((ROOT / doc).read_text()):
-            if not any(script in line for script in RECIPE_BY_SCRIPT):
+            if not any(script in line for script in RECIPE_BY_SCRIPT) and not line.lstrip().startswith("make "):
                 continue
             where = f"{doc}:{number}: {' '.join(line.split())}"
             try:
