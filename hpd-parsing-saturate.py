@@ -22,7 +22,7 @@ Run it on Hugging Face Jobs:
     hf jobs run --flavor l4x1 --timeout 4h -s HF_TOKEN ccr-2vdh3abv-pub.cnc.bj.baidubce.com/paddlepaddle/hpd-parsing-vllm:latest-nvidia-gpu -- bash -lc 'pip install -q uv && uv run https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/hpd-parsing-saturate.py INPUT OUTPUT'
 or on your own GPU machine, or against a server already running:
     uv run hpd-parsing-saturate.py INPUT OUTPUT
-    uv run hpd-parsing-saturate.py INPUT OUTPUT --server URL
+    uv run hpd-parsing-saturate.py INPUT OUTPUT --server http://HOST:8000
 Run it without arguments for usage.
 
 It needs the vendor's vLLM fork (dynamic request forking plus P-MTP speculative decoding), which ships in the

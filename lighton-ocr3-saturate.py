@@ -22,7 +22,7 @@ Run it on Hugging Face Jobs:
     hf jobs uv run --flavor l4x1 --timeout 4h --image vllm/vllm-openai:v0.30.0 -s HF_TOKEN https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/lighton-ocr3-saturate.py INPUT OUTPUT
 or on your own GPU machine, or against a server already running:
     uv run lighton-ocr3-saturate.py INPUT OUTPUT
-    uv run lighton-ocr3-saturate.py INPUT OUTPUT --server URL
+    uv run lighton-ocr3-saturate.py INPUT OUTPUT --server http://HOST:8000
 Run it without arguments for usage.
 
 Facts from LightOn's README and client: the page image alone is the prompt (any text is out of distribution),

@@ -22,7 +22,7 @@ Run it on Hugging Face Jobs:
     hf jobs uv run --flavor l4x1 --timeout 4h --image vllm/vllm-openai:v0.10.2 -s HF_TOKEN https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/nanonets-ocr2-server.py INPUT OUTPUT
 or on your own GPU machine, or against a server already running:
     uv run nanonets-ocr2-server.py INPUT OUTPUT
-    uv run nanonets-ocr2-server.py INPUT OUTPUT --server URL
+    uv run nanonets-ocr2-server.py INPUT OUTPUT --server http://HOST:8000
 Run it without arguments for usage.
 
 It must run on vllm/vllm-openai:v0.10.2: newer vLLM releases decode this model to a stream of "!!!!". The card

@@ -22,7 +22,7 @@ Run it on Hugging Face Jobs:
     hf jobs uv run --flavor l4x1 --timeout 4h --image vllm/vllm-openai:v0.22.1 -s HF_TOKEN https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main/ovis-ocr2-server.py INPUT OUTPUT
 or on your own GPU machine, or against a server already running:
     uv run ovis-ocr2-server.py INPUT OUTPUT
-    uv run ovis-ocr2-server.py INPUT OUTPUT --server URL
+    uv run ovis-ocr2-server.py INPUT OUTPUT --server http://HOST:8000
 Run it without arguments for usage.
 
 The card documents offline vLLM only (pinned to 0.22.1); SERVE_ARGS translate its `LLM(...)` arguments to

@@ -120,8 +120,25 @@ def segments(tokens: list[str]) -> list[list[str]]:
     return [segment for segment in found if segment]
 
 
+def make_call(segment: list[str]) -> tuple[str, list[str]] | None:
+    """(script, arguments) of `make run|submit|demo VAR=...`, as the Makefile hands them to the recipe: INPUT and
+    OUTPUT first, then ARGS split as the recipe's shell splits them, and submit's --jobs; the demo's defaults where
+    it has them. A line asking for --help is left to tests/test_from_a_clone.py, which runs it."""
+    if segment[:1] != ["make"] or segment[1:2] not in (["run"], ["submit"], ["demo"]):
+        return None
+    given = dict(word.split("=", 1) for word in segment[2:] if ENV_ASSIGNMENT.match(word))
+    flags = shlex.split(given.get("ARGS", ""))
+    if "--help" in flags:
+        return None
+    script = given.get("SCRIPT", "lighton-ocr3-saturate.py" if segment[1] == "demo" else "")
+    jobs = ["--jobs", given.get("JOBS", "1")] if segment[1] == "submit" else []
+    return script, [given.get("INPUT", "samples/dataset"), given.get("OUTPUT", "./out"), *flags, *jobs]
+
+
 def script_call(segment: list[str]) -> tuple[str, list[str]] | None:
     """(script, arguments) when the segment launches one of our scripts, else None (curl, vllm serve, ...)."""
+    if (call := make_call(segment)) is not None:
+        return call
     while segment and ENV_ASSIGNMENT.match(segment[0]):
         segment = segment[1:]
     launched = (
@@ -143,7 +160,7 @@ def invocations() -> list[tuple[str, str, list[str]]]:
     found = []
     for doc in DOCS:
         for number, line in logical_lines((ROOT / doc).read_text()):
-            if not any(script in line for script in RECIPE_BY_SCRIPT):
+            if not any(script in line for script in RECIPE_BY_SCRIPT) and not line.lstrip().startswith("make "):
                 continue
             where = f"{doc}:{number}: {' '.join(line.split())}"
             try:
@@ -259,3 +276,16 @@ def test_the_docs_show_the_local_loader_a_run_prints(docs, arguments):
     printed = load_call(settings)
     for doc in docs:
         assert printed in " ".join((ROOT / doc).read_text().split()), f"{doc} does not show {printed}"
+
+
+def test_the_readme_leads_with_what_runs_on_a_fresh_machine():
+    """Its first 90 lines were commands a fresh machine cannot run (unreleased URLs, HF Jobs, a GPU box), with the
+    two set-up commands at line 90 (issue 44): its first code block is now the clone and those two, and uv, which
+    the later commands need and a fresh machine lacks, is given with how to install it before any command needs it."""
+    text = (ROOT / "README.md").read_text()
+    first = re.search(r"```bash\n(.*?)```", text, re.S)
+    assert first is not None
+    commands = [line.split("#")[0].strip() for line in first.group(1).splitlines()]
+    assert commands == ["git clone <this repository> ocr-vllm && cd ocr-vllm", "make demo", "make test"]
+    assert text.index("python3 -m pip install --user uv") < min(text.index("\nmake run "), text.index("\nuv run "))
+    assert "make run SCRIPT=lighton-ocr3-saturate.py ARGS=--help" in text

@@ -75,3 +75,43 @@ def test_make_submit_ships_the_wheel_it_builds_with_each_job(tmp_path):
         assert words[-6:] == ["--max-samples", "20", "--core-wheel", str(wheel), "--shard", f"{index}/2"]
         assert str(clone / SCRIPT) in words and "UV_NO_SOURCES=1" in words and "UV_FIND_LINKS=/data" in words
     assert "they install the core wheel" in result.stderr and json.loads(lines[-1])["dry_run"]
+
+
+def test_make_run_without_input_and_output_says_to_give_them(tmp_path):
+    """`make run SCRIPT=...` alone said `OUTPUT '' is the current folder`: make passes the unset INPUT and OUTPUT as
+    empty words, which the recipe read as paths. Nothing is built or run for a command that names no pages."""
+    clone = clone_of_this_checkout(tmp_path)
+    result = subprocess.run(
+        ["bash", "tools/run.sh", SCRIPT, "", ""], cwd=clone, env=user_env(), capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"give INPUT and OUTPUT: make run SCRIPT={SCRIPT} INPUT=" in result.stderr, result.stderr[-2000:]
+    assert "ARGS=--help" in result.stderr and "''" not in result.stderr
+    assert not (clone / "dist").exists()
+
+
+def test_a_mistyped_flag_through_make_run_rebuilds_and_reinstalls_nothing(tmp_path):
+    """Every `make run` built the core's wheel and reinstalled it before the recipe read its flags, so each typo
+    cost a build and an install; now they happen when src/ changed, or when the script's environment holds another
+    build. `ARGS=--help` works without INPUT and OUTPUT, as the README says."""
+    clone = clone_of_this_checkout(tmp_path)
+
+    def make_run(*words: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["make", "-s", "run", f"SCRIPT={SCRIPT}", *words], cwd=clone, env=user_env(), capture_output=True,
+            text=True, timeout=600,
+        )  # fmt: skip
+
+    usage = make_run("ARGS=--help")
+    assert usage.returncode == 0 and "--max-samples" in usage.stdout, usage.stderr[-3000:]
+    wheel = clone / "dist" / "ocr_vllm_core-0.2.0-py3-none-any.whl"
+    found = subprocess.run(
+        ["uv", "python", "find", "--script", str(clone / SCRIPT)], env={**user_env(), "UV_NO_SOURCES": "1"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    record = next(Path(found.stdout.strip()).parent.parent.glob("lib/python*/site-packages/ocr_vllm_core-*/RECORD"))
+    built, installed = wheel.stat().st_mtime_ns, record.stat().st_mtime_ns
+    typo = make_run(f"INPUT={SAMPLES}", f"OUTPUT={tmp_path / 'out'}", "ARGS=--max-sampels 3")
+    assert "unrecognized arguments" in typo.stderr or "--max-samples" in typo.stderr, typo.stderr[-3000:]
+    assert wheel.stat().st_mtime_ns == built, "the wheel was built again from an unchanged src/"
+    assert record.stat().st_mtime_ns == installed, "the core was reinstalled although the environment held this build"

@@ -247,15 +247,16 @@ def test_missing_vllm_names_the_image_and_a_command_that_works_here(tmp_path):
     """A local run: a job could read neither its input nor its output folder, so no `hf jobs` command is offered
     (issue 32); the vLLM version to install is named by the recipe's image."""
     env = {**bed_env(), "PATH": "/usr/bin:/bin"}
+    port = free_port()
     result = run_recipe(
         "lighton-ocr3-saturate.py", str(SAMPLES), str(tmp_path / "out"), "--server",
-        f"http://127.0.0.1:{free_port()}", env=env, timeout=120,
+        f"http://127.0.0.1:{port}", env=env, timeout=120,
     )  # fmt: skip
     assert result.returncode == 2
     assert "hf jobs" not in result.stderr
     assert "Install vLLM at the version of the recipe's image, vllm/vllm-openai:v0.30.0" in result.stderr
     assert f"uv run lighton-ocr3-saturate.py {SAMPLES} {tmp_path / 'out'}" in result.stderr
-    assert "--server http://HOST:8000" in result.stderr
+    assert f"Nothing answers at --server http://127.0.0.1:{port}" in result.stderr
     assert not (tmp_path / "out" / "data").exists()
 
 

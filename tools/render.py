@@ -50,7 +50,7 @@ class ShapeText:
     local_where: str
 
 
-SERVER_RUNS = ("uv run {script} INPUT OUTPUT", "uv run {script} INPUT OUTPUT --server URL")
+SERVER_RUNS = ("uv run {script} INPUT OUTPUT", "uv run {script} INPUT OUTPUT --server http://HOST:8000")
 SERVER_WHERE = "or on your own GPU machine, or against a server already running:"
 SERVER_AS_TWIN = (
     "runs the same model through `vllm serve`: faster on the same GPU, and a page that fails stays one error row"

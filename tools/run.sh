@@ -13,6 +13,12 @@
 #
 # With --jobs N (make submit), the recipe launches HF Jobs instead: this adds --core-wheel with the wheel just built,
 # which travels with each job and which the job's uv installs in place of the header's unpublished one.
+#
+# A typo in a flag costs only the script's start: the wheel is built only when src/ changed since dist/ got it (its
+# sha256 over src/ and pyproject.toml is kept beside it), and reinstalled only when the script's environment holds
+# other files than the wheel's (their RECORDs, file by file with each file's sha256, differ), so a run of the demo or
+# the tests in between, which install their own build of the same version, is never mistaken for this one. The run
+# is marked as a clone's (OCR_VLLM_CLONE), so a message offers the clone's make targets, not the unreleased URLs.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 script="${1:-}"
@@ -21,17 +27,39 @@ if [[ -z $script || ! -f $repo/$script || $script != *.py ]]; then
     exit 2
 fi
 shift
-if ! command -v uv >/dev/null; then
-    echo "run: needs uv on PATH (https://docs.astral.sh/uv/getting-started/installation/)" >&2
+if [[ ( $# -lt 2 || -z $1 || -z $2 ) && " $* " != *" --help "* && " $* " != *" -h "* ]]; then
+    echo "run: give INPUT and OUTPUT: make run SCRIPT=$script INPUT=./scans OUTPUT=./scans-ocr [ARGS=\"...\"]" \
+        "(make submit: Hub datasets, INPUT=you/scans OUTPUT=you/scans-ocr); ARGS=--help lists the flags" >&2
     exit 2
 fi
-(
-    flock 9
-    uv build --wheel --quiet --out-dir "$repo/dist" "$repo"
-    rm -rf "$repo/build" "$repo"/src/*.egg-info
-) 9<"$repo/pyproject.toml"
+if [[ $# -ge 2 && -z $1 && -z $2 ]]; then shift 2; fi
+if ! command -v uv >/dev/null; then
+    echo "run: needs uv on PATH: python3 -m pip install --user uv (or pipx install uv), or see" \
+        "https://docs.astral.sh/uv/getting-started/installation/" >&2
+    exit 2
+fi
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml")"
 wheel="$repo/dist/ocr_vllm_core-$version-py3-none-any.whl"
+stamp="$repo/dist/.ocr_vllm_core-$version.sources"
+(
+    flock 9
+    sources="$(cd "$repo" && find src pyproject.toml -type f ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 \
+        | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
+    if [[ ! -f $wheel || "$(cat "$stamp" 2>/dev/null)" != "$sources" ]]; then
+        uv build --wheel --quiet --out-dir "$repo/dist" "$repo"
+        rm -rf "$repo/build" "$repo"/src/*.egg-info
+        echo "$sources" >"$stamp"
+    fi
+) 9<"$repo/pyproject.toml"
+# The core's files (path, sha256, size) as a RECORD lists them: the installed one's, or nothing where none is.
+core_files() { { "$@" 2>/dev/null || true; } | { grep '^ocr_core/' || true; } | sort; }
+python="$(UV_NO_SOURCES=1 uv python find --script "$repo/$script" 2>/dev/null || true)"
+installed="$(core_files cat "${python%/bin/*}"/lib/python*/site-packages/ocr_vllm_core-"$version".dist-info/RECORD)"
+read_record='import sys, zipfile; wheel = zipfile.ZipFile(sys.argv[1])
+print(wheel.read(next(name for name in wheel.namelist() if name.endswith(".dist-info/RECORD"))).decode())'
+shipped="$(core_files "${python:-false}" -c "$read_record" "$wheel")"
+reinstall=()
+if [[ -z $installed || $installed != "$shipped" ]]; then reinstall=(--reinstall-package ocr-vllm-core); fi
 ships=()
 for arg in "$@"; do
     case $arg in
@@ -40,5 +68,5 @@ for arg in "$@"; do
     esac
 done
 set -- "$@" ${ships[@]+"${ships[@]}"}
-export UV_NO_SOURCES=1
-exec uv run --quiet --find-links "$repo/dist" --reinstall-package ocr-vllm-core --script "$repo/$script" "$@"
+export UV_NO_SOURCES=1 OCR_VLLM_CLONE="$repo"
+exec uv run --quiet --find-links "$repo/dist" ${reinstall[@]+"${reinstall[@]}"} --script "$repo/$script" "$@"

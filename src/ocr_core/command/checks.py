@@ -73,7 +73,7 @@ def checked_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     if getattr(args, "retry_budget", 1.0) <= 0:
         parser.error("--retry-budget must be more than 0 seconds")
     check_counts(parser, args)
-    if (problem := server_port_problem(getattr(args, "server", None) or "")) is not None:
+    if getattr(args, "server", None) and (problem := server_address_problem(args.server)) is not None:
         parser.error(problem)
     if args.config is not None and (problem := config_name_problem(args.config)):
         parser.error(problem)
@@ -96,9 +96,17 @@ def check_counts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         )
 
 
-def server_port_problem(servers: str) -> str | None:
-    """Why a --server URL names no port there can be (past 65535), before anything waits on or binds it."""
+def server_address_problem(servers: str) -> str | None:
+    """Why a --server URL names no server: no http(s) scheme (`gpu-box` reads as a path, `gpu-box:8000` as a scheme,
+    and either has no host), or a port there cannot be (past 65535), before anything waits on or binds it."""
     for url in (part.strip() for part in servers.split(",")):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            host = url.split("://")[-1].strip("/") or "HOST"
+            return (
+                f"--server {url} is not a URL a server answers at: give its scheme and port, such as "
+                f"--server http://{host}{'' if ':' in host else ':8000'}"
+            )
         try:
             if urlsplit(url).port != 0:
                 continue

@@ -3,26 +3,76 @@
 A job reads and writes the Hub alone, so a local INPUT, OUTPUT or model folder makes its command a dead end: the
 offer is then this machine's own `uv run` line. A loopback `--server` names the machine that ran, never the job's,
 and a job starts its own server anyway, so it is left out of a job command.
+
+A run that came from a clone's `make run` or `make submit` (tools/run.sh sets CLONE_ENV) is offered the clone's make
+targets instead: before a release, the scripts' URLs and the core wheel their headers pin do not exist, so neither
+`hf jobs uv run URL` nor `uv run SCRIPT` works from a clone, and `make demo` runs any recipe on the CPU there.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from ..facts import ModelFacts
+from ..redaction import redact
 from ..settings import Settings
-from .job_commands import job_command, ran_command
+from .job_commands import job_command, ran_command, without_secrets
 from .provenance import reproducible
 
 SERVER_FLAG = "--server"
+CLONE_ENV = "OCR_VLLM_CLONE"
 
 
 def rerun_command(script: str, facts: ModelFacts, argv: Sequence[str], settings: Settings) -> str:
     """`argv` is the run's command line as given; `settings` what it says (INPUT, OUTPUT and the model)."""
-    if reproducible(settings.input, settings.output, settings.model):
+    on_jobs = reproducible(settings.input, settings.output, settings.model)
+    if from_clone():
+        return make_command("submit" if on_jobs else "run", script, argv, settings)
+    if on_jobs:
         return job_command(script, facts, job_arguments(argv))
     return f"uv run {ran_command(script, argv)}"
+
+
+def where_it_runs(script: str, facts: ModelFacts, argv: Sequence[str], settings: Settings) -> str:
+    """Where a run that cannot start on this machine can: on HF Jobs when a job could redo it, else on a machine
+    with a GPU (a job could read none of its local paths); from a clone, also the demo on this machine's CPU."""
+    command = rerun_command(script, facts, argv, settings)
+    place = "on HF Jobs" if reproducible(settings.input, settings.output, settings.model) else "on a machine with a GPU"
+    return f"Run it {place}:\n  {command}{demo_offer(script, settings)}"
+
+
+def from_clone() -> bool:
+    """Whether this run came from a clone's `make run` or `make submit`."""
+    return bool(os.environ.get(CLONE_ENV))
+
+
+def make_command(target: str, script: str, argv: Sequence[str], settings: Settings) -> str:
+    """The run's command line as the clone's Makefile takes it: `make TARGET SCRIPT=... INPUT=... OUTPUT=...
+    ARGS='...'` (a job gets no loopback --server, as in a job command); secret flags are left out, as everywhere."""
+    flags = list(argv)
+    for place in (settings.input, settings.output):
+        if place in flags:
+            flags.remove(place)
+    if target == "submit":
+        flags = job_arguments(flags)
+    words = [f"make {target}", f"SCRIPT={script}", f"INPUT={shlex.quote(settings.input)}"]
+    words.append(f"OUTPUT={shlex.quote(settings.output)}")
+    given = " ".join(shlex.quote(redact(flag)) for flag in without_secrets(flags))
+    return " ".join([*words, f"ARGS={shlex.quote(given)}"] if given else words)
+
+
+def demo_offer(script: str, settings: Settings) -> str:
+    """From a clone, the one more place any run can go: the test bed's CPU engine on this machine, into an output
+    of the demo's own (its text is noise, so it must never land in the real OUTPUT); elsewhere nothing."""
+    if not from_clone():
+        return ""
+    return (
+        "\nor try the recipe on this machine's CPU, with the test bed's tiny random model (the text is noise, every "
+        f"step is real):\n  make demo SCRIPT={script} INPUT={shlex.quote(settings.input)}"
+    )
 
 
 def job_arguments(argv: Sequence[str]) -> list[str]:

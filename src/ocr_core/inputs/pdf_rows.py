@@ -19,7 +19,10 @@ from .selection import row_ids
 PDF_COUNT_BATCH = 8
 
 
-PDF_COLUMNS = ("source_file", "page_index")
+SOURCE_FILE = "source_file"
+
+
+PDF_COLUMNS = (SOURCE_FILE, "page_index")
 
 
 BROKEN_SHOWN = 3

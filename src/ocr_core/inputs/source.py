@@ -17,6 +17,7 @@ image is one row with its path as `source_file` and id and no `page_index`.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ from ..settings import Settings
 from .addresses import InputError, input_problem
 from .cells import HubFiles, anchored, local_folder
 from .pdf import PdfiumMissing, RenderSize, looks_like_pdf
-from .pdf_rows import PdfDocuments, file_pages, page_files, pdf_dataset_pages
+from .pdf_rows import SOURCE_FILE, PdfDocuments, file_pages, page_files, pdf_dataset_pages
 from .selection import row_ids, select_rows, shard_span
 
 READ_BATCH = 64
@@ -163,6 +164,8 @@ def load_source(wanted: InputSelection, revision: str | None = None, pdf_size: R
                 sliced = parquet_slice(wanted, wanted.shard, revision)
             opened, offset, total = sliced or (open_dataset(name, split, wanted.config, revision), 0, None)
             dataset, features, pdfs, page_ids = dataset_rows(opened, name, split, image_column, id_column, size, folder)
+            if isinstance(folder, Path) and opened.info.builder_name == "imagefolder":
+                dataset, features = with_source_files(dataset, features, image_column, folder)
     except PdfiumMissing as exc:
         raise InputError(str(exc)) from exc
     except CommandError:
@@ -230,6 +233,28 @@ def parquet_features(file: str) -> datasets.Features | None:
         schema = pq.read_schema(handle)
     written = schema.metadata and b"huggingface" in schema.metadata
     return datasets.Features.from_arrow_schema(schema) if written else None
+
+
+def with_source_files(
+    dataset: datasets.Dataset, features: datasets.Features, image_column: str, folder: Path
+) -> tuple[datasets.Dataset, datasets.Features]:
+    """A folder of images, read by datasets' imagefolder builder, names no file in its rows once the output embeds
+    each image's bytes: each row gets `source_file`, its image's path under the folder, as a mixed folder's rows
+    have, so every output leads back to its input files. A folder whose metadata file has that column keeps its own."""
+    if SOURCE_FILE in dataset.column_names:
+        return dataset, features
+    paths = dataset.data.column(image_column).combine_chunks().field("path").to_pylist()
+    names = [under(path, folder) if path else None for path in paths]
+    named = dataset.add_column(SOURCE_FILE, names)
+    return named, datasets.Features({**features, SOURCE_FILE: datasets.Value("string")})
+
+
+def under(path: str, folder: Path) -> str:
+    """A file's path under the (resolved) input folder, also where the builder read it through a link."""
+    try:
+        return str(Path(path).relative_to(folder))
+    except ValueError:
+        return os.path.relpath(os.path.realpath(path), folder)
 
 
 def dataset_rows(

@@ -29,7 +29,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from ..command.job_commands import script_url
-from ..command.rerun import rerun_command
+from ..command.parser import DEFAULT_SERVER
+from ..command.provenance import reproducible
+from ..command.rerun import demo_offer, from_clone, make_command, rerun_command
 from ..console import say
 from ..errors import JobFailed
 from ..facts import ModelFacts
@@ -91,19 +93,31 @@ def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> d
 
 
 def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[str], settings: Settings) -> str:
-    """A job command only where a job could redo the run (rerun.py); else the vLLM to install here."""
+    """A job command only where a job could redo the run (rerun.py); else the vLLM to install here. A --server the
+    user gave names the server they meant: that nothing answers there comes first, then how to start one there."""
     command = rerun_command(script, facts, argv, settings)
     where = (
         "Run this script on the vLLM image, which brings `vllm` (the script then starts the server itself)"
-        if command.startswith("hf jobs ")
+        if reproducible(settings.input, settings.output, settings.model)
         else f"Install vLLM at the version of the recipe's image, {facts.image}, so that `vllm` is on PATH, then rerun"
+    )
+    if settings.server != DEFAULT_SERVER:
+        return redact(
+            f"Nothing answers at --server {url}: check that your vLLM server runs at that address and port (its "
+            "/health answers 200 once it is ready), then rerun the same command.\nFor this script to start a server "
+            f"there instead, it needs the `vllm` command, which is not on PATH. {where}:\n  {command}"
+        )
+    reuse = (
+        make_command("run", script, [*argv, "--server", "http://HOST:8000"], settings)
+        if from_clone()
+        else f"uv run {script_url(script)} {' '.join(shlex.quote(a) for a in argv[:2])} --server http://HOST:8000"
     )
     return redact(
         f"No vLLM server answers at {url}, and the `vllm` command is not on PATH to start one.\n"
         f"{where}:\n"
         f"  {command}\n"
         f"or point it at a server that is already running:\n"
-        f"  uv run {script_url(script)} {' '.join(shlex.quote(a) for a in argv[:2])} --server http://HOST:8000"
+        f"  {reuse}{demo_offer(script, settings)}"
     )
 
 

@@ -27,10 +27,32 @@ from urllib.parse import urlsplit
 import httpx
 
 from ..command.rerun import LOCAL_HOSTS
+from ..console import say
 from ..errors import CommandError
 from ..redaction import redact
 
 HEALTH_POLL_S = 2.0
+STARTING_NOTE_EVERY_S = 20.0
+START_LOG_TAIL_BYTES = 1 << 18
+# What a `vllm serve` log says as its start goes on, in the words a run shows: the phase of the last line that has a
+# marker wins, and on one line the first marker listed (a specific one before the one it contains).
+START_PHASES = (
+    ("Initializing a V1 LLM engine", "starting the engine"),
+    ("Starting to load model", "loading the model"),
+    ("Loading weights took", "model loaded"),
+    ("Model loading took", "model loaded"),
+    ("Loading weights", "loading the model's weights"),
+    ("Loading safetensors", "loading the model's weights"),
+    ("Dynamo bytecode transform", "compiling the model (torch.compile)"),
+    ("Compiling a graph", "compiling the model (torch.compile)"),
+    ("Memory profiling", "profiling memory for the KV cache"),
+    ("Available KV cache memory", "sizing the KV cache"),
+    ("KV cache size", "sizing the KV cache"),
+    ("Capturing CUDA graph", "capturing CUDA graphs"),
+    ("Graph capturing finished", "CUDA graphs captured"),
+    ("init engine", "engine ready, starting the API server"),
+    ("Starting vLLM", "starting the API server"),
+)
 STOP_GRACE_S = 30.0
 ORPHAN_GRACE_S = 5.0
 STOPPING = "the run is stopping, so vllm serve is not started or waited for"
@@ -121,6 +143,21 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+def start_phase(path: Path) -> str:
+    """Where the latest start in a serve log stands (the log keeps every start, each after its `====` line, and a
+    restart's log follows the whole access log of the run before it, so only its tail is read)."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - START_LOG_TAIL_BYTES))
+            text = log.read().decode(errors="replace")
+    except OSError:
+        return "no log yet"
+    phase = "starting vllm serve"
+    for line in text.rpartition("\n==== ")[2].splitlines():
+        phase = next((said for marker, said in START_PHASES if marker in line), phase)
+    return phase
 
 
 def serve_command(model: str, serve_args: Sequence[str], port: int, extra: Sequence[str] = ()) -> list[str]:
@@ -214,9 +251,15 @@ class SpawnedServer:
         return process is not None and process.poll() is None
 
     def wait_ready(self, deadline_s: float) -> None:
-        """Polls /health until it answers, the process exits, the server is closed, or the deadline passes."""
-        deadline = time.monotonic() + deadline_s
+        """Polls /health until it answers, the process exits, the server is closed, or the deadline passes; says
+        every STARTING_NOTE_EVERY_S where the start stands, since a large model takes minutes and a run that says
+        nothing meanwhile looks hung."""
+        started = time.monotonic()
+        deadline, note_at = started + deadline_s, started + STARTING_NOTE_EVERY_S
         while time.monotonic() < deadline:
+            if time.monotonic() >= note_at:
+                note_at += STARTING_NOTE_EVERY_S
+                say(f"{self.url} still starting after {time.monotonic() - started:.0f} s: {start_phase(self.log_path)}")
             if self.closed.is_set():
                 raise ServerError(STOPPING)
             if not self.alive():

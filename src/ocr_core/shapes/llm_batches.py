@@ -85,13 +85,13 @@ def engine_kwargs(serve_args: Sequence[str]) -> dict[str, Any]:
     return {key: value for key, value in given.items() if value != defaults.get(key)}
 
 
-def check_gpu(job_command: str) -> None:
+def check_gpu(where: str) -> None:
     """Offline recipes need vLLM and a GPU, except on vLLM's CPU build (which the tests use). The header installs
     vLLM on Linux only, the one platform it builds for, so elsewhere the recipe can still print its usage and launch
-    `--jobs`, and a run stops here with the command that can run it."""
+    `--jobs`, and a run stops here with `where` it can run (rerun.where_it_runs)."""
     elsewhere = (
-        f"this recipe runs the vLLM engine in-process. Run it on HF Jobs:\n  {job_command}\nor use the -server "
-        "twin against an endpoint that is already running (--server URL)."
+        f"this recipe runs the vLLM engine in-process. {where}\nor use the -server twin against an endpoint that is "
+        "already running (--server URL)."
     )
     try:
         from vllm.platforms import current_platform
@@ -250,10 +250,15 @@ def stdout_to_stderr() -> TextIO:
     return summary
 
 
-def open_llm(facts: ModelFacts, settings: Settings, job_command: str) -> Any:
-    """Builds the engine from serve_args; the FlashInfer sampler needs nvcc, which the vLLM images lack."""
+def open_llm(facts: ModelFacts, settings: Settings, where: str) -> Any:
+    """Builds the engine from serve_args; the FlashInfer sampler needs nvcc, which the vLLM images lack. `where`
+    says where the run can go when this machine has no vLLM or no GPU. vLLM's own INFO and WARNING lines (about 60
+    of them while the engine starts) stay off the terminal unless --verbose, as a server recipe keeps them in its
+    server log; the variable is read when vLLM is first imported, here, and its engine processes inherit it."""
     os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
-    check_gpu(job_command)
+    if not settings.verbose:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    check_gpu(where)
     from vllm import LLM
 
     kwargs = engine_kwargs([*facts.serve_args, *shlex.split(settings.extra_serve_args)])

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from ..command.job_commands import job_command
+from ..command.rerun import where_it_runs
 from ..console import say
 from ..errors import JobFailed
 from ..preparation.job import Job
@@ -85,7 +85,8 @@ def drive_offline(
     cache's variables set before vLLM reads them, then takes the stop signals back (vLLM installs its own) and runs
     the batches."""
     os.environ.update(cache_env)
-    llm = open_llm(job.facts, job.settings, job_command(job.launch.script, job.facts, job.launch.argv))
+    where = where_it_runs(job.launch.script, job.facts, job.launch.argv, job.settings)
+    llm = open_llm(job.facts, job.settings, where)
     opened.append(llm)
     stop.install()
     writer = writer_of(job, Drive(version=vllm_version()))

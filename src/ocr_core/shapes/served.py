@@ -138,10 +138,11 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
             await finish_in_thread(cache.publish)
             cache.close()
     drive.tally = progress.tally
-    drive.serving = fleet.describe()
-    drive.extra = {**drive.extra, "replicas": fleet.report()}
-    if not fleet.given and fleet.replicas[0].handle.spawned is not None:
-        drive.extra["engine_plan"] = plan.record()
+    if job.todo:
+        drive.serving = fleet.describe()
+        drive.extra = {**drive.extra, "replicas": fleet.report()}
+        if not fleet.given and fleet.replicas[0].handle.spawned is not None:
+            drive.extra["engine_plan"] = plan.record()
     if cache is not None:
         drive.extra["engine_cache"] = cache.report()
     if window is not None:
