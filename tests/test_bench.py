@@ -90,18 +90,27 @@ def test_the_gpu_kit_runs_on_a_fake_engine_and_writes_the_efficiency_file(tmp_pa
     out, work = tmp_path / "out", tmp_path / "work"
     run_gpu_script("run_all.sh", ["server", "hand"], out, work, HAND_CONCURRENCY="4")
     efficiency = {"RESULTS": str(out), "BUDGET_S": "400", "MIN_LEFT_S": "60", "ARMS": "p1|1|0||full:24:1,vp:24:1:1"}
+    home, inductor = tmp_path / "home", tmp_path / "inductor"
+    (home / ".cache" / "vllm").mkdir(parents=True)
+    inductor.mkdir()
     run_gpu_script(
         "efficiency.sh",
-        ["start", "qwen2_5_vl@lighton-ocr3-saturate.py@base||--max-samples 24"],
+        ["start", "qwen2_5_vl@lighton-ocr3-saturate.py@base||--max-samples 24", "wipe",
+         "qwen2_5_vl@lighton-ocr3-saturate.py@tok1||--max-samples 8@1"],
         out,
         work,
+        HOME=str(home),
+        TORCHINDUCTOR_CACHE_DIR=str(inductor),
         **efficiency,
-    )
+    )  # fmt: skip
+    assert not (home / ".cache" / "vllm").exists() and not inductor.exists(), "wipe leaves a new job's caches"
+    tokens = {row["setting"]: row["max_tokens"] for row in map(json.loads, (out / "sweep.jsonl").open())}
+    assert tokens["base"] != 1 and tokens["tok1"] == 1
     run_gpu_script("hand_replicas.sh", [], out, work, REPLICAS="1", MANY_PAGES="24", ONE_PAGES="8")
     (found,) = out.glob("h200-efficiency-*.json")
     document = json.loads(found.read_text())
     arms = {arm["arm"]: arm for arm in document["arms"]}
-    assert set(arms) == {"server", "hand", "p1-full", "p1-vp", "base", "replicas-1", "one"}, (
+    assert set(arms) == {"server", "hand", "p1-full", "p1-vp", "base", "tok1", "replicas-1", "one"}, (
         out / "job.log"
     ).read_text()
     assert arms["p1-vp"]["recipe"].endswith("1 output tokens") and arms["p1-full"]["recipe"].endswith("8 output tokens")

@@ -31,9 +31,10 @@ mkdir -p "$results"
 export OUT=$results BUDGET_S=${BUDGET_S:-3000} ARM_TIMEOUT_S=${ARM_TIMEOUT_S:-600} MIN_LEFT_S=60 PAGES_N=${PAGES_N:-3072}
 export PYTHONPATH=$(cd "$here/../.." && pwd)/src${PYTHONPATH:+:$PYTHONPATH}
 log() { echo "job [$SECONDS s] $*" >> "$results/job.log"; }
+inductor=${TORCHINDUCTOR_CACHE_DIR:-/tmp/torchinductor_$(id -un)}
 census() {
     local d
-    for d in "$HOME/.triton/cache" "$HOME/.cache/vllm/torch_compile_cache" /tmp/torchinductor_root; do
+    for d in "$HOME/.triton/cache" "$HOME/.cache/vllm/torch_compile_cache" "$inductor"; do
         printf '%s=%s ' "$d" "$(find "$d" -type f 2>/dev/null | wc -l)"
     done
 }
@@ -42,7 +43,7 @@ shift
 log "start; caches: $(census)"
 for run in "$@"; do
     if [ "$run" = wipe ]; then
-        rm -rf "$HOME/.triton" "$HOME/.cache/vllm" "$HOME/.cache/flashinfer" "$HOME/.nv" /tmp/torchinductor_root
+        rm -rf "$HOME/.triton" "$HOME/.cache/vllm" "$HOME/.cache/flashinfer" "$HOME/.nv" "$inductor"
         log "wiped the local caches: $(census)"
         continue
     fi
