@@ -37,6 +37,7 @@ from .frontend import (
     LARGE_BATCH_EXTRA_GIB,
     Engine,
     FrontEnd,
+    flag_value,
     plan_front_end,
     without_overridden,
 )
@@ -246,12 +247,7 @@ def max_num_seqs(serve_args: Sequence[str], gpu: Gpu | None) -> int:
     """How many sequences one engine's scheduler runs at once: --max-num-seqs where the flags give it, else
     vLLM's default for `vllm serve` on this GPU (EngineArgs._set_default_args: 1024 on cards of 70 GiB or more
     other than the A100, 256 on the others and where the GPU is unknown)."""
-    value = None
-    for index, arg in enumerate(serve_args):
-        if arg.startswith("--max-num-seqs="):
-            value = arg.partition("=")[2]
-        elif arg == "--max-num-seqs" and index + 1 < len(serve_args):
-            value = serve_args[index + 1]
+    value = flag_value(serve_args, "--max-num-seqs")
     if value is not None:
         return int(value)
     large = gpu is not None and gpu.memory_mib >= LARGE_GPU_MIB and "a100" not in gpu.name.lower()
