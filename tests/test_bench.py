@@ -82,6 +82,17 @@ def run_gpu_script(script: str, args: list[str], out: Path, work: Path, **knobs:
     assert done.returncode == 0, f"{script} failed:\n{done.stderr[-4000:]}"
 
 
+def fake_py_spy(path: Path) -> Path:
+    """A `py-spy record` stand-in: writes one folded stack for the pid it is given, where --output says."""
+    path.write_text(
+        "#!/bin/sh\n"
+        'while [ $# -gt 0 ]; do [ "$1" = --output ] && out=$2; shift; done\n'
+        'echo "Thread 1;main (fake.py:1);serve (fake.py:2) 5" > "$out"\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
 @pytest.mark.heavy
 def test_the_gpu_kit_runs_on_a_fake_engine_and_writes_the_efficiency_file(tmp_path, cpu_benches):
     """run_all.sh, efficiency.sh (sweep.sh, then fleet_arms.sh) and hand_replicas.sh as shipped, one warm machine's
@@ -93,6 +104,8 @@ def test_the_gpu_kit_runs_on_a_fake_engine_and_writes_the_efficiency_file(tmp_pa
     home, inductor = tmp_path / "home", tmp_path / "inductor"
     (home / ".cache" / "vllm").mkdir(parents=True)
     inductor.mkdir()
+    spy = fake_py_spy(tmp_path / "py-spy")
+    efficiency |= {"BENCH_PY_SPY": str(spy), "BENCH_PY_SPY_AT": "0", "BENCH_PY_SPY_S": "1", "FAKE_VLLM_SECONDS": "4"}
     run_gpu_script(
         "efficiency.sh",
         ["start", "qwen2_5_vl@lighton-ocr3-saturate.py@base||--max-samples 24", "wipe",
@@ -113,6 +126,11 @@ def test_the_gpu_kit_runs_on_a_fake_engine_and_writes_the_efficiency_file(tmp_pa
     assert set(arms) == {"server", "hand", "p1-full", "p1-vp", "base", "tok1", "replicas-1", "one"}, (
         out / "job.log"
     ).read_text()
+    profiled = arms["base"]["py_spy"]
+    assert [p["file"].split("-")[0] for p in profiled] == ["engine_core"], "the fake engine is the busiest core"
+    assert profiled[0]["innermost"] == [["serve (fake.py)", 1.0]]
+    held = arms["hand"]["cpu_sustained"]
+    assert held["seconds"] > 0 and held["cores_total"] is not None, "CPU cut to the sustained interval"
     assert arms["p1-vp"]["recipe"].endswith("1 output tokens") and arms["p1-full"]["recipe"].endswith("8 output tokens")
     for name, arm in arms.items():
         assert set(arm) >= EFFICIENCY_FIELDS, name

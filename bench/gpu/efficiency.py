@@ -5,7 +5,8 @@
 Each input is one arm's merged result (monitor.py merge) or a JSON line per arm (sweep.sh, hand_replicas.sh).
 Each arm of the file: `arm`, `recipe`, `shape`, `pages`, `defaults` (true when the arm ran the recipe's own engine
 settings), `sustained_pages_per_s`, `billed_pages_per_s`, `pages_per_s`, `gpu_util_sustained`, `mfu_sustained`,
-`ok`, `startup` (each spawned replica's start-up timeline), `engine_cache`, and the core that ran (`core`: version
+`ok`, `startup` (each spawned replica's start-up timeline), `engine_cache`, `cpu_sustained`,
+`engine_queues_sustained`, `py_spy` (where the arm ran under it), and the core that ran (`core`: version
 and folder; a checkout's src/ has no installed version, so the version is pyproject.toml's, marked so). An existing
 OUT.json keeps its arms, so the calls of one warm machine add up to one file; an arm read again (same arm and start
 time) replaces its earlier copy.
@@ -35,6 +36,9 @@ FIELDS = (
     "started_at",
     "startup",
     "engine_cache",
+    "cpu_sustained",
+    "engine_queues_sustained",
+    "py_spy",
 )
 DEFINITIONS = {
     "sustained_pages_per_s": "pages whose request was sent once every planned replica served and that finished "
@@ -50,6 +54,12 @@ DEFINITIONS = {
     "(imports, API server and engine process up), load, compile, warmup (vLLM's initial profiling/warmup run), "
     "kv_cache_and_graphs, api_up; waited_s before its launch (ocr_core/serving/startup_log.py)",
     "engine_cache": "--engine-cache's key, outcome (hit, miss or off), notes and bytes loaded and written",
+    "cpu_sustained": "CPU seconds of the arm's process tree by role (api_server, engine_core, other) and per process, "
+    "and cores (CPU seconds over the interval), from /proc samples stamped inside the sustained interval only",
+    "engine_queues_sustained": "each engine's mean running and waiting requests over the sustained interval "
+    "(its /metrics, once a second)",
+    "py_spy": "py-spy of the busiest engine core and API server once serving (bench/gpu/pyspy.py): shares of the "
+    "samples by thread, innermost frame and frame on the stack",
 }
 
 

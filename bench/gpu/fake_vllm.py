@@ -3,18 +3,23 @@
     python3 bench/gpu/fake_vllm.py serve MODEL [...] --port 8001
 
 Answers /health, /v1/models, /version, /metrics and /v1/chat/completions (max_tokens distinct filler words after
-a short sleep), so recipes and the hand driver run end to end. It measures nothing.
+a short sleep, FAKE_VLLM_SECONDS), so recipes and the hand driver run end to end. It measures nothing. It counts
+the requests in progress as running and names itself like an engine core (`VLLM::EngineCor`), so the bench's role
+split and its py-spy target (pyspy.py) find it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
+import os
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-STATE = {"model": "model", "done": 0, "lock": threading.Lock()}
+STATE = {"model": "model", "done": 0, "running": 0, "lock": threading.Lock()}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -36,7 +41,8 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(200, b'{"version": "fake"}')
         elif self.path == "/metrics":
             text = (
-                "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n"
+                f'vllm:num_requests_running{{engine="0"}} {STATE["running"]}\n'
+                'vllm:num_requests_waiting{engine="0"} 0\n'
                 f"vllm:request_success_total {STATE['done']}\n"
             )
             self.reply(200, text.encode(), "text/plain")
@@ -46,9 +52,12 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         tokens = int(body.get("max_tokens") or 16)
-        time.sleep(0.2)
+        with STATE["lock"]:
+            STATE["running"] += 1
+        time.sleep(float(os.environ.get("FAKE_VLLM_SECONDS", "0.2")))
         with STATE["lock"]:
             STATE["done"] += 1
+            STATE["running"] -= 1
         text = " ".join(f"w{i}" for i in range(tokens))
         answer = {
             "id": "fake",
@@ -68,12 +77,19 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
 
 
+def name_process(name: str) -> None:
+    """Sets /proc/self/comm (prctl PR_SET_NAME), where the bench reads a process's role."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode(), 0, 0, 0)
+
+
 def main() -> None:
     argv = sys.argv[1:]
     if not argv or argv[0] != "serve":
         print("fake vllm: only `serve MODEL ... --port P` is supported", file=sys.stderr)
         sys.exit(2)
     STATE["model"] = argv[1]
+    name_process("VLLM::EngineCor")
     port = int(argv[argv.index("--port") + 1]) if "--port" in argv else 8000
     time.sleep(2)
     print(f"fake vllm serving {argv[1]} on {port}", flush=True)

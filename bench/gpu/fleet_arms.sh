@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the device, after install.sh: the fleet's rate per busy second under engine settings (issue 30, item 4). Each
 # phase starts REPLICAS `vllm serve` replicas of the Qwen3.5 shape together, with the flags the machine plan gives
-# them (scale.plan_scale with --replicas REPLICAS: API servers, memory share, KV cache in bytes) plus SERVE FLAGS,
+# them for the vLLM installed (scale.plan_scale with --replicas REPLICAS: API servers, renderer workers, memory
+# share, KV cache in bytes; a SERVE FLAG of the same name as a planned one comes later and wins) plus SERVE FLAGS,
 # under a CUDA MPS daemon when MPS is 1; then each run feeds PAGES pages through lighton-ocr3-saturate.py over the
 # first USE replicas (--server URL,...: the recipe's own pump and window), so every replica is serving before the
 # first page and the figure is the steady rate. One JSON line per run in $OUT/fleet-arms.jsonl, with the phase's
@@ -38,7 +39,8 @@ phase() {
     if [ "$left" -lt 150 ]; then say "$name: skipped, $left s left"; return; fi
     gpu_idle
     plan_flags=$("$py" -c "import sys; from ocr_core import detect_machine, plan_scale
-print(' '.join(plan_scale(detect_machine(), 0.8, None, replicas=int(sys.argv[1]), vllm_version='0.30.0').serve_args()))" "$n")
+from ocr_core.serving.installed import installed_vllm_version
+print(' '.join(plan_scale(detect_machine(), 0.8, None, replicas=int(sys.argv[1]), vllm_version=installed_vllm_version()).serve_args()))" "$n")
     if [ "$mps" = 1 ]; then
         export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log
         mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"

@@ -18,7 +18,9 @@ model FLOPs of a page, `--tflop-per-page` from flops.py, over the H200's dense b
 `billed_pages_per_s` (the summary's; for a driver without one, pages over the arm's elapsed time), each spawned
 replica's start-up timeline (`startup`, ocr_core/serving/startup_log.py), the engine cache's use (`engine_cache`)
 and the host-memory peaks. `run` also keeps each process's CPU seconds and the engines' running and waiting counts,
-and `merge --serve-logs` counts the requests each API server process answered (procs.py).
+and `merge --serve-logs` counts the requests each API server process answered (procs.py); the merge gives both
+again over the sustained interval alone (`cpu_sustained`, `engine_queues_sustained`). With BENCH_PY_SPY set, `run`
+profiles the busiest engine core and API server once they serve, and the merge adds their summaries (pyspy.py).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ import time
 from pathlib import Path
 
 from flops import DATASHEET_PEAK
-from procs import CpuSampler, QueueSampler, requests_per_api_server, serve_ports
+from procs import CpuSampler, QueueSampler, cpu_report, queue_report, requests_per_api_server, serve_ports
+from pyspy import Profiler, summarize_folder
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -153,6 +156,31 @@ def end_leftovers(seen: dict[int, str | None], skip: set[int]) -> list[int]:
     return alive
 
 
+def profiler_from_env(stats: Path) -> tuple[Profiler | None, float]:
+    """py-spy when BENCH_PY_SPY names its binary (pyspy.py), into a folder beside the arm's stats."""
+    binary = os.environ.get("BENCH_PY_SPY")
+    if not binary:
+        return None, 0.0
+    seconds = int(os.environ.get("BENCH_PY_SPY_S", "20"))
+    return Profiler(binary, profile_folder(stats), seconds), float(os.environ.get("BENCH_PY_SPY_AT", "60"))
+
+
+def profile_folder(stats: Path) -> Path:
+    return stats.with_name(stats.stem + "-pyspy")
+
+
+def sustained_figures(stats: dict, interval: list[float] | None) -> dict:
+    """CPU per process and role, and the engines' queues, over the summary's sustained interval only: the arm's
+    own figures count the start-up too."""
+    if not interval or "cpu_samples" not in stats:
+        return {}
+    seconds = interval[1] - interval[0]
+    return {
+        "cpu_sustained": {"seconds": round(seconds, 1), **cpu_report(stats["cpu_samples"], interval, seconds)},
+        "engine_queues_sustained": queue_report(stats.get("queue_samples") or {}, interval),
+    }
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     smi = gpu_sampler(Path(args.gpu_log), stop)
@@ -166,14 +194,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     term_sent_at = None
     tick = 0
     cpu, queues = CpuSampler(), QueueSampler()
+    profiler, profile_at = profiler_from_env(Path(args.stats))
+    busy_since = None
     while child.poll() is None:
         pids = descendants(child.pid)
         for pid in pids:
             if pid not in seen:
                 seen[pid] = start_time(pid)
-        cpu.sample(pids)
-        if tick % 2 == 0:
-            queues.sample(serve_ports(pids))
+        now = time.time()
+        cpu.sample(pids, now)
+        queues.sample(serve_ports(pids), now)
+        busy_since = busy_since or (now if queues.busy() else None)
+        if profiler and not profiler.started and busy_since and now - busy_since >= profile_at:
+            targets = {role: cpu.busiest(role, 10) for role in ("engine_core", "api_server")}
+            profiler.start({role: pid for role, pid in targets.items() if pid is not None})
         peak_rss = max(peak_rss, sum(rss_bytes(p) for p in pids))
         if tick % 3 == 0:
             peak_pss = max(peak_pss, sum(pss_bytes(p) for p in pids))
@@ -190,6 +224,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         time.sleep(args.interval)
     rc = child.wait()
     elapsed = time.monotonic() - started
+    if profiler:
+        profiler.finish()
     alive_before = [p for p, t in seen.items() if p != os.getpid() and t and start_time(p) == t]
     left = end_leftovers(seen, {os.getpid()})
     ended = len(alive_before) - len(left)
@@ -215,7 +251,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         "leftovers_ended": ended,
         "leftovers_still_alive": left,
         "processes": cpu.report(elapsed),
-        "engine_queues": queues.report(),
+        "engine_queues": queue_report(queues.record()),
+        "cpu_samples": cpu.record(),
+        "queue_samples": queues.record(),
     }
     Path(args.stats).write_text(json.dumps(stats, indent=1) + "\n")
     return rc if rc >= 0 else 128 - rc
@@ -306,8 +344,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
         "startup_and_teardown_s": round(stats["elapsed_s"] - float(inference_s), 1)
         if inference_s and "elapsed_s" in stats
         else None,
-        **{key: stats.get(key) for key in stats},
+        **{key: stats.get(key) for key in stats if key not in ("cpu_samples", "queue_samples")},
+        **sustained_figures(stats, (summary or {}).get("sustained_unix")),
     }
+    profiles = summarize_folder(profile_folder(Path(args.stats)))
+    if profiles:
+        result["py_spy"] = profiles
     if args.serve_logs:
         result["requests_per_api_server"] = requests_per_api_server([Path(log) for log in args.serve_logs])
     if args.extra:

@@ -1,10 +1,12 @@
 """What each process of a bench arm did, for the front-end figures of issue 41 (monitor.py samples it each second).
 
-- CPU seconds per process of the arm's tree (utime + stime from /proc/PID/stat, last sample less the first), with
-  its name (/proc/PID/comm: `VLLM::APIServe` for an API server, `VLLM::EngineCor` for an engine core), summed by
-  role: a bound named as "the front end" must show which process was saturated.
+- CPU seconds per process of the arm's tree (utime + stime from /proc/PID/stat, each sample stamped), with its name
+  (/proc/PID/comm: `VLLM::APIServe` for an API server, `VLLM::EngineCor` for an engine core), summed by role: a
+  bound named as "the front end" must show which process was saturated. Over the whole arm the figure mixes the
+  start-up's imports and compiles (over half the CPU seconds of an H200 arm of 2026-12-02) with the serving, so the
+  merge also cuts the samples to the sustained interval (`cpu_report`).
 - The engines' running and waiting request counts, read from the /metrics of every `vllm serve --port N` in the
-  tree: an engine that runs few requests while many wait is starved by its front end.
+  tree, stamped the same way: an engine that runs few requests while many wait is starved by its front end.
 - Requests per API server process of each replica, counted from the serve logs (`(APIServer pid=N) ... "POST
   /v1/chat/completions`): how evenly the kernel handed the connections to the processes.
 """
@@ -48,36 +50,68 @@ def role(comm: str) -> str:
 
 @dataclass
 class CpuSampler:
-    """CPU ticks of every process seen, first and last, and its name."""
+    """CPU ticks of every process seen, stamped with the time of each sample, and its name: a figure over the whole
+    arm counts the start-up's imports and compiles, so the merge cuts the samples to the sustained interval."""
 
-    first: dict[int, int] = field(default_factory=dict)
-    last: dict[int, int] = field(default_factory=dict)
+    series: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)
 
-    def sample(self, pids: list[int]) -> None:
+    def sample(self, pids: list[int], now: float) -> None:
         for pid in pids:
             ticks = cpu_ticks(pid)
             if ticks is None:
                 continue
-            self.first.setdefault(pid, ticks)
-            self.last[pid] = ticks
+            self.series.setdefault(pid, []).append((now, ticks))
             self.names[pid] = (read(f"/proc/{pid}/comm") or "?").strip()
 
     def report(self, seconds: float) -> dict:
         """CPU seconds per process (the busiest first), per role, and the cores used on average over `seconds`."""
-        used = {pid: (self.last[pid] - self.first[pid]) / TICKS_PER_S for pid in self.last}
-        by_role: Counter[str] = Counter()
-        for pid, cpu_s in used.items():
-            by_role[role(self.names[pid])] += cpu_s
-        busiest = sorted(used, key=used.get, reverse=True)[:24]
+        return cpu_report(self.record(), None, seconds)
+
+    def record(self) -> dict:
+        """The samples as JSON: what `cpu_report` reads back at merge time."""
         return {
-            "cpu_s_by_role": {name: round(value, 1) for name, value in by_role.items()},
-            "cores_by_role": {name: round(value / seconds, 2) for name, value in by_role.items()} if seconds else {},
-            "cores_total": round(sum(used.values()) / seconds, 2) if seconds else None,
-            "cpu_s_per_process": [
-                {"pid": pid, "name": self.names[pid], "cpu_s": round(used[pid], 1)} for pid in busiest
-            ],
+            "names": {str(pid): name for pid, name in self.names.items()},
+            "series": {str(pid): [[round(t, 2), ticks] for t, ticks in rows] for pid, rows in self.series.items()},
         }
+
+    def busiest(self, wanted_role: str, seconds: float) -> int | None:
+        """The process of a role that used the most CPU over the last `seconds` (py-spy's target)."""
+        used = {}
+        for pid, rows in self.series.items():
+            if role(self.names.get(pid, "?")) != wanted_role:
+                continue
+            recent = [ticks for t, ticks in rows if t >= rows[-1][0] - seconds]
+            used[pid] = recent[-1] - recent[0]
+        return max(used, key=used.get) if used else None
+
+
+def cpu_report(record: dict, interval: list[float] | None, seconds: float) -> dict:
+    """CPU seconds per process and role from a CpuSampler record: between the first and last sample of each process,
+    or only those stamped inside `interval` (Unix seconds), with cores as CPU seconds over `seconds`."""
+    used = {}
+    for pid, rows in record["series"].items():
+        inside = [ticks for t, ticks in rows if interval is None or interval[0] <= t <= interval[1]]
+        if len(inside) >= 2:
+            used[pid] = (inside[-1] - inside[0]) / TICKS_PER_S
+    by_role: Counter[str] = Counter()
+    for pid, cpu_s in used.items():
+        by_role[role(record["names"][pid])] += cpu_s
+    busiest = sorted(used, key=used.get, reverse=True)[:24]
+    return {
+        "cpu_s_by_role": {name: round(value, 1) for name, value in by_role.items()},
+        "cores_by_role": {name: round(value / seconds, 2) for name, value in by_role.items()} if seconds else {},
+        "cores_total": round(sum(used.values()) / seconds, 2) if seconds else None,
+        "cpu_s_per_process": [
+            {
+                "pid": int(pid),
+                "name": record["names"][pid],
+                "cpu_s": round(used[pid], 1),
+                **({"cores": round(used[pid] / seconds, 2)} if seconds else {}),
+            }
+            for pid in busiest
+        ],
+    }
 
 
 def serve_ports(pids: list[int]) -> set[int]:
@@ -107,28 +141,40 @@ def engine_counts(port: int) -> tuple[float, float] | None:
 
 @dataclass
 class QueueSampler:
-    """Running and waiting counts of each engine, sampled while it serves."""
+    """Running and waiting counts of each engine, stamped with the time of each sample."""
 
-    samples: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+    samples: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)
 
-    def sample(self, ports: set[int]) -> None:
+    def sample(self, ports: set[int], now: float) -> None:
         for port in ports:
             counts = engine_counts(port)
             if counts is not None:
-                self.samples.setdefault(port, []).append(counts)
+                self.samples.setdefault(port, []).append((round(now, 2), *counts))
 
-    def report(self) -> dict:
-        """Per engine, the mean running and waiting over the samples in which it had any request."""
-        out = {}
-        for port, rows in self.samples.items():
-            busy = [row for row in rows if row[0] or row[1]]
-            if busy:
-                out[str(port)] = {
-                    "running_mean": round(sum(row[0] for row in busy) / len(busy), 1),
-                    "waiting_mean": round(sum(row[1] for row in busy) / len(busy), 1),
-                    "samples": len(busy),
-                }
-        return out
+    def busy(self) -> bool:
+        """Whether any engine ran a request at its last sample."""
+        return any(rows[-1][1] > 0 for rows in self.samples.values())
+
+    def record(self) -> dict:
+        return {str(port): rows for port, rows in self.samples.items()}
+
+
+def queue_report(record: dict, interval: list[float] | None = None) -> dict:
+    """Per engine, the mean running and waiting: over the samples in which it had any request, or over every
+    sample inside `interval` (Unix seconds)."""
+    out = {}
+    for port, rows in record.items():
+        if interval is None:
+            chosen = [row for row in rows if row[1] or row[2]]
+        else:
+            chosen = [row for row in rows if interval[0] <= row[0] <= interval[1]]
+        if chosen:
+            out[port] = {
+                "running_mean": round(sum(row[1] for row in chosen) / len(chosen), 1),
+                "waiting_mean": round(sum(row[2] for row in chosen) / len(chosen), 1),
+                "samples": len(chosen),
+            }
+    return out
 
 
 def requests_per_api_server(logs: list[Path]) -> dict[str, list[int]]:

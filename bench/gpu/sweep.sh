@@ -110,4 +110,11 @@ for row in rows:
     print(f"    cores={procs.get('cores_total')} by role={procs.get('cores_by_role')} "
           f"queues={row.get('engine_queues')} per API server={row.get('requests_per_api_server')} "
           f"plan={(s.get('engine_plan') or {}).get('serve_args')}")
+    held = row.get("cpu_sustained") or {}
+    print(f"    sustained: cores={held.get('cores_total')} by role={held.get('cores_by_role')} "
+          f"busiest={[(p['name'], p.get('cores')) for p in held.get('cpu_s_per_process', [])[:8]]} "
+          f"queues={row.get('engine_queues_sustained')}")
+    for profile in row.get("py_spy") or []:
+        print(f"    py-spy {profile['file']}: {profile['samples']} samples; threads {profile['threads'][:4]}; "
+              f"innermost {profile['innermost'][:6]}")
 PY

@@ -1,0 +1,90 @@
+"""The bench kit's per-process figures (bench/gpu/procs.py, pyspy.py): the CPU a role used and the engines'
+queues over the sustained interval alone, and the share of a py-spy profile by thread and frame.
+
+Issue 41's first H200 figures divided each process's CPU seconds by the whole arm (start-up included), which read
+as 0.6 core per API server while those processes were near a core and a half each while serving; these tests pin
+the windowed figures with samples whose answer is known.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+
+from tests.testbed.env import REPO_ROOT
+
+
+@pytest.fixture(scope="module")
+def kit():
+    sys.path.insert(0, str(REPO_ROOT / "bench" / "gpu"))
+    try:
+        yield importlib.import_module("procs"), importlib.import_module("pyspy")
+    finally:
+        sys.path.remove(str(REPO_ROOT / "bench" / "gpu"))
+
+
+def record(series: dict[int, list[tuple[float, int]]], names: dict[int, str]) -> dict:
+    return {
+        "names": {str(pid): name for pid, name in names.items()},
+        "series": {str(pid): [list(row) for row in rows] for pid, rows in series.items()},
+    }
+
+
+def test_cpu_over_the_sustained_interval_leaves_out_the_start_up(kit):
+    """An API server that burns 40 CPU s importing and compiling, then 1.5 cores while serving: over the arm it
+    reads far below what it used while serving; over the interval, 1.5 cores."""
+    procs, _ = kit
+    api = [(0.0, 0), (100.0, 4000)] + [(100.0 + t, 4000 + 150 * t) for t in range(1, 101)]
+    engine = [(float(t), 100 * t) for t in range(0, 201)]
+    samples = record({11: api, 12: engine}, {11: "VLLM::APIServe", 12: "VLLM::EngineCor"})
+    whole = procs.cpu_report(samples, None, 200.0)
+    windowed = procs.cpu_report(samples, [120.0, 180.0], 60.0)
+    assert whole["cores_by_role"]["api_server"] == 0.95
+    assert windowed["cores_by_role"] == {"api_server": 1.5, "engine_core": 1.0}
+    assert windowed["cpu_s_per_process"][0] == {"pid": 11, "name": "VLLM::APIServe", "cpu_s": 90.0, "cores": 1.5}
+
+
+def test_a_process_with_fewer_than_two_samples_in_the_interval_counts_nothing(kit):
+    procs, _ = kit
+    samples = record({5: [(0.0, 0), (10.0, 500)], 6: [(0.0, 0), (30.0, 3000), (40.0, 4000)]}, {5: "x", 6: "y"})
+    report = procs.cpu_report(samples, [25.0, 45.0], 20.0)
+    assert [row["pid"] for row in report["cpu_s_per_process"]] == [6]
+    assert report["cores_total"] == 0.5
+
+
+def test_the_busiest_process_of_a_role_is_judged_on_recent_samples(kit):
+    """py-spy's target: the API server busiest now, not the one that was busiest at start-up."""
+    procs, _ = kit
+    sampler = procs.CpuSampler()
+    sampler.series = {1: [(0.0, 0), (50.0, 5000), (60.0, 5100)], 2: [(0.0, 0), (50.0, 1000), (60.0, 1900)]}
+    sampler.names = {1: "VLLM::APIServe", 2: "VLLM::APIServe"}
+    assert sampler.busiest("api_server", 10) == 2
+    assert sampler.busiest("engine_core", 10) is None
+
+
+def test_queues_over_the_interval_count_every_sample_inside_it(kit):
+    procs, _ = kit
+    samples = {"8010": [[0.0, 0, 0], [10.0, 100, 20], [20.0, 50, 0], [30.0, 0, 0]]}
+    assert procs.queue_report(samples, [5.0, 25.0]) == {
+        "8010": {"running_mean": 75.0, "waiting_mean": 10.0, "samples": 2}
+    }
+    assert procs.queue_report(samples)["8010"]["samples"] == 2, "without an interval: the samples with requests"
+
+
+def test_a_folded_profile_is_shared_by_thread_innermost_frame_and_frame_on_stack(kit, tmp_path):
+    _, pyspy = kit
+    folded = tmp_path / "engine_core-7.txt"
+    folded.write_text(
+        "Thread 7 (idle);run (core.py:10);step (core.py:20);forward (model.py:5) 6\n"
+        "Thread 7 (idle);run (core.py:10);step (core.py:21);schedule (sched.py:9) 3\n"
+        "Thread 9;loop (io.py:3);recv (io.py:4) 1\n"
+        "not a folded line\n"
+    )
+    summary = pyspy.summarize(folded)
+    assert summary["samples"] == 10
+    assert summary["threads"] == [["Thread 7 (idle)", 0.9], ["Thread 9", 0.1]]
+    assert summary["innermost"][0] == ["forward (model.py)", 0.6]
+    assert dict(map(tuple, summary["on_stack"]))["step (core.py)"] == 0.9, "two lines of one function are one frame"
+    assert pyspy.summarize_folder(tmp_path / "absent") == []
