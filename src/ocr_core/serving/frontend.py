@@ -11,10 +11,11 @@ the float32 pixel tensors (about 73 MB a page) to the engine core through shared
 its socket, and `--max-num-batched-tokens 32768` lets a step take several pages' prefill: together with 2 threads
 they lifted the 800-token rate of one replica from 5.7 to 10.0 pages/s (2026-12-02).
 
-With this plan on one H200 (16 cores: 3 replicas of 2 API servers x 2 threads) LightOnOCR-3 ran 13.99 pages/s and
-OvisOCR2 13.92 at 800 tokens (bench/results/h200-frontend-2026-12-02.json), the whole tree on 7.0 of the 16 cores,
-every engine with requests running and none waiting: the front end no longer bounds these replicas; their engine
-cores, one Python thread each and the busiest processes of the tree, are the next thing to measure.
+With this plan on one H200 (16 cores: 3 replicas of 2 API servers x 2 threads) LightOnOCR-3 ran 13.99-16.82
+pages/s and OvisOCR2 13.92 at 800 tokens (bench/results/h200-frontend-2026-12-02.json, h200-late-2026-12-02.json).
+Over the sustained interval the tree used 11.2 of the 16 cores (API servers 0.63-1.47 each, engine cores 1.39-1.49
+each) with the GPU 89-92 % busy; a third API server per replica or a fourth replica moved the rate by 0-2 %. So the
+plan's core counts hold, and what bounds these replicas is the GPU's busy time per page, not their front end.
 
 Which release parses what was read from each pin's own parser in the pinned test tier (tests/pinned): 0.22.1,
 0.26.0 and 0.30.0 have both flags, 0.17.1 and 0.10.2 neither. Before 0.30.0 vLLM refuses more than one renderer
@@ -35,8 +36,9 @@ RENDERER_WORKERS_SINCE = (0, 22, 1)
 TENSOR_IPC_SINCE = (0, 22, 1)
 # From this release on, renderer threads and the processor cache go together (only pooling models refuse them).
 WORKERS_WITH_PROCESSOR_CACHE_SINCE = (0, 30, 0)
-# What one replica's engine core process uses on a fast GPU (2.1 cores at 9.6 pages/s, 3.05 at 19.5, 1 token), and
-# what one API server process with two or more renderer threads uses at most (the GIL: 1.65 measured).
+# What one replica's engine core process uses on a fast GPU (2.1 cores at 9.6 pages/s, 3.05 at 19.5, 1 token, alone;
+# 1.39-1.49 each of three at 800 tokens), and what one API server process with two or more renderer threads uses
+# at most (the GIL: 1.65 measured alone, 0.63-1.47 with six sharing 16 cores; 2026-12-02).
 ENGINE_CORES = 2.0
 API_SERVER_CORES = 1.5
 # The driver (reading, resizing and base64-encoding pages, the asyncio client) and the rest of the job.
