@@ -74,7 +74,7 @@ while len(ready) < len(sys.argv) - 2 and time.monotonic() - began < 420:
 print(json.dumps({"ready_s": ready}))
 PY
     say "$name: ready $(cat "$logs/$name-ready.json"); caches after: $(census)"
-    local spec run pages_n use tokens server
+    local spec run pages_n use tokens server watch
     IFS=, read -ra spec <<<"$runs"
     for run in "${spec[@]}"; do
         IFS=: read -r rname pages_n use tokens <<<"$run"
@@ -83,8 +83,10 @@ PY
         if [ "$left" -lt 60 ]; then say "$name/$rname: skipped, $left s left"; continue; fi
         server=$(IFS=,; echo "${urls[*]:0:$use}")
         say "$name/$rname: $pages_n pages of $tokens tokens over $use replica(s)"
+        watch=()
+        for group in "${groups[@]}"; do watch+=(--watch-pid "$group"); done
         "$py" "$here/monitor.py" run --stats "$logs/$name-$rname-stats.json" --gpu-log "$logs/$name-$rname-gpu.csv" \
-            --timeout "$left" --grace 15 -- "$py" lighton-ocr3-saturate.py "$pages" "$work/out-$name-$rname" \
+            --timeout "$left" --grace 15 "${watch[@]}" -- "$py" lighton-ocr3-saturate.py "$pages" "$work/out-$name-$rname" \
             --model "$model" --max-model-len "$max_len" --max-tokens "$tokens" --temperature 0 --ignore-eos \
             --no-canary --server "$server" --max-samples "$pages_n" \
             > "$logs/$name-$rname-stdout.txt" 2> "$logs/$name-$rname-stderr.txt"

@@ -5,7 +5,8 @@
 
 `run` starts CMD, samples `nvidia-smi --query-gpu=utilization.gpu,memory.used -l 1` (each line stamped with the
 time it arrived) and, every second, the resident memory of CMD's whole process tree from /proc, including the
-`vllm serve` a recipe starts in its own session. At the timeout it sends SIGTERM to CMD and, after a grace,
+`vllm serve` a recipe starts in its own session (and the CPU and queues of servers started before it, whose
+process groups --watch-pid names; those it never ends). At the timeout it sends SIGTERM to CMD and, after a grace,
 SIGKILL; on every way out it then ends, by pid, any process of the tree that is still alive (a recipe killed
 hard leaves its server behind, which would hold the GPU for the next arm). The peak of the largest single process
 comes from getrusage(RUSAGE_CHILDREN), the figure `/usr/bin/time -v` prints.
@@ -201,9 +202,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         for pid in pids:
             if pid not in seen:
                 seen[pid] = start_time(pid)
+        watched = pids + [pid for root in args.watch_pid for pid in descendants(root)]
         now = time.time()
-        cpu.sample(pids, now)
-        queues.sample(serve_ports(pids), now)
+        cpu.sample(watched, now)
+        queues.sample(serve_ports(watched), now)
         busy_since = busy_since or (now if queues.busy() else None)
         if profiler and not profiler.started and busy_since and now - busy_since >= profile_at:
             targets = {role: cpu.busiest(role, 10) for role in ("engine_core", "api_server")}
@@ -367,6 +369,13 @@ def main() -> int:
     run.add_argument("--timeout", type=float, default=0.0, help="seconds before SIGTERM (0: none)")
     run.add_argument("--grace", type=float, default=40.0, help="seconds between SIGTERM and SIGKILL")
     run.add_argument("--interval", type=float, default=1.0)
+    run.add_argument(
+        "--watch-pid",
+        type=int,
+        action="append",
+        default=[],
+        help="also sample this process's tree (servers started outside CMD); the monitor never ends it",
+    )
     run.add_argument("cmd", nargs=argparse.REMAINDER)
     merge = sub.add_parser("merge")
     merge.add_argument("--arm", required=True)
