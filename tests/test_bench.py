@@ -131,6 +131,8 @@ def test_the_gpu_kit_runs_on_a_fake_engine_and_writes_the_efficiency_file(tmp_pa
     assert profiled[0]["innermost"] == [["serve (fake.py)", 1.0]]
     phase_rows = {row["arm"]: row for row in map(json.loads, (out / "fleet-arms.jsonl").open())}
     assert "engine_core" in phase_rows["p1-full"]["processes"]["cpu_s_by_role"], "a phase's servers are watched"
+    hand_rows = {row["arm"]: row for row in map(json.loads, (out / "hand-replicas.jsonl").open())}
+    assert "engine_core" in hand_rows["replicas-1"]["processes"]["cpu_s_by_role"], "hand-started servers are watched"
     held = arms["hand"]["cpu_sustained"]
     assert held["seconds"] > 0 and held["cores_total"] is not None, "CPU cut to the sustained interval"
     assert arms["p1-vp"]["recipe"].endswith("1 output tokens") and arms["p1-full"]["recipe"].endswith("8 output tokens")

@@ -49,10 +49,11 @@ PY
 done
 
 run_arm() {
-    local name=$1 server=$2; shift 2
+    local name=$1 server=$2 group watch=(); shift 2
     say "$name: start"
+    for group in "${groups[@]}"; do watch+=(--watch-pid "$group"); done
     "$py" "$here/monitor.py" run --stats "$logs/$name-stats.json" --gpu-log "$logs/$name-gpu.csv" --timeout 400 \
-        --grace 20 -- "$py" lighton-ocr3-saturate.py "$pages" "$work/out-hand-$name" --model "$model" \
+        --grace 20 "${watch[@]}" -- "$py" lighton-ocr3-saturate.py "$pages" "$work/out-hand-$name" --model "$model" \
         --max-model-len "$max_len" --max-tokens "$max_tokens" --temperature 0 --ignore-eos --no-canary \
         --server "$server" "$@" > "$logs/$name-stdout.txt" 2> "$logs/$name-stderr.txt"
     "$py" "$here/monitor.py" merge --arm "$name" --stdout "$logs/$name-stdout.txt" --stats "$logs/$name-stats.json" \
