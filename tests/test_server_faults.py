@@ -41,7 +41,7 @@ from tests.testbed.env import REPO_ROOT
 FAKE_VLLM = '''\
 #!{python}
 """Stands in for `vllm serve`: FAKE_VLLM_MODE says whether it serves HTTP, sleeps, exits or stops slowly."""
-import http.server, json, os, signal, sys, time
+import http.server, json, os, signal, sys, threading, time
 
 mode = os.environ.get("FAKE_VLLM_MODE", "serve")
 with open(os.environ["FAKE_VLLM_PIDS"], "a") as pids:
@@ -55,6 +55,18 @@ if mode in ("sleep", "slow-stop"):
     sys.exit(0)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 port = int(sys.argv[sys.argv.index("--port") + 1])
+api_servers = int(sys.argv[sys.argv.index("--api-server-count") + 1]) if "--api-server-count" in sys.argv else 1
+
+
+def log_api_servers_up():
+    """Each API server's start as uvicorn logs it; all but the first FAKE_VLLM_LATE_API_S seconds later."""
+    for index in range(api_servers):
+        if index:
+            time.sleep(float(os.environ.get("FAKE_VLLM_LATE_API_S", "0")))
+        print(f"(ApiServer_{{index}} pid={{os.getpid()}}) INFO:     Application startup complete.", flush=True)
+
+
+threading.Thread(target=log_api_servers_up, daemon=True).start()
 models = json.dumps({{"data": [{{"id": sys.argv[2], "root": sys.argv[2], "max_model_len": 4096}}]}}).encode()
 
 
@@ -519,6 +531,43 @@ def in_thread(work) -> tuple[threading.Thread, list[BaseException]]:
     thread = threading.Thread(target=run)
     thread.start()
     return thread, errors
+
+
+def server_with_api_servers(fake: FakeVllm, count: int, late_s: float) -> SpawnedServer:
+    """A started `vllm serve --api-server-count COUNT` whose API servers after the first log their start `late_s`
+    later."""
+    fake.mode("serve")
+    fake.monkeypatch.setenv("FAKE_VLLM_LATE_API_S", str(late_s))
+    port = free_port()
+    argv = ["vllm", "serve", "org/model", "--api-server-count", str(count), "--port", str(port)]
+    server = SpawnedServer(argv, f"http://127.0.0.1:{port}", log_path=fake.log_path)
+    server.start()
+    return server
+
+
+def test_a_spawned_server_is_ready_once_every_api_server_has_started(fake_vllm):
+    """Issue 41: the API servers of one `vllm serve` share its port, so /health answers once the first is up; the
+    connections a run opens then stay with that process for the whole run (keep-alive). On the CPU test bed the
+    other two of three came up 7 s after the first in one start, and all 10 pages went to the first one."""
+    server = server_with_api_servers(fake_vllm, 2, late_s=3)
+    try:
+        server.wait_ready(60)
+        assert server.log_of_this_start().count("Application startup complete.") == 2
+    finally:
+        server.close()
+
+
+def test_a_spawned_server_whose_other_api_servers_log_nothing_is_used_after_the_grace(fake_vllm, monkeypatch, capsys):
+    """A log that never shows the others' start (their uvicorn logs above INFO) costs the grace, not the run."""
+    monkeypatch.setattr(server_module, "API_SERVERS_GRACE_S", 1.0)
+    server = server_with_api_servers(fake_vllm, 3, late_s=600)
+    try:
+        started = time.monotonic()
+        server.wait_ready(60)
+        assert time.monotonic() - started < 30
+    finally:
+        server.close()
+    assert "1 of its 3 API servers logged their start" in capsys.readouterr().err
 
 
 def test_close_while_restart_stops_the_old_server_starts_nothing(fake_vllm, monkeypatch):

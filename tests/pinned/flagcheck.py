@@ -109,20 +109,25 @@ def script_facts(path: str) -> Any:
     return module.FACTS
 
 
-def plan_check(facts: Any, model_dir: str, version: str) -> dict[str, Any]:
-    """The machine plan's flags for HF's h200 flavor (23 cores, one H200, room in /dev/shm) under this release,
-    parsed; where they hold a front-end flag, also built into this release's model config, where it refuses renderer
-    threads beside the processor cache (the "flags" releases' transformers cannot read the test model's config, and
-    the plan gives them no front-end flag)."""
-    from vllm.engine.arg_utils import EngineArgs
-
+def h200_plan(facts: Any, version: str) -> Any:
+    """The machine plan (a ScalePlan) for a recipe's FACTS on HF's h200 flavor (23 cores, one H200, room in
+    /dev/shm) under this vLLM release."""
     from ocr_core.serving.scale import GIB, Gpu, Machine, memory_utilization, plan_scale
 
     machine = Machine((Gpu("0", "NVIDIA H200", 143771),), 23, 64 * GIB)
-    plan = plan_scale(
+    return plan_scale(
         machine, facts.params_b, memory_utilization(facts.serve_args), vllm_version=version,
         model_flags=facts.serve_args,
     )  # fmt: skip
+
+
+def plan_check(facts: Any, model_dir: str, version: str) -> dict[str, Any]:
+    """The machine plan's flags for HF's h200 flavor under this release, parsed; where they hold a front-end flag,
+    also built into this release's model config, where it refuses renderer threads beside the processor cache (the
+    "flags" releases' transformers cannot read the test model's config, and the plan gives them no front-end flag)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    plan = h200_plan(facts, version)
     argv = [model_dir, *facts.serve_args, "--max-model-len", str(facts.max_model_len), *plan.serve_args()]
     result: dict[str, Any] = {"args": plan.serve_args(), "ok": True, "error": None}
     try:

@@ -12,105 +12,32 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
-import datasets
-import pyarrow.parquet as pq
 import pytest
-from PIL import Image
 
-from ocr_core.facts import ModelFacts
 from ocr_core.serving.spawn import serve_command
-from ocr_core.store.output import PROGRESS_ROOT
-from tests.testbed.env import REPO_ROOT
-from tests.testbed.pinned import PinnedVllm
+from tests.pinned.runs import (
+    COMMON,
+    MAX_MODEL_LEN,
+    MAX_TOKENS,
+    TEST_SERVE_ARGS,
+    TWINS,
+    Twins,
+    extra_serve_args,
+    load,
+    results,
+    run,
+    small_pages,
+    spawned_argv,
+)
 from tests.testbed.server import free_port
-from tools.recipes import facts_of
 
 pytestmark = pytest.mark.pinned
 
 PAGE_SIDES = [(400, 300), (300, 400), (280, 200)]  # the last one is below OvisOCR2's min_pixels band
-TEST_SERVE_ARGS = ["--load-format", "dummy", "--enforce-eager"]
-MAX_MODEL_LEN = 1024
-MAX_TOKENS = 24
-# The random model never emits its end token, so every page runs to --max-tokens: --ignore-eos says so. Its
-# answers repeat one token (a random Qwen3.5 writes '</think>' over and over), which the canary rightly calls
-# degenerate: the tier checks flags and kwargs on the pinned release, not text, so the canary is off here.
-COMMON = [
-    "--max-model-len", str(MAX_MODEL_LEN), "--max-tokens", str(MAX_TOKENS), "--temperature", "0", "--ignore-eos",
-    "--no-canary",
-]  # fmt: skip
-EXTRA = f"--extra-serve-args={shlex.join(TEST_SERVE_ARGS)}"
-RUN_TIMEOUT_S = 900
 # The pixel band a model card asks the image processor for (OvisOCR2's card: 448x448 to 2880x2880 pixels).
 CARD_PIXEL_BANDS = {"ovis_ocr2": {"min_pixels": 200704, "max_pixels": 8294400}}
-
-
-@dataclass(frozen=True)
-class Twins:
-    module: str
-    server: str
-    offline: str
-
-    @property
-    def facts(self) -> ModelFacts:
-        return facts_of(self.offline)
-
-    @property
-    def vllm(self) -> PinnedVllm:
-        return PinnedVllm(self.facts.vllm_pin)
-
-
-TWINS = [
-    Twins("lighton_ocr3", "lighton-ocr3-saturate.py", "lighton-ocr3.py"),
-    Twins("ovis_ocr2", "ovis-ocr2-server.py", "ovis-ocr2.py"),
-]
-
-
-def small_pages(folder: Path) -> Path:
-    """Three sample pages shrunk to a few hundred pixels: the vision tower's cost grows with the patch count."""
-    sources = sorted((REPO_ROOT / "samples" / "pages").glob("*.png"))
-    pages = []
-    for index, size in enumerate(PAGE_SIDES):
-        path = folder / f"page-{index}.png"
-        Image.open(sources[index % len(sources)]).convert("RGB").resize(size).save(path)
-        pages.append(str(path))
-    features = datasets.Features({"page_id": datasets.Value("string"), "image": datasets.Image()})
-    rows = {"page_id": [f"p{index}" for index in range(len(pages))], "image": pages}
-    datasets.Dataset.from_dict(rows, features=features).save_to_disk(str(folder / "dataset"))
-    return folder / "dataset"
-
-
-def run(twins: Twins, script: str, *args: str, tmp: Path) -> subprocess.CompletedProcess:
-    """A recipe with the pinned venv's python and `vllm` (its core: the session's wheel, tests/pinned/conftest.py);
-    TMPDIR (`tmp`, a short path: vLLM puts its ZMQ sockets there, and a socket path is at most 107 bytes) keeps its
-    server log and sockets apart from other tests'."""
-    env = {**twins.vllm.env(), "TMPDIR": str(tmp)}
-    command = [str(twins.vllm.python), str(REPO_ROOT / script), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
-
-
-def spawned_argv(stderr: str) -> list[str]:
-    """The `vllm serve` command line the recipe printed as it started the server."""
-    line = next(line for line in stderr.splitlines() if "starting: vllm serve" in line)
-    return shlex.split(line.split("starting: ", 1)[1])
-
-
-def results(out: Path) -> dict[str, dict]:
-    """Each row's newest record in the run's progress parts (its tokens as the engine counted them)."""
-    rows: dict[str, dict] = {}
-    for path in sorted((out / PROGRESS_ROOT).rglob("*.parquet")):
-        for row in pq.read_table(path).to_pylist():
-            if row["row_id"] not in rows or row["recorded_at"] > rows[row["row_id"]]["recorded_at"]:
-                rows[row["row_id"]] = row
-    return rows
-
-
-def load(folder: Path) -> datasets.Dataset:
-    return datasets.load_dataset(str(folder), split="train", cache_dir=str(folder) + ".cache")
 
 
 def image_tokens(width: int, height: int, processor: dict, band: dict) -> int:
@@ -151,8 +78,8 @@ def expected_prompt_tokens(twins: Twins, model: Path, width: int, height: int) -
 @pytest.mark.parametrize("twins", TWINS, ids=[twins.module for twins in TWINS])
 def test_recipe_runs_on_its_pinned_vllm(twins, pinned_model, tmp_path, short_tmp):
     assert twins.vllm.level == "runs"
-    pages = small_pages(tmp_path)
-    model = ["--model", str(pinned_model), *COMMON, EXTRA]
+    pages = small_pages(tmp_path, PAGE_SIDES)
+    model = ["--model", str(pinned_model), *COMMON, extra_serve_args()]
     port = free_port()
 
     served = run(

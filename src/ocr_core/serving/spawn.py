@@ -30,6 +30,7 @@ from ..command.rerun import LOCAL_HOSTS
 from ..console import say
 from ..errors import CommandError
 from ..redaction import redact
+from .frontend import flag_value
 
 HEALTH_POLL_S = 2.0
 STARTING_NOTE_EVERY_S = 20.0
@@ -53,6 +54,14 @@ START_PHASES = (
     ("init engine", "engine ready, starting the API server"),
     ("Starting vLLM", "starting the API server"),
 )
+# What uvicorn logs in each API server process once it accepts connections. The API servers of one `vllm serve`
+# share its port, so /health answers as soon as the first is up, and the connections a run opens then stay with that
+# process for the whole run (keep-alive). On the CPU test bed (tests/pinned/test_front_end_runs.py, 2026-12-02) the
+# other two of three 0.22.1 API servers came up 7 s after the first in one start, and all 10 pages of the run went to
+# the first; in another start all three came up within a second. A spawned server is ready once the log shows every
+# one, or API_SERVERS_GRACE_S after /health first answered (a uvicorn log level above INFO hides the line).
+API_SERVER_UP = "Application startup complete."
+API_SERVERS_GRACE_S = 60.0
 STOP_GRACE_S = 30.0
 ORPHAN_GRACE_S = 5.0
 STOPPING = "the run is stopping, so vllm serve is not started or waited for"
@@ -260,21 +269,40 @@ class SpawnedServer:
             if time.monotonic() >= note_at:
                 note_at += STARTING_NOTE_EVERY_S
                 say(f"{self.url} still starting after {time.monotonic() - started:.0f} s: {start_phase(self.log_path)}")
-            if self.closed.is_set():
-                raise ServerError(STOPPING)
-            if not self.alive():
-                code = self.process.returncode if self.process else None
-                raise ServerError(
-                    f"vllm serve exited with code {code} before it was ready. Last lines of {self.log_path}:\n"
-                    f"{log_tail(self.log_path)}"
-                )
+            self.raise_if_gone()
             if healthy(self.url, timeout=HEALTH_POLL_S):
+                self.wait_api_servers(min(deadline, time.monotonic() + API_SERVERS_GRACE_S))
                 return
             self.closed.wait(HEALTH_POLL_S)
         raise ServerError(
             f"vllm serve was not ready after {deadline_s:.0f} s (raise --startup-timeout if the model is large). "
             f"Last lines of {self.log_path}:\n{log_tail(self.log_path)}"
         )
+
+    def raise_if_gone(self) -> None:
+        """A closed server gives up its start; one whose process exited says so with the log's last lines."""
+        if self.closed.is_set():
+            raise ServerError(STOPPING)
+        if not self.alive():
+            code = self.process.returncode if self.process else None
+            raise ServerError(
+                f"vllm serve exited with code {code} before it was ready. Last lines of {self.log_path}:\n"
+                f"{log_tail(self.log_path)}"
+            )
+
+    def wait_api_servers(self, until: float) -> None:
+        """Waits, to the monotonic time `until`, for the log to show every API server of --api-server-count up;
+        then the run goes on with those that are, and says so. A single API server is up once /health answers."""
+        expected = int(flag_value(self.argv, "--api-server-count") or 1)
+        while expected > 1 and (up := self.log_of_this_start().count(API_SERVER_UP)) < expected:
+            self.raise_if_gone()
+            if time.monotonic() >= until:
+                say(
+                    f"{self.url} answers /health, but {up} of its {expected} API servers logged their start "
+                    f"({API_SERVER_UP!r} in {self.log_path}); sending pages now"
+                )
+                return
+            self.closed.wait(HEALTH_POLL_S / 4)
 
     def stop(self) -> None:
         with self.state:
