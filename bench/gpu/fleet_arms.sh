@@ -38,8 +38,7 @@ phase() {
     left=$((budget - (SECONDS - t0) - 30))
     if [ "$left" -lt 150 ]; then say "$name: skipped, $left s left"; return; fi
     gpu_idle
-    plan_flags=$("$py" -c "import sys; from ocr_core import detect_machine, plan_scale
-from ocr_core.serving.installed import installed_vllm_version
+    plan_flags=$("$py" -c "import sys; from ocr_core import detect_machine, installed_vllm_version, plan_scale
 print(' '.join(plan_scale(detect_machine(), 0.8, None, replicas=int(sys.argv[1]), vllm_version=installed_vllm_version()).serve_args()))" "$n")
     if [ "$mps" = 1 ]; then
         export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log

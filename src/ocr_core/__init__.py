@@ -31,6 +31,7 @@ from .preparation.job import prepare_job, release
 from .preparation.ownership import WORK_DIR_ENV
 from .publishing.outcome import publish
 from .serving.chat import chat_body
+from .serving.installed import installed_vllm_version
 from .serving.scale import Gpu, Machine, detect_machine, memory_utilization, plan_scale
 from .shapes.drive_result import Drive
 from .shapes.tally import Tally
@@ -71,6 +72,7 @@ __all__ = [
     "detect_machine",
     "finished_ids",
     "header_pins",
+    "installed_vllm_version",
     "job_command",
     "memory_utilization",
     "open_document",
