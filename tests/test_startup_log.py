@@ -73,21 +73,25 @@ INFO:     127.0.0.1:55030 - "GET /health HTTP/1.1" 200 OK
 """
 
 
-PHASES = ("start", "load", "compile", "warmup", "kv_cache_and_graphs", "api_up")
+PHASES = ("imports", "processes", "setup", "load", "compile", "warmup", "kv_cache_and_graphs", "api_up")
 
 
 @pytest.mark.parametrize(
     ("log", "launched", "healthy", "seconds"),
     [
-        (GPU_LOG, "10:00:00", "10:03:58", (55.0, 15.0, 38.0, 84.0, 13.0, 33.0)),
-        (CPU_LOG, "16:38:42", "16:45:23", (274.0, 1.0, 107.0, 0.0, 7.0, 12.0)),
+        (GPU_LOG, "10:00:00", "10:03:58", (21.0, 27.0, 7.0, 15.0, 38.0, 84.0, 13.0, 33.0)),
+        (CPU_LOG, "16:38:42", "16:45:23", (None, 203.0, 71.0, 1.0, 107.0, 0.0, 7.0, 12.0)),
     ],
     ids=["gpu", "cpu-bed"],
 )
 def test_a_start_splits_into_its_phases_which_add_up_to_launch_to_healthy(log, launched, healthy, seconds):
+    """Before the model loads: the `vllm` command's own imports (until it logs its arguments), the API server and
+    engine core processes it spawns (until the engine core logs its config: their imports), and the engine's set-up
+    (tokenizer, processor, distributed init). On the H200 of 2026-12-02 those were 18, 25 and 7 s of a warm start's
+    49-53 s "start", which the summary did not split."""
     timeline = startup_timeline(log, at(launched), at(healthy))
     assert timeline["phases_s"] == dict(zip(PHASES, seconds))
-    assert timeline["total_s"] == at(healthy) - at(launched) == sum(seconds)
+    assert timeline["total_s"] == at(healthy) - at(launched) == sum(value for value in seconds if value is not None)
 
 
 def test_a_phase_the_log_does_not_show_is_none_and_its_time_goes_to_the_next():
@@ -139,6 +143,6 @@ def test_a_spawned_replica_reports_its_own_start_not_an_earlier_one_in_the_same_
         handle.close()
     report = Replica(0, handle).report()["startup"]
     phases = report["phases_s"]
-    assert phases["start"] is not None and phases["load"] is not None
+    assert phases["setup"] is not None and phases["load"] is not None
     assert phases["compile"] is None and phases["warmup"] is None, "the earlier start's milestones were counted"
     assert report["total_s"] < 60 and report["waited_s"] >= 0

@@ -50,8 +50,10 @@ DEFINITIONS = {
     "gpu_util_sustained": "mean nvidia-smi utilisation (once a second) over the sustained interval",
     "mfu_sustained": "sustained pages/s times the model FLOPs of a page (flops.py) over 989 TFLOP/s (H200 dense "
     "bf16 datasheet peak)",
-    "startup": "per spawned replica, seconds from launch to healthy by phase, read from its serve log: start "
-    "(imports, API server and engine process up), load, compile, warmup (vLLM's initial profiling/warmup run), "
+    "startup": "per spawned replica, seconds from launch to healthy by phase, read from its serve log: imports (the "
+    "vllm command's), processes (the API servers and engine core it spawns, up), setup (tokenizer, processor, "
+    "distributed init; the three were one phase, start, before 2026-12-02 late), load, compile, warmup (vLLM's "
+    "initial profiling/warmup run), "
     "kv_cache_and_graphs, api_up; waited_s before its launch (ocr_core/serving/startup_log.py)",
     "engine_cache": "--engine-cache's key, outcome (hit, miss or off), notes and bytes loaded and written",
     "cpu_sustained": "CPU seconds of the arm's process tree by role (api_server, engine_core, other) and per process, "
