@@ -12,9 +12,9 @@ from typing import ClassVar
 
 import httpx
 
+from ocr_core.planning.scale import Slot
 from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.replica import CONNECTION_GAP_S, SERVING, Replica
-from ocr_core.serving.scale import Slot
 
 ANSWER = {"choices": [{"message": {"content": "text"}, "finish_reason": "stop"}], "usage": {"completion_tokens": 1}}
 

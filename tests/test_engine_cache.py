@@ -26,6 +26,7 @@ from ocr_core.command.job_commands import job_command
 from ocr_core.command.parser import build_parser
 from ocr_core.facts import ModelFacts
 from ocr_core.fanout.jobs import bucket_volume
+from ocr_core.planning.scale import Machine, plan_scale
 from ocr_core.redaction import register_secret
 from ocr_core.serving import engine_cache
 from ocr_core.serving.engine_cache import (
@@ -40,7 +41,6 @@ from ocr_core.serving.engine_cache import (
 )
 from ocr_core.serving.handle import ServerHandle
 from ocr_core.serving.ports import free_ports
-from ocr_core.serving.scale import Machine, plan_scale
 from ocr_core.shapes import served
 from ocr_core.shapes.served import served_engine_cache
 

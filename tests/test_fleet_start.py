@@ -18,12 +18,12 @@ import pytest
 from ocr_core.command.checks import parse_arguments
 from ocr_core.command.parser import build_parser
 from ocr_core.errors import CommandError
+from ocr_core.planning.scale import Gpu, Machine, ScalePlan, Slot, plan_scale
 from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.handle import Target
 from ocr_core.serving.hostmem import GIB, MemoryGuard
 from ocr_core.serving.ports import free_ports
 from ocr_core.serving.replica import SERVING, Replica
-from ocr_core.serving.scale import Gpu, Machine, ScalePlan, Slot, plan_scale
 from ocr_core.shapes import served as run_server
 from ocr_core.shapes.served import replica_window
 from tests.test_pump_faults import recipe

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from ocr_core.serving.cpus import cgroup_quota, job_cpus
-from ocr_core.serving.frontend import DRIVER_CORES, Engine, FrontEnd, plan_front_end, without_overridden
-from ocr_core.serving.installed import installed_vllm_version
-from ocr_core.serving.scale import GIB, Gpu, Machine, memory_utilization, plan_scale
+from ocr_core.planning.cpus import cgroup_quota, job_cpus
+from ocr_core.planning.frontend import DRIVER_CORES, Engine, FrontEnd, plan_front_end, without_overridden
+from ocr_core.planning.installed import installed_vllm_version
+from ocr_core.planning.scale import GIB, Gpu, Machine, memory_utilization, plan_scale
 from ocr_models import model_module
 
 H200 = Gpu("0", "NVIDIA H200", 143771)

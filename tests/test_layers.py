@@ -16,7 +16,18 @@ CORE = Path(__file__).resolve().parent.parent / "src" / "ocr_core"
 
 # The shared records at the top of ocr_core, the stage folders, and the entry over all of them.
 RECORDS = ("console", "errors", "facts", "rates", "redaction", "settings", "summary_line", "version")
-STAGES = ("inputs", "store", "judging", "command", "serving", "preparation", "shapes", "publishing", "fanout")
+STAGES = (
+    "inputs",
+    "store",
+    "judging",
+    "planning",
+    "command",
+    "serving",
+    "preparation",
+    "shapes",
+    "publishing",
+    "fanout",
+)
 ENTRY = ("entry", "__init__")
 MAX_TOP_MODULES = 10
 MAX_LINES = 400

@@ -30,10 +30,10 @@ from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, default_parse
 from ocr_core.inputs.source import RowInput
 from ocr_core.judging.canary import Canary, CanaryContext
+from ocr_core.planning.scale import Slot
 from ocr_core.serving.chat import Retryable, RowFailed, post_chat
 from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.replica import SERVING, STARTING, Replica
-from ocr_core.serving.scale import Slot
 from ocr_core.settings import Settings
 from ocr_core.shapes import page_requests as requests_module
 from ocr_core.shapes import pump as pump_module

@@ -7,7 +7,8 @@ import pytest
 from ocr_core.errors import CommandError
 from ocr_core.inputs.addresses import InputError
 from ocr_core.inputs.selection import parse_shard, shard_span
-from ocr_core.serving.scale import GIB, Gpu, Machine, max_num_seqs, plan_scale, visible_gpus
+from ocr_core.planning.machine import visible_gpus
+from ocr_core.planning.scale import GIB, Gpu, Machine, max_num_seqs, plan_scale
 
 H200 = Gpu("0", "NVIDIA H200", 143771)
 L4 = Gpu("0", "NVIDIA L4", 23034)

@@ -22,8 +22,8 @@ import pytest
 from PIL import Image
 
 from ocr_core import run_saturate
-from ocr_core.command.parser import SERVER_WINDOW
-from ocr_core.serving.scale import max_num_seqs
+from ocr_core.planning.defaults import SERVER_WINDOW
+from ocr_core.planning.scale import max_num_seqs
 from ocr_core.serving.spawn import kv_capacity
 from ocr_core.shapes.window import engine_window
 from tests.testbed.env import REPO_ROOT, ran_the_installed_wheel, script_command

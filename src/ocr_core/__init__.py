@@ -9,7 +9,7 @@ change without touching a caller.
 from .command.checks import parse_arguments
 from .command.job_commands import DEFAULT_JOB_TIMEOUT, job_command
 from .command.launch import Launch
-from .command.parser import OFFLINE_BATCH, build_parser
+from .command.parser import build_parser
 from .command.provenance import script_source
 from .command.script_header import header_pins, read_header
 from .entry import run_offline, run_saturate, run_server
@@ -27,12 +27,14 @@ from .inputs.pdf import (
     render_locked,
     render_size,
 )
+from .planning.defaults import OFFLINE_BATCH
+from .planning.installed import installed_vllm_version
+from .planning.machine import Gpu, Machine, detect_machine
+from .planning.scale import memory_utilization, plan_scale
 from .preparation.job import prepare_job, release
 from .preparation.ownership import WORK_DIR_ENV
 from .publishing.outcome import publish
 from .serving.chat import chat_body
-from .serving.installed import installed_vllm_version
-from .serving.scale import Gpu, Machine, detect_machine, memory_utilization, plan_scale
 from .shapes.drive_result import Drive
 from .shapes.tally import Tally
 from .store.compaction import compact

@@ -112,7 +112,7 @@ def script_facts(path: str) -> Any:
 def h200_plan(facts: Any, version: str) -> Any:
     """The machine plan (a ScalePlan) for a recipe's FACTS on HF's h200 flavor (23 cores, one H200, room in
     /dev/shm) under this vLLM release."""
-    from ocr_core.serving.scale import GIB, Gpu, Machine, memory_utilization, plan_scale
+    from ocr_core.planning.scale import GIB, Gpu, Machine, memory_utilization, plan_scale
 
     machine = Machine((Gpu("0", "NVIDIA H200", 143771),), 23, 64 * GIB)
     return plan_scale(

@@ -9,6 +9,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from ..facts import ModelFacts
+from ..planning.cache_volume import bucket_mounts
 from ..redaction import is_secret_flag, redact
 
 SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
@@ -30,15 +31,6 @@ COMMAND_WIDTH = 100
 
 
 JOB_COMMAND_TEMPLATE = "hf jobs uv run --flavor {flavor} --timeout {timeout} --image {image} -s HF_TOKEN {url} {args}"
-
-
-BUCKET_SCHEME = "hf://buckets/"
-
-
-ENGINE_CACHE_MOUNT = "/engine-cache"
-
-
-ENGINE_CACHE_FLAG = "--engine-cache"
 
 
 def script_url(script: str) -> str:
@@ -72,18 +64,6 @@ def job_command(
     after_run = words.index("run") + 1 if "run" in words else len(words)
     mounts = [word for spec in bucket_mounts(arguments) for word in ("-v", spec)]
     return shlex.join([*words[:after_run], *mounts, *words[after_run:]])
-
-
-def bucket_mounts(arguments: Sequence[str]) -> list[str]:
-    """The `-v` specs a job needs for the arguments: an --engine-cache in a bucket is mounted read-write at
-    ENGINE_CACHE_MOUNT, where the job's run looks for it (serving/engine_cache.py)."""
-    location = ""
-    for arg, following in zip(arguments, [*arguments[1:], ""]):
-        if arg == ENGINE_CACHE_FLAG:
-            location = following
-        elif arg.startswith(f"{ENGINE_CACHE_FLAG}="):
-            location = arg.partition("=")[2]
-    return [f"{location.rstrip('/')}:{ENGINE_CACHE_MOUNT}"] if location.startswith(BUCKET_SCHEME) else []
 
 
 def filled_words(template: Sequence[str], arguments: Sequence[str], fields: Mapping[str, str]) -> list[str]:

@@ -18,10 +18,17 @@ from ..inputs.selection import parse_shard
 from ..judging.breaker import MAX_ERROR_RATE
 from ..judging.canary import CANARY_PAGES
 from ..judging.poison import MAX_STRIKES
+from ..planning.cache_volume import ENGINE_CACHE_FLAG, ENGINE_CACHE_MOUNT
+from ..planning.defaults import (
+    DEFAULT_SERVER,
+    OFFLINE_BATCH,
+    RETRY_BUDGET_S,
+    SATURATE_MAX_INFLIGHT,
+    SERVER_WINDOW,
+    STALL_TIMEOUT_S,
+)
 from ..redaction import redact
 from .job_commands import (
-    ENGINE_CACHE_FLAG,
-    ENGINE_CACHE_MOUNT,
     SECRET_FLAGS,
     job_command,
     masked_secrets,
@@ -30,12 +37,6 @@ from .job_commands import (
 )
 from .jobs_request import add_fanout_arguments
 
-DEFAULT_SERVER = "http://127.0.0.1:8000"
-SERVER_WINDOW = 32
-SATURATE_MAX_INFLIGHT = 512
-OFFLINE_BATCH = 16
-RETRY_BUDGET_S = 900.0
-STALL_TIMEOUT_S = 300.0
 UNRECOGNIZED = "unrecognized arguments: "
 SHAPE_COUNTERPARTS = {
     "--batch-size": (

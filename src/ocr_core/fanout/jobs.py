@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from ..command.job_commands import BUCKET_SCHEME
+from ..planning.cache_volume import BUCKET_SCHEME
 
 RUNNING_STAGES = frozenset({"SCHEDULING", "RUNNING"})
 FAILED_STAGES = frozenset({"ERROR", "CANCELED", "DELETED"})

@@ -42,8 +42,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from ..command.job_commands import BUCKET_SCHEME, ENGINE_CACHE_MOUNT, bucket_mounts
 from ..console import say
+from ..planning.cache_volume import BUCKET_SCHEME, ENGINE_CACHE_MOUNT, bucket_mounts
 from ..redaction import SECRET_ENVIRONMENT, SECRET_VALUES, redact
 
 # Where each cache goes inside the run's private folder; FLASHINFER_WORKSPACE_BASE is the parent of .cache/flashinfer.

@@ -31,12 +31,12 @@ from ..command.launch import Launch
 from ..console import say
 from ..errors import JobFailed
 from ..facts import ModelFacts
+from ..planning.scale import ScalePlan
 from ..settings import Settings
 from .chat import Answer, Retryable, RowFailed
 from .handle import ServerHandle, StartupTimeout, Target, metrics_page, model_serve_args, server_version
 from .ports import free_ports, server_urls, with_port
 from .replica import GONE, RECOVERING, SERVING, STARTING, Replica
-from .scale import ScalePlan
 from .spawn import NotAVllmRoot, ServerError, is_local, url_port
 from .stall import watch_for_stalls
 

@@ -29,16 +29,16 @@ from urllib.parse import urlsplit
 import httpx
 
 from ..command.job_commands import script_url
-from ..command.parser import DEFAULT_SERVER
 from ..command.provenance import reproducible
 from ..command.rerun import demo_offer, from_clone, make_command, rerun_command
 from ..console import say
 from ..errors import JobFailed
 from ..facts import ModelFacts
+from ..planning.defaults import DEFAULT_SERVER
+from ..planning.scale import Slot
 from ..redaction import redact
 from ..settings import Settings
 from .chat import Retryable
-from .scale import Slot
 from .spawn import (
     STOPPING,
     NotAVllmRoot,

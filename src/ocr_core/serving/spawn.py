@@ -29,8 +29,8 @@ import httpx
 from ..command.rerun import LOCAL_HOSTS
 from ..console import say
 from ..errors import CommandError
+from ..planning.frontend import flag_value
 from ..redaction import redact
-from .frontend import flag_value
 
 HEALTH_POLL_S = 2.0
 STARTING_NOTE_EVERY_S = 20.0

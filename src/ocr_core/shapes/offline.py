@@ -14,9 +14,9 @@ from typing import Any, TextIO
 from ..command.rerun import where_it_runs
 from ..console import say
 from ..errors import JobFailed
+from ..planning.machine import detect_machine
 from ..preparation.job import Job
 from ..serving.engine_cache import EngineCache, make_key, open_engine_cache, versions_of
-from ..serving.scale import detect_machine
 from ..store.progress import ResultLog
 from .canary_watch import make_canary
 from .drive_result import Drive, Feeding

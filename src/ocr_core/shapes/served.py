@@ -13,18 +13,19 @@ from typing import TextIO
 
 import httpx
 
-from ..command.parser import SATURATE_MAX_INFLIGHT, SERVER_WINDOW
 from ..console import say
 from ..errors import JobFailed
 from ..facts import ModelFacts
+from ..planning.defaults import SATURATE_MAX_INFLIGHT, SERVER_WINDOW
+from ..planning.installed import installed_vllm_version
+from ..planning.machine import detect_machine
+from ..planning.scale import ScalePlan, max_num_seqs, memory_utilization, plan_scale
 from ..preparation.job import Job
 from ..serving.engine_cache import EngineCache, make_key, open_engine_cache, served_versions
 from ..serving.fleet import Fleet, build_fleet
 from ..serving.hostmem import MemoryGuard
-from ..serving.installed import installed_vllm_version
 from ..serving.mps import cuda_mps
 from ..serving.ports import server_urls
-from ..serving.scale import ScalePlan, detect_machine, max_num_seqs, memory_utilization, plan_scale
 from ..serving.spawn import is_local, kv_capacity, parse_metrics
 from ..serving.stall import beside
 from ..settings import Settings
