@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import httpx
 
-from ocr_core.planning.scale import Slot
+from ocr_core.planning.engine_plan import ReplicaLaunch
 from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.replica import CONNECTION_GAP_S, SERVING, Replica
 
@@ -22,7 +22,7 @@ ANSWER = {"choices": [{"message": {"content": "text"}, "finish_reason": "stop"}]
 class Endpoint:
     url = "http://127.0.0.1:8000"
     headers: ClassVar[dict[str, str]] = {}
-    slot = Slot(None, ())
+    launch = ReplicaLaunch(None, (), {})
     spawned = None
     generation = 0
     restarts = 0

@@ -22,11 +22,10 @@ import pytest
 from huggingface_hub.cli._cli_utils import parse_volumes
 
 from ocr_core.command.checks import parse_arguments
-from ocr_core.command.job_commands import job_command
 from ocr_core.command.parser import build_parser
 from ocr_core.facts import ModelFacts
 from ocr_core.fanout.jobs import bucket_volume
-from ocr_core.planning.scale import Machine, plan_scale
+from ocr_core.planning.job_commands import job_command
 from ocr_core.redaction import register_secret
 from ocr_core.serving import engine_cache
 from ocr_core.serving.engine_cache import (
@@ -39,10 +38,10 @@ from ocr_core.serving.engine_cache import (
     open_engine_cache,
     served_versions,
 )
-from ocr_core.serving.handle import ServerHandle
 from ocr_core.serving.ports import free_ports
 from ocr_core.shapes import served
 from ocr_core.shapes.served import served_engine_cache
+from tests.testbed.handles import engine_plan_for, handle_for
 
 VERSIONS = {"vllm": "0.30.0", "torch": "2.13.0", "triton": "3.9.0"}
 FLAGS = ("--max-model-len", "8192", "--limit-mm-per-prompt", '{"image": 1}')
@@ -349,10 +348,8 @@ def spawned_run(volume: Path, monkeypatch, tmp_path) -> EngineCache:
     """One run's spawned server under the cache, as the served shape sets it up; the cache once the server stopped."""
     argv = ["IN", "./OUT", "--engine-cache", str(volume), "--startup-timeout", "60"]
     settings = parse_arguments(build_parser("x-server.py", SERVED, "server"), argv)
-    plan = plan_scale(Machine((), 2), None, None, 1, None, None, None)
-    cache = served_engine_cache(settings, SERVED, plan)
-    handle = ServerHandle(settings, SERVED, "x-server.py", argv, f"http://127.0.0.1:{free_ports(18600, 1)[0]}",
-                          env=cache.environment())  # fmt: skip
+    cache = served_engine_cache(settings, engine_plan_for(settings, SERVED))
+    handle = handle_for(f"http://127.0.0.1:{free_ports(18600, 1)[0]}", settings, SERVED, cache.environment())
     try:
         handle.spawn()
     finally:
@@ -434,12 +431,11 @@ def test_a_run_works_in_the_same_folder_every_job_and_a_second_run_here_in_its_o
 
 
 def test_a_run_that_starts_no_server_opens_no_cache(tmp_path):
-    plan = plan_scale(Machine((), 2), None, None, 1, None, None, None)
     volume = tmp_path / "volume"
     for server in ("https://example.org:8000", "http://127.0.0.1:8000,http://127.0.0.1:8001"):
         argv = ["IN", "./OUT", "--engine-cache", str(volume), "--server", server]
         settings = parse_arguments(build_parser("x-server.py", SERVED, "server"), argv)
-        assert served_engine_cache(settings, SERVED, plan) is None
+        assert served_engine_cache(settings, engine_plan_for(settings, SERVED)) is None
     assert not volume.exists() and not (tmp_path / "work").exists()
 
 

@@ -28,10 +28,10 @@ from huggingface_hub.errors import (
 from PIL import Image
 
 from ocr_core import entry as entry_module
-from ocr_core.command.job_commands import job_command
 from ocr_core.command.parser import build_parser
-from ocr_core.command.provenance import ran_image, reproducible
 from ocr_core.inputs.addresses import input_problem
+from ocr_core.planning.job_commands import job_command
+from ocr_core.planning.provenance import ran_image, reproducible
 from ocr_core.publishing import outcome as outcome_module
 from ocr_core.publishing.cost import price_known
 from ocr_core.store import hub as hub_module

@@ -8,6 +8,7 @@ overlap of starts is measured, not assumed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import itertools
 import threading
@@ -18,7 +19,8 @@ import pytest
 from ocr_core.command.checks import parse_arguments
 from ocr_core.command.parser import build_parser
 from ocr_core.errors import CommandError
-from ocr_core.planning.scale import Gpu, Machine, ScalePlan, Slot, plan_scale
+from ocr_core.planning.engine_plan import EnginePlan, ReplicaLaunch, engine_request, plan_engine
+from ocr_core.planning.scale import Gpu, Machine
 from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.handle import Target
 from ocr_core.serving.hostmem import GIB, MemoryGuard
@@ -39,7 +41,7 @@ class FakeHandle:
         self.url = f"http://127.0.0.1:{8010 + index}"
         self.index = index
         self.headers: dict[str, str] = {}
-        self.slot = Slot("0", ())
+        self.launch = ReplicaLaunch("0", (), {})
         self.spawned: object | None = None
         self.generation = 0
         self.restarts = 0
@@ -67,16 +69,18 @@ class FakeHandle:
         self.closed = True
 
 
-def plan_for(version: str | None) -> ScalePlan:
-    return plan_scale(Machine((H200,), 16), params_b=0.8, vllm_version=version)
+def plan_for(version: str | None) -> EnginePlan:
+    facts, settings = recipe()
+    request = dataclasses.replace(engine_request(facts, settings), params_b=0.8)
+    return plan_engine(request, Machine((H200,), 16), version)
 
 
-def start_fleet(plan: ScalePlan, answering: bool = False) -> tuple[Fleet, list[tuple[int, float, float]], list[int]]:
+def start_fleet(plan: EnginePlan, answering: bool = False) -> tuple[Fleet, list[tuple[int, float, float]], list[int]]:
     """Opens the fleet and brings in the rest, as run_server does; returns the start spans and, per join, the
     number of replicas serving then."""
     spans: list[tuple[int, float, float]] = []
-    handles = [FakeHandle(index, spans, answering and index == 0) for index in range(plan.replicas)]
-    fleet = Fleet([Replica(index, handle) for index, handle in enumerate(handles)], plan)
+    handles = [FakeHandle(index, spans, answering and index == 0) for index in range(plan.scale.replicas)]
+    fleet = Fleet([Replica(index, handle) for index, handle in enumerate(handles)], plan.scale)
     joins: list[int] = []
 
     async def joined() -> None:
@@ -119,15 +123,15 @@ def test_a_server_already_answering_stops_the_replicas_started_beside_it():
 def test_the_fixed_window_per_replica_is_its_engines_batch():
     """A spawned H200 replica whose KV cache holds 435 full-length sequences: 435 of vLLM's 1024; a server this
     run did not start: at most vLLM's smaller default, 256; no cache size published: 32."""
-    facts, settings = recipe()
-    fleet, _, _ = start_fleet(plan_for("0.30.0"))
+    plan = plan_for("0.30.0")
+    fleet, _, _ = start_fleet(plan)
     fleet.replicas[1].state = fleet.replicas[2].state = "starting"
-    assert replica_window(facts, settings, fleet.plan, fleet, capacity=435) == 435
+    assert replica_window(plan, fleet, capacity=435) == 435
     fleet.replicas[1].state = SERVING
-    assert replica_window(facts, settings, fleet.plan, fleet, capacity=2 * 3000) == 1024
+    assert replica_window(plan, fleet, capacity=2 * 3000) == 1024
     fleet.replicas[0].handle.spawned = None
-    assert replica_window(facts, settings, fleet.plan, fleet, capacity=2 * 3000) == 256
-    assert replica_window(facts, settings, fleet.plan, fleet, capacity=None) == 32
+    assert replica_window(plan, fleet, capacity=2 * 3000) == 256
+    assert replica_window(plan, fleet, capacity=None) == 32
 
 
 def test_the_fixed_window_stays_within_host_memory(monkeypatch):

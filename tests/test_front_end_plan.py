@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from ocr_core.planning.cpus import cgroup_quota, job_cpus
-from ocr_core.planning.frontend import DRIVER_CORES, Engine, FrontEnd, plan_front_end, without_overridden
+from ocr_core.planning.engine_plan import EngineRequest, plan_engine
+from ocr_core.planning.frontend import DRIVER_CORES, Engine, FrontEnd, plan_front_end
 from ocr_core.planning.installed import installed_vllm_version
 from ocr_core.planning.scale import GIB, Gpu, Machine, memory_utilization, plan_scale
 from ocr_models import model_module
@@ -129,15 +130,49 @@ def test_the_plan_never_plans_more_cores_than_the_job_has(cpus, gpus):
         assert planned_cores(plan) <= cpus or least, (cpus, gpus, params_b, plan.describe())
 
 
+def flavor_engine(flavor: str, module: str, user_flags: tuple[str, ...] = (), version: str | None = None):
+    """The engine plan of a recipe on an HF flavor, under the user's --extra-serve-args words."""
+    gpu, cpus = FLAVORS[flavor]
+    facts = model_module(module).FACTS
+    request = EngineRequest(
+        model=facts.model, max_model_len=facts.max_model_len, model_flags=tuple(facts.serve_args),
+        user_flags=user_flags, params_b=facts.params_b, vllm_pin=facts.vllm_pin,
+    )  # fmt: skip
+    return plan_engine(request, Machine((gpu,), cpus, SHM), version)
+
+
 def test_the_users_extra_serve_args_replace_the_plans_own_and_the_record_says_so():
-    plan = flavor_plan("h200", "lighton_ocr3").with_user_args(["--renderer-num-workers", "6", "--enforce-eager"])
-    args = plan.serve_args()
-    assert "--renderer-num-workers" not in args and "--api-server-count" in args
-    assert plan.overridden() == ["--renderer-num-workers"]
+    plan = flavor_engine("h200", "lighton_ocr3", ("--renderer-num-workers", "6", "--enforce-eager"))
+    args = list(plan.flags)
+    assert args.count("--renderer-num-workers") == 1 and args[args.index("--renderer-num-workers") + 1] == "6"
+    assert "--api-server-count" in args and args[-3:] == ["--renderer-num-workers", "6", "--enforce-eager"]
+    assert plan.replaced == ("--renderer-num-workers",)
     assert "--extra-serve-args replaces --renderer-num-workers" in plan.describe()
     record = plan.record()
-    assert record["renderer_workers"] == 2 and record["replaced_by_extra_serve_args"] == ["--renderer-num-workers"]
-    assert without_overridden(["--a", "1", "--b=2", "--c"], ["--b", "3", "--c"]) == ["--a", "1"]
+    assert record["renderer_workers"] == 6 and record["replaced_by_extra_serve_args"] == ["--renderer-num-workers"]
+
+
+@pytest.mark.parametrize("spelling", [["--api_server_count", "1"], ["--api-server-count=1"], ["--api_server_count=1"]])
+def test_the_users_api_server_count_in_any_spelling_vllm_takes_replaces_the_plans(spelling):
+    """vLLM's parser reads `_` as `-` and `--flag=value` as `--flag value`: `--api_server_count 1` reached `vllm serve`
+    beside the plan's `--api-server-count 3`, vLLM ran one API server, readiness waited the whole grace for the
+    others at every start, and the summary said the plan's count and "replaced nothing"."""
+    plan = flavor_engine("h200", "lighton_ocr3", tuple(spelling))
+    names = [flag.partition("=")[0].replace("_", "-") for flag in plan.flags if flag.startswith("--")]
+    assert names.count("--api-server-count") == 1, plan.flags
+    assert plan.api_servers == 1 and all(launch.api_servers == 1 for launch in plan.replicas())
+    assert plan.record()["api_servers"] == 1 and plan.replaced == ("--api-server-count",)
+
+
+def test_a_processor_cache_the_user_turns_on_gets_no_renderer_threads_from_a_vllm_that_refuses_them():
+    """Before 0.30 vLLM refuses `--renderer-num-workers` above 1 with the processor cache on ("Cannot use
+    --renderer-num-workers > 1 with the multimodal processor cache enabled"): the plan added 2 threads after the
+    user's `--mm-processor-cache-gb 4`, and `vllm serve` exited 1 at every start."""
+    plan = flavor_engine("h200", "ovis_ocr2", ("--mm-processor-cache-gb", "4"), version="0.26.0")
+    assert "--renderer-num-workers" not in plan.flags and plan.renderer_workers == 1
+    assert plan.flags[-2:] == ("--mm-processor-cache-gb", "4")
+    renderer = flavor_engine("h200", "ovis_ocr2", version="0.26.0")
+    assert renderer.renderer_workers > 1, "the recipe's own flags (processor cache off) still get renderer threads"
 
 
 def test_the_jobs_cpus_are_its_cgroup_quota_not_the_hosts_count(tmp_path):

@@ -16,16 +16,17 @@ CORE = Path(__file__).resolve().parent.parent / "src" / "ocr_core"
 
 # The shared records at the top of ocr_core, the stage folders, and the entry over all of them.
 RECORDS = ("console", "errors", "facts", "rates", "redaction", "settings", "summary_line", "version")
+# The command line sits above the engine stages: it composes their typed errors into advice and launches --jobs.
 STAGES = (
     "inputs",
+    "planning",
     "store",
     "judging",
-    "planning",
-    "command",
     "serving",
     "preparation",
     "shapes",
     "publishing",
+    "command",
     "fanout",
 )
 ENTRY = ("entry", "__init__")

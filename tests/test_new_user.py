@@ -132,7 +132,7 @@ def test_from_a_clone_a_server_recipe_without_vllm_offers_the_clones_make_comman
     which works from a clone before a release. The default address is a closed port here, so no server that runs on
     this machine answers for it."""
     from ocr_core.command import parser
-    from ocr_core.serving import handle
+    from ocr_core.planning import server_policy
 
     bare = tmp_path / "bin"
     bare.mkdir()
@@ -140,7 +140,7 @@ def test_from_a_clone_a_server_recipe_without_vllm_offers_the_clones_make_comman
     monkeypatch.setenv("OCR_VLLM_CLONE", str(tmp_path))
     default = f"http://127.0.0.1:{closed_port()}"
     monkeypatch.setattr(parser, "DEFAULT_SERVER", default)
-    monkeypatch.setattr(handle, "DEFAULT_SERVER", default)
+    monkeypatch.setattr(server_policy, "DEFAULT_SERVER", default)
     out = tmp_path / "out"
     code, summary, err = run_main(SCRIPT, [str(SAMPLES), str(out), "--max-samples", "3"], capsys)
     assert (code, summary["exit_code"]) == (2, 2), err[-2000:]

@@ -24,6 +24,7 @@ from ocr_core.command.parser import build_parser
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, Parsed, default_parse
 from ocr_core.inputs.source import RowInput
+from ocr_core.planning.engine_plan import engine_request
 from ocr_core.settings import Settings
 from ocr_core.shapes.llm_batches import OfflineRunner
 from ocr_core.shapes.tally import ProgressBar
@@ -233,11 +234,11 @@ def failure_to_build(monkeypatch, engine: Callable[..., None], *argv: str) -> st
 
     from ocr_core.shapes import llm_batches
 
-    monkeypatch.setattr(llm_batches, "check_gpu", lambda job_command: None)
+    monkeypatch.setattr(llm_batches, "check_gpu", lambda: None)
     monkeypatch.setattr(vllm, "LLM", engine)
     facts, settings = recipe(*argv)
     with pytest.raises(JobFailed) as failed:
-        llm_batches.open_llm(facts, settings, "hf jobs uv run ...")
+        llm_batches.open_llm(engine_request(facts, settings), settings.verbose)
     return str(failed.value)
 
 

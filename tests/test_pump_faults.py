@@ -30,7 +30,7 @@ from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, default_parse
 from ocr_core.inputs.source import RowInput
 from ocr_core.judging.canary import Canary, CanaryContext
-from ocr_core.planning.scale import Slot
+from ocr_core.planning.engine_plan import ReplicaLaunch
 from ocr_core.serving.chat import Retryable, RowFailed, post_chat
 from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.replica import SERVING, STARTING, Replica
@@ -114,7 +114,7 @@ class FakeEndpoint:
     def __init__(self, url: str = URL, restarts: bool = False, stalls_fail: bool = False) -> None:
         self.url = url
         self.headers: dict[str, str] = {}
-        self.slot = Slot(None, ())
+        self.launch = ReplicaLaunch(None, (), {})
         self.spawned = None
         self.generation = 0
         self.restarts = 0

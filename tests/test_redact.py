@@ -15,12 +15,14 @@ import pytest
 
 import ocr_core.redaction as redaction
 from ocr_core import run_saturate
+from ocr_core.command.advice import missing_vllm_message
 from ocr_core.command.checks import parse_arguments
-from ocr_core.command.job_commands import job_command, without_secrets
 from ocr_core.command.parser import build_parser
 from ocr_core.console import say
+from ocr_core.planning.job_commands import job_command, without_secrets
+from ocr_core.planning.serve_flags import user_flags
 from ocr_core.redaction import redact, register_run_secrets, register_secret
-from ocr_core.serving.handle import api_headers, missing_vllm_message
+from ocr_core.serving.handle import api_headers
 from ocr_core.serving.spawn import SpawnedServer
 from ocr_core.summary_line import Summary
 from tests.testbed.recipes import model_facts
@@ -176,7 +178,7 @@ def test_the_api_key_goes_to_the_named_server_first(url):
 
 def parsed(argv: list[str]):
     args = parse_arguments(build_parser(SCRIPT, FACTS, "saturate"), argv)
-    register_run_secrets(args)
+    register_run_secrets(args, user_flags(args.extra_serve_args))
     return args
 
 
@@ -196,7 +198,7 @@ def test_job_command_and_card_command_drop_or_mask_every_secret():
 
 def test_missing_vllm_message_masks_a_token_given_first():
     argv = ["--hf-token", HF_TOKEN, "a/b", "c/d"]
-    message = missing_vllm_message("http://127.0.0.1:8000", SCRIPT, FACTS, argv, parsed(argv))
+    message = missing_vllm_message("http://127.0.0.1:8000", False, SCRIPT, FACTS, argv, parsed(argv))
     assert HF_TOKEN not in message and "hf jobs uv run --flavor l4x1" in message
 
 

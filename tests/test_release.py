@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from ocr_core.command.job_commands import SCRIPTS_URL, job_command
-from ocr_core.command.provenance import script_source
+from ocr_core.planning.job_commands import SCRIPTS_URL, job_command
+from ocr_core.planning.provenance import script_source
 from ocr_core.version import RELEASE_TABLE
 from ocr_models import RECIPES
 from tools import release
@@ -173,7 +173,7 @@ def test_the_installed_release_wheel_records_its_scripts_as_released_and_an_edit
     edited.write_bytes((ROOT / script).read_bytes().replace(b'"top_p": 1.0', b'"top_p": 0.9'))
     probe = (
         "import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
-        "from ocr_core.command.provenance import released_scripts, script_source; "
+        "from ocr_core.planning.provenance import released_scripts, script_source; "
         "from ocr_core.version import core_build; import ocr_core; "
         "print(json.dumps([ocr_core.__file__, core_build()] + "
         "[script_source(Path(path), released_scripts()).standing for path in sys.argv[2:]]))"

@@ -7,11 +7,18 @@ import pytest
 from ocr_core.errors import CommandError
 from ocr_core.inputs.addresses import InputError
 from ocr_core.inputs.selection import parse_shard, shard_span
+from ocr_core.planning.engine_plan import EngineRequest, plan_engine
 from ocr_core.planning.machine import visible_gpus
 from ocr_core.planning.scale import GIB, Gpu, Machine, max_num_seqs, plan_scale
 
 H200 = Gpu("0", "NVIDIA H200", 143771)
 L4 = Gpu("0", "NVIDIA L4", 23034)
+
+
+def replica_gpus(machine: Machine, params_b: float, **given: int) -> list[str | None]:
+    """The GPU each replica of the engine plan sees, for a recipe of `params_b` with the command's counts."""
+    request = EngineRequest("org/model", 4096, (), params_b=params_b, **given)
+    return [launch.gpu for launch in plan_engine(request, machine, None).replicas()]
 
 
 def machine(gpu: Gpu, gpus: int, cpus: int) -> Machine:
@@ -27,13 +34,13 @@ def test_a_small_model_gets_three_replicas_per_h200_with_a_third_of_its_memory_e
     assert plan.serve_args() == [
         "--api-server-count", "2", "--max-num-batched-tokens", "32768", "--gpu-memory-utilization", "0.29",
     ]  # fmt: skip
-    assert [slot.gpu for slot in plan.slots()] == ["0", "0", "0"]
+    assert replica_gpus(machine(H200, 1, 16), 0.8) == ["0", "0", "0"]
     assert "3 replica(s), 3 per GPU" in plan.describe()
 
 
 def test_replicas_go_on_every_gpu_not_behind_data_parallelism():
     plan = plan_scale(machine(H200, 2, 32), params_b=0.8)
-    assert [slot.gpu for slot in plan.slots()] == ["0", "0", "0", "1", "1", "1"]
+    assert replica_gpus(machine(H200, 2, 32), 0.8) == ["0", "0", "0", "1", "1", "1"]
     assert "--data-parallel-size" not in plan.serve_args()
 
 
@@ -114,7 +121,7 @@ def test_the_model_cards_memory_share_is_split_between_replicas():
 def test_flags_override_the_plan():
     assert plan_scale(Machine((), 2), params_b=0.8, replicas=2).replicas == 2
     plan = plan_scale(machine(H200, 2, 32), params_b=3.75, replicas=4, api_servers=2)
-    assert [slot.gpu for slot in plan.slots()] == ["0", "0", "1", "1"]
+    assert replica_gpus(machine(H200, 2, 32), 3.75, replicas=4, api_servers=2) == ["0", "0", "1", "1"]
     assert plan.serve_args() == ["--api-server-count", "2", "--gpu-memory-utilization", "0.44"]
     dp = plan_scale(machine(H200, 8, 128), params_b=0.8, api_servers=2, data_parallel=4)
     assert (dp.replicas, dp.serve_args()) == (1, ["--data-parallel-size", "4", "--api-server-count", "2"])

@@ -37,6 +37,7 @@ from ocr_core.serving.replica import SERVING, STARTING, Replica
 from ocr_core.serving.spawn import ServerError, SpawnedServer, url_port
 from ocr_core.serving.stall import PROGRESS_COUNTERS, StallDetector, watch_for_stalls
 from tests.testbed.env import REPO_ROOT
+from tests.testbed.handles import handle_for
 
 FAKE_VLLM = '''\
 #!{python}
@@ -225,7 +226,7 @@ def engine_for(url: str, facts: ModelFacts = FACTS, **overrides: object) -> Serv
     argv = ["IN", "./OUT", "--server", url, "--startup-timeout", "600", "--max-tokens", "1000"]
     settings = parse_arguments(build_parser("x-server.py", facts, "server"), argv)
     settings = dataclasses.replace(settings, **overrides)
-    return ServerHandle(settings, facts, "x-server.py", ["IN", "OUT"], url)
+    return handle_for(url, settings, facts)
 
 
 def spawned_sleeper(engine: ServerHandle, fake: FakeVllm) -> SpawnedServer:

@@ -14,11 +14,11 @@ import pytest
 from ocr_core.command.checks import parse_arguments
 from ocr_core.command.parser import build_parser
 from ocr_core.facts import ModelFacts
-from ocr_core.serving.handle import ServerHandle
 from ocr_core.serving.ports import free_ports
 from ocr_core.serving.replica import Replica
 from ocr_core.serving.startup_log import describe_timeline, startup_timeline
 from tests.test_engine_cache import fake_vllm
+from tests.testbed.handles import handle_for
 
 FACTS = ModelFacts(
     model="org/model", image="vllm/vllm-openai:v0", serve_args=(), sampling={"max_tokens": 100}, max_model_len=4096
@@ -136,7 +136,7 @@ def test_a_spawned_replica_reports_its_own_start_not_an_earlier_one_in_the_same_
     (tmp_path / f"vllm-serve-{port}.log").write_text(GPU_LOG)  # an earlier run's start on the same port
     argv = ["IN", "./OUT", "--startup-timeout", "60"]
     settings = parse_arguments(build_parser("x-server.py", FACTS, "server"), argv)
-    handle = ServerHandle(settings, FACTS, "x-server.py", argv, f"http://127.0.0.1:{port}")
+    handle = handle_for(f"http://127.0.0.1:{port}", settings, FACTS)
     try:
         handle.spawn()
     finally:

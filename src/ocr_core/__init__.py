@@ -7,10 +7,7 @@ change without touching a caller.
 """
 
 from .command.checks import parse_arguments
-from .command.job_commands import DEFAULT_JOB_TIMEOUT, job_command
-from .command.launch import Launch
 from .command.parser import build_parser
-from .command.provenance import script_source
 from .command.script_header import header_pins, read_header
 from .entry import run_offline, run_saturate, run_server
 from .facts import ModelFacts, Parsed
@@ -29,7 +26,10 @@ from .inputs.pdf import (
 )
 from .planning.defaults import OFFLINE_BATCH
 from .planning.installed import installed_vllm_version
+from .planning.job_commands import DEFAULT_JOB_TIMEOUT, job_command
+from .planning.launch import Launch
 from .planning.machine import Gpu, Machine, detect_machine
+from .planning.provenance import script_source
 from .planning.scale import memory_utilization, plan_scale
 from .preparation.job import prepare_job, release
 from .preparation.ownership import WORK_DIR_ENV

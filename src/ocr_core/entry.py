@@ -25,16 +25,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from .command.advice import explain
 from .command.checks import parse_command
-from .command.launch import Launch
 from .command.parser import build_parser, usage
-from .command.provenance import ScriptSource, released_scripts, script_source
+from .command.rerun import retry_command
 from .command.sealed_arguments import unsealed
 from .console import say, silence_notices
 from .errors import CommandError, JobFailed
 from .facts import ModelFacts
 from .fanout.jobs import JobsClient
 from .fanout.launcher import launch_command_line
+from .planning.launch import Launch
+from .planning.provenance import ScriptSource, released_scripts, script_source
+from .planning.serve_flags import user_flags
 from .preparation.job import Job, prepare_job, release
 from .publishing.outcome import finish, load_call
 from .redaction import register_run_secrets
@@ -85,16 +88,16 @@ def run_recipe(
     stop = StopSignals()
     stop.install()
     try:
-        register_run_secrets(settings)
+        register_run_secrets(settings, user_flags(settings.extra_serve_args))
         if settings.verbose:
             say(versions())
         origin = script_source(script_path, released_scripts())
         summary.copy = ScriptCopy(origin.standing, origin.sha256, prompt_sha256(facts))
-        code = run_job(
-            settings, facts, Launch(script, mode, argv, origin), drive_pages, hub, stop, summary, streams, origin
-        )
+        launch = Launch(script, mode, argv, origin, retry_command(script, facts, argv, settings))
+        code = run_job(settings, facts, launch, drive_pages, hub, stop, summary, streams, origin)
     except BaseException as exc:
-        code = failure_code(exc, stop, summary, settings.verbose)
+        explained = explain(exc, script, facts, argv, settings) if isinstance(exc, CommandError) else None
+        code = failure_code(exc, stop, summary, settings.verbose, explained)
     finally:
         stop.restore()
     summary.exit_code = code
@@ -138,14 +141,17 @@ def run_job(
         release(job.destination, job.lease, job.locks, job.mirror)
 
 
-def failure_code(exc: BaseException, stop: StopSignals, summary: Summary, verbose: bool) -> int:
-    """The exit code and the summary's `failure` for a run that ended by an exception."""
+def failure_code(
+    exc: BaseException, stop: StopSignals, summary: Summary, verbose: bool, explained: str | None = None
+) -> int:
+    """The exit code and the summary's `failure` for a run that ended by an exception; `explained` is a refused
+    command's message with the way forward (command/advice.py)."""
     if isinstance(exc, Interrupted | KeyboardInterrupt):
         summary.failure = "interrupted"
         return 128 + (stop.signum or signal.SIGINT)
     if isinstance(exc, CommandError):
-        summary.failure = str(exc)
-        say(f"error: {exc}")
+        summary.failure = explained or str(exc)
+        say(f"error: {summary.failure}")
         return 2
     if isinstance(exc, JobFailed | LeaseTaken):
         summary.failure = str(exc)

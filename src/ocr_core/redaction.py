@@ -11,7 +11,7 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
 from .settings import Settings
@@ -38,14 +38,17 @@ def register_secret(value: str | None) -> None:
         SECRET_VALUES.update({value, shlex.quote(value), json.dumps(value)[1:-1]})
 
 
-def register_run_secrets(settings: Settings, environ: Mapping[str, str] = os.environ) -> None:
-    """Registers every secret a run knows of; `run.main` calls it once, right after parsing the arguments."""
+def register_run_secrets(
+    settings: Settings, serve_words: Sequence[str] = (), environ: Mapping[str, str] = os.environ
+) -> None:
+    """Registers every secret a run knows of, `serve_words` being its --extra-serve-args as flags; the entry calls
+    it once, right after parsing the arguments."""
     for value in (settings.hf_token, settings.api_key):
         register_secret(value)
     for name in SECRET_ENVIRONMENT:
         register_secret(environ.get(name))
     register_secret(url_credential(settings.server or ""))
-    for value in secret_flag_values(settings.extra_serve_args or ""):
+    for value in secret_flag_values(serve_words):
         register_secret(value)
 
 
@@ -55,12 +58,8 @@ def url_credential(url: str) -> str | None:
     return parts.password or parts.username
 
 
-def secret_flag_values(flags: str) -> list[str]:
-    """Values of secret-looking flags (`--api-key X`, `--hf_token=X`) in a string of serve flags."""
-    try:
-        words = shlex.split(flags)
-    except ValueError:
-        words = flags.split()
+def secret_flag_values(words: Sequence[str]) -> list[str]:
+    """Values of secret-looking flags (`--api-key X`, `--hf_token=X`) among serve flags."""
     values = []
     for word, following in zip(words, [*words[1:], ""]):
         name, equals, value = word.partition("=")

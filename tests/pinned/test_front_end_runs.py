@@ -24,7 +24,7 @@ import re
 
 import pytest
 
-from ocr_core.planning.frontend import flag_value
+from ocr_core.planning.serve_flags import flag_value
 from ocr_core.serving.spawn import serve_command
 from tests.pinned.flagcheck import h200_plan
 from tests.pinned.runs import (

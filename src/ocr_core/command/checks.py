@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from urllib.parse import urlsplit
 
+from ..errors import CommandError
+from ..planning.serve_flags import user_flags
 from ..settings import Settings
 from .core_wheel import take_core_wheel
 from .jobs_request import FanoutRequest, take_fanout_request
@@ -77,6 +79,10 @@ def checked_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         parser.error(problem)
     if args.config is not None and (problem := config_name_problem(args.config)):
         parser.error(problem)
+    try:
+        user_flags(args.extra_serve_args)
+    except CommandError as exc:
+        parser.error(str(exc))
     args.take_over_jobs = tuple(args.take_over_jobs)
     return Settings.from_namespace(args)
 

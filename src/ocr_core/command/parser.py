@@ -27,14 +27,14 @@ from ..planning.defaults import (
     SERVER_WINDOW,
     STALL_TIMEOUT_S,
 )
-from ..redaction import redact
-from .job_commands import (
+from ..planning.job_commands import (
     SECRET_FLAGS,
     job_command,
     masked_secrets,
     script_url,
     wrapped_command,
 )
+from ..redaction import redact
 from .jobs_request import add_fanout_arguments
 
 UNRECOGNIZED = "unrecognized arguments: "

@@ -14,15 +14,13 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Sequence
-from urllib.parse import urlsplit
 
 from ..facts import ModelFacts
+from ..planning.job_commands import job_command, ran_command, without_local_server, without_secrets
+from ..planning.provenance import reproducible
 from ..redaction import redact
 from ..settings import Settings
-from .job_commands import job_command, ran_command, without_secrets
-from .provenance import reproducible
 
-SERVER_FLAG = "--server"
 CLONE_ENV = "OCR_VLLM_CLONE"
 
 
@@ -32,7 +30,7 @@ def rerun_command(script: str, facts: ModelFacts, argv: Sequence[str], settings:
     if from_clone():
         return make_command("submit" if on_jobs else "run", script, argv, settings)
     if on_jobs:
-        return job_command(script, facts, job_arguments(argv))
+        return job_command(script, facts, without_local_server(argv))
     return f"uv run {ran_command(script, argv)}"
 
 
@@ -57,7 +55,7 @@ def make_command(target: str, script: str, argv: Sequence[str], settings: Settin
         if place in flags:
             flags.remove(place)
     if target == "submit":
-        flags = job_arguments(flags)
+        flags = without_local_server(flags)
     words = [f"make {target}", f"SCRIPT={script}", f"INPUT={shlex.quote(settings.input)}"]
     words.append(f"OUTPUT={shlex.quote(settings.output)}")
     given = " ".join(shlex.quote(redact(flag)) for flag in without_secrets(flags))
@@ -75,19 +73,7 @@ def demo_offer(script: str, settings: Settings) -> str:
     )
 
 
-def job_arguments(argv: Sequence[str]) -> list[str]:
-    """The arguments less a `--server` whose every address is a loopback one."""
-    kept: list[str] = []
-    words = iter(argv)
-    for word in words:
-        name, equals, value = word.partition("=")
-        if name != SERVER_FLAG:
-            kept.append(word)
-            continue
-        value = value if equals else next(words, "")
-        if not all(urlsplit(url.strip()).hostname in LOCAL_HOSTS for url in value.split(",")):
-            kept.extend([word] if equals else [word, value])
-    return kept
-
-
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
+def retry_command(script: str, facts: ModelFacts, argv: Sequence[str], settings: Settings) -> str:
+    """The command that redoes the rows a run flagged: the same one, with --retry-errors."""
+    retried = list(argv) if "--retry-errors" in argv else [*argv, "--retry-errors"]
+    return rerun_command(script, facts, retried, settings)

@@ -17,12 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from ..command.job_commands import wrapped_command
 from ..command.jobs_request import FanoutRequest
-from ..command.provenance import hub_id
 from ..console import say
 from ..errors import CommandError
 from ..inputs.addresses import hub_unreachable, input_problem
+from ..planning.job_commands import wrapped_command
+from ..planning.provenance import hub_id
 from ..publishing.slices import published_slices
 from ..redaction import redact, register_secret
 from ..settings import Settings

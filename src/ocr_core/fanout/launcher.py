@@ -14,14 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..command.core_wheel import check_ships
-from ..command.job_commands import job_command, without_secrets
 from ..command.jobs_request import FanoutRequest, job_arguments
-from ..command.provenance import released_scripts, script_source
 from ..command.script_header import jobs_header
 from ..command.sealed_arguments import SEALED_SECRET, sealed
 from ..console import say
 from ..errors import CommandError
 from ..facts import ModelFacts
+from ..planning.job_commands import job_command, without_secrets
+from ..planning.provenance import released_scripts, script_source
+from ..planning.serve_flags import user_flags
 from ..preparation.ownership import hub_token
 from ..redaction import register_run_secrets
 from ..settings import Settings
@@ -48,7 +49,7 @@ def launch_command_line(
     load_with: str,
 ) -> int:
     """`hub` and `jobs` replace the real Hub and Jobs clients (tests pass doubles)."""
-    register_run_secrets(settings)
+    register_run_secrets(settings, user_flags(settings.extra_serve_args))
     options = [option for action in parser._actions for option in action.option_strings]
     arguments, sealed_words = sealed(without_secrets(job_arguments(argv, options)))
     given = given_secrets(settings, sealed_words)

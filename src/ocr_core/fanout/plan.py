@@ -17,13 +17,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..command.core_wheel import CoreWheel, shipping_env
-from ..command.job_commands import DEFAULT_JOB_TIMEOUT, bucket_mounts, filled_words, image_command, script_url
 from ..command.jobs_request import FanoutRequest
-from ..command.provenance import ScriptSource
 from ..command.script_header import JobsHeader
 from ..errors import CommandError
 from ..facts import ModelFacts
 from ..inputs.selection import shard_label
+from ..planning.job_commands import DEFAULT_JOB_TIMEOUT, bucket_mounts, filled_words, image_command, script_url
+from ..planning.provenance import ScriptSource
 from ..settings import Settings
 from ..store.manifest import fingerprint
 from .jobs import JobLaunch

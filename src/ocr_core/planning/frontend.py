@@ -31,6 +31,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .serve_flags import flag_value
+
 # The oldest of the pinned releases whose parser takes each flag (a release between two pins counts as the older).
 RENDERER_WORKERS_SINCE = (0, 22, 1)
 TENSOR_IPC_SINCE = (0, 22, 1)
@@ -127,17 +129,6 @@ def has(version: str | None, since: tuple[int, int, int]) -> bool:
     return found is not None and found >= since
 
 
-def flag_value(flags: Sequence[str], name: str) -> str | None:
-    """The last value given to `name` (as `--name V` or `--name=V`), as vLLM's parser keeps it."""
-    value = None
-    for index, arg in enumerate(flags):
-        if arg.startswith(f"{name}="):
-            value = arg.partition("=")[2]
-        elif arg == name and index + 1 < len(flags):
-            value = flags[index + 1]
-    return value
-
-
 def processor_cache_off(flags: Sequence[str]) -> bool:
     value = flag_value(flags, "--mm-processor-cache-gb")
     try:
@@ -173,17 +164,3 @@ def plan_front_end(cores: float, engine: Engine, api_servers: int | None = None)
     small = engine.params_b is not None and engine.params_b <= SMALL_MODEL_B
     batched = LARGE_GPU_BATCHED_TOKENS if engine.large_gpu and small and not own_step else None
     return FrontEnd(servers, workers, tensor_ipc, batched)
-
-
-def without_overridden(plan_args: Sequence[str], user_args: Sequence[str]) -> list[str]:
-    """The plan's flags less those the user gives in --extra-serve-args: the user's own always win, and the record
-    of what ran then names theirs, not ours."""
-    given = {arg.partition("=")[0] for arg in user_args if arg.startswith("--")}
-    kept: list[str] = []
-    skip = False
-    for arg in plan_args:
-        if arg.startswith("--"):
-            skip = arg.partition("=")[0] in given
-        if not skip:
-            kept.append(arg)
-    return kept

@@ -21,7 +21,6 @@ older vLLM still starts its replicas one after another.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,11 +32,10 @@ from .frontend import (
     LARGE_BATCH_EXTRA_GIB,
     Engine,
     FrontEnd,
-    flag_value,
     plan_front_end,
-    without_overridden,
 )
 from .machine import Gpu, Machine
+from .serve_flags import flag_value
 
 FAST_GPUS = ("H100", "H200", "H20", "GH200", "B200", "B100", "A100", "L40S", "RTX PRO 6000")
 # Dense bf16 TFLOP/s by the datasheets: what the GPU can compute per page, not what the front end delivers.
@@ -78,14 +76,6 @@ LARGE_GPU_MIB = 70 * 1024
 
 
 @dataclass(frozen=True)
-class Slot:
-    """Where one replica runs: its GPU (None: whatever the process sees, e.g. the CPU) and the flags it gets."""
-
-    gpu: str | None
-    serve_args: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class ScalePlan:
     """The plan's choices and why: replicas per GPU, each one's front end and memory share, data parallel size."""
 
@@ -96,11 +86,6 @@ class ScalePlan:
     memory_share: float | None
     why: str
     kv_cache_bytes: int | None = None
-    user_args: tuple[str, ...] = ()
-
-    def with_user_args(self, user_args: Sequence[str]) -> ScalePlan:
-        """The plan under the user's --extra-serve-args, whose flags replace the plan's own of the same name."""
-        return dataclasses.replace(self, user_args=tuple(user_args))
 
     @property
     def concurrent_start(self) -> bool:
@@ -112,15 +97,7 @@ class ScalePlan:
         return self.per_gpu * max(1, len(self.machine.gpus)) if self.data_parallel == 1 else 1
 
     def serve_args(self) -> list[str]:
-        """The flags every replica of the plan gets beside the model's own, less those the user gives."""
-        return without_overridden(self.planned_args(), self.user_args)
-
-    def overridden(self) -> list[str]:
-        """The plan's flags that the user's --extra-serve-args replace."""
-        kept = set(self.serve_args())
-        return [arg for arg in self.planned_args() if arg.startswith("--") and arg not in kept]
-
-    def planned_args(self) -> list[str]:
+        """The flags the plan gives every replica beside the model's own (the engine plan puts the user's over them)."""
         args = []
         if self.data_parallel > 1:
             args += ["--data-parallel-size", str(self.data_parallel)]
@@ -130,13 +107,6 @@ class ScalePlan:
         if self.kv_cache_bytes is not None:
             args += ["--kv-cache-memory-bytes", str(self.kv_cache_bytes)]
         return args
-
-    def slots(self) -> list[Slot]:
-        """One slot per replica, GPU by GPU: each replica sees only its own GPU (CUDA_VISIBLE_DEVICES)."""
-        args = tuple(self.serve_args())
-        if self.data_parallel > 1 or not self.machine.gpus:
-            return [Slot(None, args)] * self.replicas
-        return [Slot(gpu.device, args) for gpu in self.machine.gpus for _ in range(self.per_gpu)]
 
     def describe(self) -> str:
         gpus = self.machine.gpus
@@ -149,21 +119,7 @@ class ScalePlan:
         servers = self.front_end.describe()
         kv = f", {self.kv_cache_bytes / GIB:.1f} GiB of KV cache each" if self.kv_cache_bytes is not None else ""
         start = ", started together" if self.concurrent_start and self.replicas > 1 else ""
-        yours = f"; --extra-serve-args replaces {' '.join(self.overridden())}" if self.overridden() else ""
-        return f"{where}, {self.machine.cpus} CPU cores: {shape}, {servers}{share}{kv}{start} ({self.why}){yours}"
-
-    def record(self) -> dict:
-        """The plan that ran, for the summary: its counts and the flags each replica got from it."""
-        return {
-            "cpus": self.machine.cpus,
-            "gpus": len(self.machine.gpus),
-            "replicas": self.replicas,
-            "api_servers": self.front_end.api_servers,
-            "renderer_workers": self.front_end.renderer_workers,
-            "serve_args": self.serve_args(),
-            "replaced_by_extra_serve_args": self.overridden(),
-            "why": self.why,
-        }
+        return f"{where}, {self.machine.cpus} CPU cores: {shape}, {servers}{share}{kv}{start} ({self.why})"
 
 
 def gpu_tflops(name: str) -> float | None:
@@ -185,10 +141,8 @@ def max_num_seqs(serve_args: Sequence[str], gpu: Gpu | None) -> int:
 
 def memory_utilization(serve_args: Sequence[str]) -> float | None:
     """The model card's --gpu-memory-utilization, which the replicas on one GPU share."""
-    args = list(serve_args)
-    if "--gpu-memory-utilization" in args:
-        return float(args[args.index("--gpu-memory-utilization") + 1])
-    return None
+    value = flag_value(serve_args, "--gpu-memory-utilization")
+    return float(value) if value is not None else None
 
 
 def plan_scale(

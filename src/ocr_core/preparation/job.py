@@ -14,14 +14,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from ..command.launch import Launch
-from ..command.provenance import on_hf_jobs
 from ..console import say
 from ..facts import ModelFacts
 from ..inputs.addresses import UsageError, check_local_input, input_problem, unreachable_problem
 from ..inputs.columns import Columns, collisions, result_columns
 from ..inputs.pdf import render_size
 from ..inputs.source import InputSelection, Source, load_source
+from ..planning.engine_plan import EngineRequest, engine_request
+from ..planning.launch import Launch
+from ..planning.provenance import on_hf_jobs
 from ..settings import Settings
 from ..store.hub import HfHub, HubClient, with_retries
 from ..store.lease import Lease, LocalLocks, lease_key
@@ -55,6 +56,11 @@ class Job:
     manifest: dict
     mirror: ProgressMirror
     started: float = field(default_factory=time.monotonic)
+
+    @cached_property
+    def engine(self) -> EngineRequest:
+        """What the recipe and the command line ask of the engine (the engine plan starts from it)."""
+        return engine_request(self.facts, self.settings)
 
     @cached_property
     def todo(self) -> int:

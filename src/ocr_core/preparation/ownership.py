@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..command.provenance import on_hf_jobs
 from ..inputs.addresses import UsageError, output_problem, unreachable_problem
+from ..planning.provenance import on_hf_jobs
 from ..settings import Settings
 from ..store.front_matter import split_front_matter
 from ..store.hub import HfHub, HubClient, with_retries

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from ..command.provenance import hub_id
+from ..planning.provenance import hub_id
 from ..store.front_matter import split_front_matter
 from .cost import JOB_FLAVOR_ENV
 

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..command.job_commands import job_command, job_timeout, ran_command
-from ..command.provenance import ScriptSource, earlier_writers, ran_image, reproducible, row_entry
-from ..command.rerun import job_arguments
 from ..console import say
 from ..judging.breaker import TRUNCATED
+from ..planning.job_commands import job_command, job_timeout, ran_command, without_local_server
+from ..planning.provenance import ScriptSource, earlier_writers, ran_image, reproducible, row_entry
 from ..preparation.job import Job
 from ..rates import billed_pages_per_s
 from ..settings import Settings
@@ -164,7 +163,7 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
     results = slice_results(job.destination.progress_dir, owned)
     served = earlier_writers(results["provenance"].to_pylist()) if not tally.done else None
     timeout = job_timeout(len(owned), tally.pages_per_s() or None)
-    command = job_command(job.launch.script, job.facts, job_arguments(job.launch.argv), timeout)
+    command = job_command(job.launch.script, job.facts, without_local_server(job.launch.argv), timeout)
     on_the_hub = reproducible(settings.input, settings.output, settings.model)
     reproduce = on_the_hub and origin.url is not None
     template = CardFacts(

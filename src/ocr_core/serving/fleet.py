@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -27,14 +26,13 @@ from dataclasses import dataclass
 
 import httpx
 
-from ..command.launch import Launch
 from ..console import say
 from ..errors import JobFailed
-from ..facts import ModelFacts
+from ..planning.engine_plan import EnginePlan
 from ..planning.scale import ScalePlan
-from ..settings import Settings
+from ..planning.server_policy import ServerPolicy
 from .chat import Answer, Retryable, RowFailed
-from .handle import ServerHandle, StartupTimeout, Target, metrics_page, model_serve_args, server_version
+from .handle import ServerHandle, StartupTimeout, Target, metrics_page, server_version
 from .ports import free_ports, server_urls, with_port
 from .replica import GONE, RECOVERING, SERVING, STARTING, Replica
 from .spawn import NotAVllmRoot, ServerError, is_local, url_port
@@ -134,7 +132,7 @@ class Fleet:
                 target = await opened
                 self.early = {replica: wait for replica, wait in self.early.items() if replica.url != target.url}
                 return target
-        timeout = self.replicas[0].handle.settings.startup_timeout
+        timeout = self.replicas[0].handle.policy.startup_timeout
         raise ServerError(f"none of the --server URLs answered /health within {timeout:.0f} s: {self.urls()}")
 
     def urls(self) -> str:
@@ -376,23 +374,17 @@ def same_model(targets: Sequence[Target]) -> str:
     return targets[0].model
 
 
-def build_fleet(
-    settings: Settings, facts: ModelFacts, launch: Launch, plan: ScalePlan, env: Mapping[str, str] | None = None
-) -> Fleet:
+def build_fleet(policy: ServerPolicy, engine: EnginePlan, env: Mapping[str, str] | None = None) -> Fleet:
     """Several --server URLs are the user's own servers, used as they are; one local URL gets the plan's replicas
     (the first on its port, the others on the next free ones, each spawned with `env`), which a server already
     answering there replaces."""
-    urls = server_urls(settings.server or "")
+    urls = server_urls(policy.server)
     lock = threading.Lock()  # one start at a time, where the plan does not let them start together
     if len(urls) > 1:
-        handles = [ServerHandle(settings, facts, launch.script, launch.argv, url, start_lock=lock) for url in urls]
-        return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], plan, given=True)
-    slots = plan.slots() if is_local(urls[0]) else plan.slots()[:1]
-    addresses = [urls[0], *(with_port(urls[0], port) for port in free_ports(url_port(urls[0]), len(slots) - 1))]
-    model_args = functools.cache(lambda: model_serve_args(facts, settings))
-    handles = [
-        ServerHandle(settings, facts, launch.script, launch.argv, address, slot, model_args,
-                     None if plan.concurrent_start else lock, env)
-        for address, slot in zip(addresses, slots)
-    ]  # fmt: skip
-    return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], plan)
+        handles = [ServerHandle(url, policy, None, lock) for url in urls]
+        return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], engine.scale, given=True)
+    launches = engine.replicas() if is_local(urls[0]) else engine.replicas()[:1]
+    addresses = [urls[0], *(with_port(urls[0], port) for port in free_ports(url_port(urls[0]), len(launches) - 1))]
+    start_lock = None if engine.scale.concurrent_start else lock
+    handles = [ServerHandle(address, policy, launch, start_lock, env) for address, launch in zip(addresses, launches)]
+    return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], engine.scale)

@@ -28,16 +28,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..command.job_commands import script_url
-from ..command.provenance import reproducible
-from ..command.rerun import demo_offer, from_clone, make_command, rerun_command
 from ..console import say
 from ..errors import JobFailed
-from ..facts import ModelFacts
-from ..planning.defaults import DEFAULT_SERVER
-from ..planning.scale import Slot
-from ..redaction import redact
-from ..settings import Settings
+from ..planning.engine_plan import ReplicaLaunch
+from ..planning.server_policy import ServerPolicy
 from .chat import Retryable
 from .spawn import (
     STOPPING,
@@ -61,8 +55,6 @@ HF_TOKEN_DOMAINS = (".huggingface.co", ".hf.co", ".hf.jobs")
 HEALTH_CHECK_GAP_S = 2.0
 HEALTH_CHECK_TIMEOUT_S = 20.0
 DEATH_BUDGET_S = 60.0
-ANYWHERE = Slot(None, ())
-SPAWN_ONLY_FLAGS = ("extra_serve_args", "data_parallel_size", "api_server_count", "replicas", "engine_cache")
 
 
 def check_resolves(url: str) -> None:
@@ -92,33 +84,14 @@ def api_headers(url: str, hf_token: str | None, api_key: str | None = None) -> d
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def missing_vllm_message(url: str, script: str, facts: ModelFacts, argv: list[str], settings: Settings) -> str:
-    """A job command only where a job could redo the run (rerun.py); else the vLLM to install here. A --server the
-    user gave names the server they meant: that nothing answers there comes first, then how to start one there."""
-    command = rerun_command(script, facts, argv, settings)
-    where = (
-        "Run this script on the vLLM image, which brings `vllm` (the script then starts the server itself)"
-        if reproducible(settings.input, settings.output, settings.model)
-        else f"Install vLLM at the version of the recipe's image, {facts.image}, so that `vllm` is on PATH, then rerun"
-    )
-    if settings.server != DEFAULT_SERVER:
-        return redact(
-            f"Nothing answers at --server {url}: check that your vLLM server runs at that address and port (its "
-            "/health answers 200 once it is ready), then rerun the same command.\nFor this script to start a server "
-            f"there instead, it needs the `vllm` command, which is not on PATH. {where}:\n  {command}"
-        )
-    reuse = (
-        make_command("run", script, [*argv, "--server", "http://HOST:8000"], settings)
-        if from_clone()
-        else f"uv run {script_url(script)} {' '.join(shlex.quote(a) for a in argv[:2])} --server http://HOST:8000"
-    )
-    return redact(
-        f"No vLLM server answers at {url}, and the `vllm` command is not on PATH to start one.\n"
-        f"{where}:\n"
-        f"  {command}\n"
-        f"or point it at a server that is already running:\n"
-        f"  {reuse}{demo_offer(script, settings)}"
-    )
+class VllmMissing(ServerError):
+    """Nothing answers at a local address and the `vllm` command is not on PATH to start a server there; the
+    command line composes the advice (where the run can go instead) from it."""
+
+    def __init__(self, url: str, named_server: bool) -> None:
+        self.url = url
+        self.named_server = named_server
+        super().__init__(f"no vLLM server answers at {url}, and the `vllm` command is not on PATH to start one")
 
 
 class StartupTimeout(ServerError):
@@ -135,31 +108,22 @@ class Target:
 
 
 class ServerHandle:
-    """`slot` says where a spawned server runs and with which of the plan's flags; `model_args` gives the model's
-    serve flags once its `prepare_serve` hook ran (the fleet shares one cached call among its replicas, since the
-    hook may fetch files); `env` is what a spawned server gets beside the model's own variables (the engine cache's
-    folders)."""
+    """One address of the fleet, held to `policy`. `launch` says how to start a server there (None: never start
+    one, the user's own server); `env` is what a spawned server gets beside the launch's own variables (the engine
+    cache's folders)."""
 
     def __init__(
         self,
-        settings: Settings,
-        facts: ModelFacts,
-        script: str,
-        argv: list[str],
         url: str,
-        slot: Slot = ANYWHERE,
-        model_args: Callable[[], list[str]] | None = None,
+        policy: ServerPolicy,
+        launch: ReplicaLaunch | None = None,
         start_lock: threading.Lock | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        self.settings = settings
-        self.facts = facts
-        self.script = script
-        self.argv = argv
         self.url = url.rstrip("/")
-        self.slot = slot
-        self.model_args = model_args or (lambda: model_serve_args(facts, settings))
-        self.headers = api_headers(self.url, settings.hf_token, settings.api_key)
+        self.policy = policy
+        self.launch = launch
+        self.headers = api_headers(self.url, policy.hf_token, policy.api_key)
         self.spawned: SpawnedServer | None = None
         self.restarts = 0
         self.generation = 0
@@ -177,13 +141,13 @@ class ServerHandle:
         if status == 404:
             raise NotAVllmRoot(self.url, "/health")
         if status != 200:
-            if spawn and is_local(self.url):
+            if spawn and self.launch is not None and is_local(self.url):
                 await asyncio.to_thread(self.spawn)
                 return Target(self.url, self.spawned_name(), self.headers)
             check_resolves(self.url)
-            say(f"waiting up to {self.settings.startup_timeout:.0f} s for {self.url} to answer /health")
-            if not await self.poll_health(self.settings.startup_timeout, at_start=True):
-                raise StartupTimeout(f"{self.url} did not answer /health within {self.settings.startup_timeout:.0f} s")
+            say(f"waiting up to {self.policy.startup_timeout:.0f} s for {self.url} to answer /health")
+            if not await self.poll_health(self.policy.startup_timeout, at_start=True):
+                raise StartupTimeout(f"{self.url} did not answer /health within {self.policy.startup_timeout:.0f} s")
         return Target(self.url, self.check_reused(), self.headers)
 
     def health(self) -> int | None:
@@ -197,19 +161,19 @@ class ServerHandle:
     def spawned_name(self) -> str:
         assert self.spawned is not None
         names = served_names(self.spawned.argv)
-        return names[0] if names else self.settings.model
+        return names[0] if names else self.policy.model
 
     def check_reused(self) -> str:
         """The model name to request from a server this run did not start; refuses one that cannot do this job."""
         entries = list_models(self.url, self.headers)
-        entry = matching_model(entries, self.settings.model, served_names(self.facts.serve_args))
+        entry = matching_model(entries, self.policy.model, self.policy.recipe_names)
         if entry is None:
-            raise ServerError(mismatch_message(self.url, self.settings.model, [item["id"] for item in entries]))
+            raise ServerError(mismatch_message(self.url, self.policy.model, [item["id"] for item in entries]))
         served_len = entry.get("max_model_len")
         say(f"{self.url} serves {entry['id']} (max_model_len {served_len or 'not given'}); this run did not start it")
-        for note in unapplied_flags(self.settings, served_len):
+        for note in unapplied_flags(self.policy, served_len):
             say(note)
-        max_tokens = self.settings.max_tokens
+        max_tokens = self.policy.max_tokens
         if isinstance(served_len, int) and max_tokens is not None and served_len <= max_tokens:
             raise ServerError(
                 f"{self.url} serves max_model_len {served_len}, at or below --max-tokens {max_tokens}, so no page "
@@ -219,36 +183,30 @@ class ServerHandle:
         return entry["id"]
 
     def spawn(self) -> None:
+        launch = self.launch
+        if launch is None:
+            raise ServerError(f"{self.url} is the user's own server, which this run never starts")
         if shutil.which("vllm") is None:
-            raise ServerError(missing_vllm_message(self.url, self.script, self.facts, self.argv, self.settings))
-        serve_args = self.model_args()
-        extra = [
-            "--max-model-len",
-            str(self.settings.max_model_len),
-            *self.slot.serve_args,
-            *shlex.split(self.settings.extra_serve_args),
-        ]
+            raise VllmMissing(self.url, self.policy.named_server)
         port = url_port(self.url)
-        env = {**self.facts.serve_env, **self.env}
-        if self.slot.gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = self.slot.gpu
         server = SpawnedServer(
-            serve_command(self.settings.model, serve_args, port, extra),
+            serve_command(self.policy.model, launch.flags, port),
             self.url,
-            env=env,
+            env=launch.environment(self.env),
             log_path=Path(tempfile.gettempdir()) / f"vllm-serve-{port}.log",
+            api_servers=launch.api_servers,
         )
         with self.state:
             if self.closed:
                 raise ServerError(STOPPING)
             self.spawned = server
-        gpu = f" on GPU {self.slot.gpu}" if self.slot.gpu is not None else ""
+        gpu = f" on GPU {launch.gpu}" if launch.gpu is not None else ""
         asked_at = time.time()
         with self.start_lock:
             say(f"starting{gpu}: {shlex.join(server.argv)}")
             say(f"server log: {server.log_path}")
             server.start()
-            server.wait_ready(self.settings.startup_timeout)
+            server.wait_ready(self.policy.startup_timeout)
         self.startup = {
             "waited_s": round(server.launched_at - asked_at, 1),
             **startup_timeline(server.log_of_this_start(), server.launched_at, time.time()),
@@ -282,7 +240,7 @@ class ServerHandle:
             if generation != self.generation or not error.engine_dead:
                 return self.generation
             if self.spawned is None:
-                if await self.poll_health(self.settings.startup_timeout):
+                if await self.poll_health(self.policy.startup_timeout):
                     return self.generation
                 raise JobFailed(f"{self.url} stopped answering ({error}) and did not come back")
             if await self.poll_health(DEATH_BUDGET_S, self.spawned.alive):
@@ -307,13 +265,13 @@ class ServerHandle:
     async def restart_spawned(self, why: str) -> None:
         """One bounded restart; pages in flight fail with transport errors and are retried under the new generation."""
         assert self.spawned is not None
-        if self.restarts >= self.settings.max_restarts:
+        if self.restarts >= self.policy.max_restarts:
             raise JobFailed(
                 f"{why}, and the server was already restarted {self.restarts} time(s) (--max-restarts). Last lines "
                 f"of {self.spawned.log_path}:\n{log_tail(self.spawned.log_path)}"
             )
         self.restarts += 1
-        say(f"{why} at {self.url}; restarting it ({self.restarts}/{self.settings.max_restarts})")
+        say(f"{why} at {self.url}; restarting it ({self.restarts}/{self.policy.max_restarts})")
         try:
             await asyncio.to_thread(self.restart)
         except ServerError as exc:
@@ -325,7 +283,7 @@ class ServerHandle:
         self.spawned.stop()
         with self.start_lock:
             self.spawned.start()
-            self.spawned.wait_ready(self.settings.startup_timeout)
+            self.spawned.wait_ready(self.policy.startup_timeout)
         say(f"server is ready again ({self.url})")
 
     def close(self) -> None:
@@ -356,14 +314,6 @@ async def server_version(url: str, headers: Mapping[str, str]) -> str | None:
         return None
 
 
-def model_serve_args(facts: ModelFacts, settings: Settings) -> list[str]:
-    """The model card's serve flags, after the model's own `prepare_serve` hook (which may fetch files)."""
-    serve_args = list(facts.serve_args)
-    if facts.prepare_serve is not None:
-        serve_args = facts.prepare_serve(serve_args, settings.model)
-    return serve_args
-
-
 def mismatch_message(url: str, model: str, served: list[str]) -> str:
     if not served:
         return f"{url} lists no model at /v1/models; point --server at a vLLM server of {model}"
@@ -374,16 +324,13 @@ def mismatch_message(url: str, model: str, served: list[str]) -> str:
     )
 
 
-def unapplied_flags(settings: Settings, served_len: object) -> list[str]:
+def unapplied_flags(policy: ServerPolicy, served_len: object) -> list[str]:
     """Notes for the flags that only shape a server this run starts, when they were given for one it did not."""
     notes = []
-    if served_len != settings.max_model_len:
+    if served_len != policy.max_model_len:
         notes.append(
-            f"--max-model-len {settings.max_model_len} does not apply to a server this run did not start; it serves "
+            f"--max-model-len {policy.max_model_len} does not apply to a server this run did not start; it serves "
             f"max_model_len {served_len or 'unknown'}"
         )
-    for name in SPAWN_ONLY_FLAGS:
-        value = getattr(settings, name, None)
-        if value:
-            notes.append(f"--{name.replace('_', '-')} {value} does not apply to a server this run did not start")
+    notes += [f"{given} does not apply to a server this run did not start" for given in policy.spawn_only]
     return notes

@@ -96,7 +96,7 @@ class Replica:
         the start of a server this run spawned went (startup_log.py)."""
         return {
             "url": self.url,
-            "gpu": self.handle.slot.gpu,
+            "gpu": self.handle.launch.gpu if self.handle.launch is not None else None,
             "pages": self.answered,
             "restarts": self.handle.restarts,
             "state": self.state,

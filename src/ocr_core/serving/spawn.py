@@ -9,7 +9,6 @@ itself when the driver dies in a way that runs no cleanup (kill -9, the OOM kill
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import re
 import shutil
@@ -26,10 +25,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..command.rerun import LOCAL_HOSTS
 from ..console import say
 from ..errors import CommandError
-from ..planning.frontend import flag_value
+from ..planning.job_commands import LOCAL_HOSTS
+from ..planning.serve_flags import flag_value
 from ..redaction import redact
 
 HEALTH_POLL_S = 2.0
@@ -130,13 +129,8 @@ def list_models(url: str, headers: Mapping[str, str] | None = None) -> list[dict
 
 def served_names(argv: Sequence[str]) -> list[str]:
     """The names given to `--served-model-name` in a serve command (the last use wins, as in vLLM)."""
-    names: list[str] = []
-    for index, arg in enumerate(argv):
-        if arg.startswith("--served-model-name="):
-            names = [arg.partition("=")[2]]
-        elif arg == "--served-model-name":
-            names = list(itertools.takewhile(lambda value: not value.startswith("--"), argv[index + 1 :]))
-    return names
+    names = flag_value(argv, "--served-model-name")
+    return names.split() if names else []
 
 
 def matching_model(entries: Sequence[dict], model: str, names: Sequence[str]) -> dict | None:
@@ -216,6 +210,7 @@ class SpawnedServer:
     url: str
     env: Mapping[str, str] = field(default_factory=dict)
     log_path: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "vllm-serve.log")
+    api_servers: int = 1
     process: subprocess.Popen | None = None
     lifeline: int | None = None
     launched_at: float = 0.0
@@ -293,7 +288,7 @@ class SpawnedServer:
     def wait_api_servers(self, until: float) -> None:
         """Waits, to the monotonic time `until`, for the log to show every API server of --api-server-count up;
         then the run goes on with those that are, and says so. A single API server is up once /health answers."""
-        expected = int(flag_value(self.argv, "--api-server-count") or 1)
+        expected = self.api_servers
         while expected > 1 and (up := self.log_of_this_start().count(API_SERVER_UP)) < expected:
             self.raise_if_gone()
             if time.monotonic() >= until:

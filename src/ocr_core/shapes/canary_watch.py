@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..command.rerun import rerun_command
 from ..judging.canary import Canary, CanaryContext
 from ..preparation.job import Job
 from ..store.progress import ResultLog
@@ -12,13 +11,10 @@ def make_canary(job: Job, log: ResultLog, version: str | None, server: str | Non
     """The canary over this run's first answers (all of them when fewer are to do; `server`: those of one server),
     or None with --no-canary.
 
-    Its message shows the exact job command on the model's image, with --retry-errors to redo the rows it flags.
+    Its message shows the command that redoes the rows it flags (the launch's `rerun`, written by the command line).
     """
     if job.settings.no_canary:
         return None
-    given = job.launch.argv
-    argv = given if "--retry-errors" in given else [*given, "--retry-errors"]
     served = f"vLLM {version}" if version else None
-    command = rerun_command(job.launch.script, job.facts, argv, job.settings)
-    context = CanaryContext(job.settings.model, job.facts.image, command, served, server)
+    context = CanaryContext(job.settings.model, job.facts.image, job.launch.rerun, served, server)
     return Canary(log, context, min(job.settings.canary_pages, job.todo))

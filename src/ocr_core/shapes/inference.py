@@ -6,8 +6,8 @@ import hashlib
 from datetime import datetime, timezone
 from typing import Any
 
-from ..command.provenance import ScriptSource, ran_image, writer_record
 from ..facts import ModelFacts
+from ..planning.provenance import ScriptSource, ran_image, writer_record
 from ..preparation.job import Job
 from ..store.manifest import requested_sampling
 from ..version import core_build, core_version

@@ -9,7 +9,6 @@ engine still rejects is split in halves down to the single page at fault.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -27,6 +26,7 @@ from ..inputs.source import RowInput
 from ..judging.answers import judge
 from ..judging.breaker import Breaker
 from ..judging.canary import Canary
+from ..planning.engine_plan import EngineRequest
 from ..settings import Settings
 from ..store.manifest import requested_sampling
 from ..store.progress import ResultLog, RowResult
@@ -51,7 +51,7 @@ class OfflinePage:
 
 
 class NoGpu(CommandError, RuntimeError):
-    """The offline recipe cannot run here; the message names the command that can."""
+    """The offline recipe cannot run here (the message says why); the command line adds where it can."""
 
 
 def engine_flags(serve_args: Sequence[str]) -> list[str]:
@@ -85,22 +85,18 @@ def engine_kwargs(serve_args: Sequence[str]) -> dict[str, Any]:
     return {key: value for key, value in given.items() if value != defaults.get(key)}
 
 
-def check_gpu(where: str) -> None:
+def check_gpu() -> None:
     """Offline recipes need vLLM and a GPU, except on vLLM's CPU build (which the tests use). The header installs
     vLLM on Linux only, the one platform it builds for, so elsewhere the recipe can still print its usage and launch
-    `--jobs`, and a run stops here with `where` it can run (rerun.where_it_runs)."""
-    elsewhere = (
-        f"this recipe runs the vLLM engine in-process. {where}\nor use the -server twin against an endpoint that is "
-        "already running (--server URL)."
-    )
+    `--jobs`, and a run stops here; the command line adds where it can run (command/advice.py)."""
     try:
         from vllm.platforms import current_platform
     except ModuleNotFoundError:
         installs = "the script's header installs it on Linux only"
-        raise NoGpu(f"vLLM is not installed here ({sys.platform}; {installs}), and {elsewhere}") from None
+        raise NoGpu(f"vLLM is not installed here ({sys.platform}; {installs})") from None
     if current_platform.is_cpu() or current_platform.is_cuda_alike():
         return
-    raise NoGpu(f"no GPU found, and {elsewhere}")
+    raise NoGpu("no GPU found")
 
 
 class OfflineRunner:
@@ -250,29 +246,28 @@ def stdout_to_stderr() -> TextIO:
     return summary
 
 
-def open_llm(facts: ModelFacts, settings: Settings, where: str) -> Any:
-    """Builds the engine from serve_args; the FlashInfer sampler needs nvcc, which the vLLM images lack. `where`
-    says where the run can go when this machine has no vLLM or no GPU. vLLM's own INFO and WARNING lines (about 60
+def open_llm(engine: EngineRequest, verbose: bool) -> Any:
+    """Builds the engine from the request's flags; the FlashInfer sampler needs nvcc, which the vLLM images lack.
+    vLLM's own INFO and WARNING lines (about 60
     of them while the engine starts) stay off the terminal unless --verbose, as a server recipe keeps them in its
     server log; the variable is read when vLLM is first imported, here, and its engine processes inherit it."""
     os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
-    if not settings.verbose:
+    if not verbose:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    check_gpu(where)
+    check_gpu()
     from vllm import LLM
 
-    kwargs = engine_kwargs([*facts.serve_args, *shlex.split(settings.extra_serve_args)])
-    kwargs["max_model_len"] = settings.max_model_len
-    say(f"building the engine: LLM(model={settings.model!r}, {', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+    kwargs = engine_kwargs(engine.offline_flags())
+    say(f"building the engine: LLM(model={engine.model!r}, {', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
     try:
-        return LLM(model=settings.model, **kwargs)
+        return LLM(model=engine.model, **kwargs)
     except Exception as exc:
         raise JobFailed(
-            f"the vLLM engine could not be built: {type(exc).__name__}: {exc}{build_failure_hint(exc, settings)}"
+            f"the vLLM engine could not be built: {type(exc).__name__}: {exc}{build_failure_hint(exc, engine)}"
         ) from exc
 
 
-def build_failure_hint(exc: BaseException, settings: Settings) -> str:
+def build_failure_hint(exc: BaseException, engine: EngineRequest) -> str:
     """What to check, for the failure it was: the network when the model's files could not be fetched, the flags
     given with --extra-serve-args when there are some; nothing else is known to help. A single hint about those
     flags followed every failure, a model download that could not connect included, under a flag's wrong name."""
@@ -282,7 +277,7 @@ def build_failure_hint(exc: BaseException, settings: Settings) -> str:
             f". The model's files are fetched from the Hub, but {unreachable}, or pass --model a local folder that "
             "holds the model"
         )
-    if settings.extra_serve_args.strip():
+    if engine.user_flags:
         return ". Flags passed with --extra-serve-args replace the recipe's flags of the same name: check them"
     return ""
 

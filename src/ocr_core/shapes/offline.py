@@ -6,12 +6,10 @@ Its vLLM installs its own signal handlers while it starts, so the stop signals a
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from ..command.rerun import where_it_runs
 from ..console import say
 from ..errors import JobFailed
 from ..planning.machine import detect_machine
@@ -64,18 +62,12 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
 
 def offline_engine_cache(job: Job) -> EngineCache | None:
     """The --engine-cache of the in-process engine, keyed by this interpreter's vLLM, the GPUs it sees and the
-    engine's flags; None without the flag."""
-    settings = job.settings
-    if settings.engine_cache is None:
+    engine's exact flags; None without the flag."""
+    if job.settings.engine_cache is None:
         return None
-    flags = [
-        *job.facts.serve_args,
-        *shlex.split(settings.extra_serve_args),
-        "--max-model-len",
-        str(settings.max_model_len),
-    ]
     gpus = [gpu.name for gpu in detect_machine().gpus]
-    return open_engine_cache(settings.engine_cache, make_key(versions_of(sys.executable), gpus, settings.model, flags))
+    key = make_key(versions_of(sys.executable), gpus, job.settings.model, job.engine.offline_flags())
+    return open_engine_cache(job.settings.engine_cache, key)
 
 
 def drive_offline(
@@ -85,8 +77,7 @@ def drive_offline(
     cache's variables set before vLLM reads them, then takes the stop signals back (vLLM installs its own) and runs
     the batches."""
     os.environ.update(cache_env)
-    where = where_it_runs(job.launch.script, job.facts, job.launch.argv, job.settings)
-    llm = open_llm(job.facts, job.settings, where)
+    llm = open_llm(job.engine, job.settings.verbose)
     opened.append(llm)
     stop.install()
     writer = writer_of(job, Drive(version=vllm_version()))

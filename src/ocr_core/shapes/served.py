@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import shlex
 from collections.abc import Callable
 from typing import TextIO
 
@@ -15,11 +14,12 @@ import httpx
 
 from ..console import say
 from ..errors import JobFailed
-from ..facts import ModelFacts
 from ..planning.defaults import SATURATE_MAX_INFLIGHT, SERVER_WINDOW
+from ..planning.engine_plan import EnginePlan, plan_engine
 from ..planning.installed import installed_vllm_version
 from ..planning.machine import detect_machine
-from ..planning.scale import ScalePlan, max_num_seqs, memory_utilization, plan_scale
+from ..planning.scale import max_num_seqs
+from ..planning.server_policy import policy_of
 from ..preparation.job import Job
 from ..serving.engine_cache import EngineCache, make_key, open_engine_cache, served_versions
 from ..serving.fleet import Fleet, build_fleet
@@ -73,65 +73,57 @@ def make_window(
     return Window(start, cap, adaptive=True), guard
 
 
-def scale_plan(settings: Settings, facts: ModelFacts) -> ScalePlan:
-    """The machine plan (a CommandError where --replicas does not fit the machine), under the vLLM that a spawned
-    server will be: the one installed where a GPU could use release-bound flags, else the recipe's pin."""
+def machine_engine_plan(job: Job, spawns: bool) -> EnginePlan:
+    """The engine plan on this machine (a CommandError where --replicas does not fit it), under the vLLM that a
+    spawned server will be: the one installed where a GPU could use release-bound flags, else the recipe's pin.
+    Where this run may start servers (`spawns`), the recipe's flags go through its `prepare_serve` hook first (it
+    may fetch files), so the plan holds the exact command that will run."""
     machine = detect_machine()
-    version = (installed_vllm_version() if machine.gpus else None) or facts.vllm_pin
-    plan = plan_scale(
-        machine,
-        facts.params_b,
-        memory_utilization(facts.serve_args),
-        settings.replicas,
-        settings.api_server_count,
-        settings.data_parallel_size,
-        version,
-        facts.serve_args,
-    )
-    return plan.with_user_args(shlex.split(settings.extra_serve_args))
+    version = installed_vllm_version() if machine.gpus else None
+    facts = job.facts
+    hooked = facts.prepare_serve(list(facts.serve_args), job.settings.model) if spawns and facts.prepare_serve else None
+    return plan_engine(job.engine, machine, version, tuple(hooked) if hooked is not None else None)
 
 
-def served_engine_cache(settings: Settings, facts: ModelFacts, plan: ScalePlan) -> EngineCache | None:
-    """The --engine-cache of the servers this run spawns, keyed by the `vllm` on PATH, the GPUs and every flag the
-    replicas get; None without the flag, or where the run starts no server (remote or several --server URLs)."""
+def spawns_here(settings: Settings) -> bool:
+    """Whether this run may start servers: one --server address, on this machine."""
     urls = server_urls(settings.server or "")
-    if settings.engine_cache is None or len(urls) > 1 or not is_local(urls[0]):
+    return len(urls) == 1 and is_local(urls[0])
+
+
+def served_engine_cache(settings: Settings, plan: EnginePlan) -> EngineCache | None:
+    """The --engine-cache of the servers this run spawns, keyed by the `vllm` on PATH, the GPUs and the exact
+    flags the replicas get; None without the flag, or where the run starts no server."""
+    if settings.engine_cache is None or not spawns_here(settings):
         return None
-    flags = [
-        *facts.serve_args,
-        "--max-model-len",
-        str(settings.max_model_len),
-        *plan.serve_args(),
-        *shlex.split(settings.extra_serve_args),
-    ]
-    gpus = [gpu.name for gpu in plan.machine.gpus]
-    return open_engine_cache(settings.engine_cache, make_key(served_versions(), gpus, settings.model, flags))
+    key = make_key(served_versions(), [gpu.name for gpu in plan.machine.gpus], plan.request.model, plan.flags)
+    return open_engine_cache(settings.engine_cache, key)
 
 
-def replica_window(facts: ModelFacts, settings: Settings, plan: ScalePlan, fleet: Fleet, capacity: int | None) -> int:
+def replica_window(plan: EnginePlan, fleet: Fleet, capacity: int | None) -> int:
     """The fixed window's share of one replica: the batch its engines run at once, from what the replicas serving
-    now report (their KV capacity) and their scheduler's max_num_seqs (the flags, else vLLM's default for the GPU
-    of a replica this run started; the smaller default for a server it did not start)."""
+    now report (their KV capacity) and their scheduler's max_num_seqs (the plan's flags on the GPU of a replica this
+    run started; vLLM's smaller default for a server it did not start)."""
     spawned = not fleet.given and fleet.replicas[0].handle.spawned is not None
-    ranks = plan.data_parallel if spawned else 1
-    gpu = plan.machine.gpus[0] if spawned and plan.machine.gpus else None
-    flags = [*facts.serve_args, *plan.serve_args(), *shlex.split(settings.extra_serve_args)]
+    ranks = plan.scale.data_parallel if spawned else 1
+    seqs = plan.max_num_seqs() if spawned else max_num_seqs(plan.request.engine_flags(), None)
     per_replica = capacity // max(1, len(fleet.serving())) if capacity else None
-    return engine_window(per_replica, max_num_seqs(flags, gpu) * ranks, SERVER_WINDOW * ranks)
+    return engine_window(per_replica, seqs * ranks, SERVER_WINDOW * ranks)
 
 
 async def run_job(job: Job, stop: StopSignals) -> Drive:
     """Server shape: finds or starts the fleet, then keeps the window full until every row has an outcome."""
     settings = job.settings
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
-    plan = scale_plan(settings, job.facts)
-    cache = await asyncio.to_thread(served_engine_cache, settings, job.facts, plan) if job.todo else None
+    spawns = bool(job.todo) and spawns_here(settings)
+    plan = await asyncio.to_thread(machine_engine_plan, job, spawns)
+    cache = await asyncio.to_thread(served_engine_cache, settings, plan) if job.todo else None
     try:
-        fleet = build_fleet(settings, job.facts, job.launch, plan, cache.environment() if cache else {})
+        fleet = build_fleet(policy_of(settings, job.facts), plan, cache.environment() if cache else {})
         owned = len(job.source.owned())
         progress = ProgressBar(owned, owned - job.todo)
         drive = Drive()
-        sharing = not fleet.given and plan.per_gpu > 1 and bool(plan.machine.gpus)
+        sharing = not fleet.given and plan.scale.per_gpu > 1 and bool(plan.machine.gpus)
         with cuda_mps(sharing and bool(job.todo)):
             window = await drive_fleet(job, stop, plan, fleet, progress, drive, cache)
     finally:
@@ -154,7 +146,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
 async def drive_fleet(
     job: Job,
     stop: StopSignals,
-    plan: ScalePlan,
+    plan: EnginePlan,
     fleet: Fleet,
     progress: ProgressBar,
     drive: Drive,
@@ -168,9 +160,9 @@ async def drive_fleet(
             say(f"machine: {plan.describe()}")
             target = await fleet.open()
             drive.model_name = target.model
-            engines = len(fleet.replicas) * (plan.data_parallel if not fleet.given else 1)
+            engines = len(fleet.replicas) * (plan.scale.data_parallel if not fleet.given else 1)
             capacity = await fleet_capacity(fleet, settings)
-            each = replica_window(job.facts, settings, plan, fleet, capacity)
+            each = replica_window(plan, fleet, capacity)
             fixed, full = each * len(fleet.serving()), each * len(fleet.replicas)
             window, guard = make_window(settings, job.launch.mode, engines, capacity, fixed, full)
             if job.launch.mode == "server" and not settings.max_inflight:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..facts import ModelFacts
 from ..inputs.images import placeholder_part
+from ..planning.engine_plan import engine_request
+from ..planning.serve_flags import parse_flags
 from ..redaction import is_secret_flag
 from ..settings import Settings
 
@@ -32,7 +33,8 @@ SPEED_ONLY_FLAGS = frozenset(
         "--uvicorn-log-level", "--disable-log-requests", "--enable-log-requests", "--disable-log-stats",
         "--disable-uvicorn-access-log", "--max-log-len", "--swap-space", "--cpu-offload-gb", "--enable-prefix-caching",
         "--no-enable-prefix-caching", "--mm-processor-cache-gb", "--block-size", "--enable-chunked-prefill",
-        "--no-enable-chunked-prefill", "--async-scheduling", "--served-model-name",
+        "--no-enable-chunked-prefill", "--async-scheduling", "--served-model-name", "--renderer-num-workers",
+        "--mm-tensor-ipc", "--kv-cache-memory-bytes",
     }
 )  # fmt: skip
 
@@ -76,7 +78,7 @@ def fingerprint(
     }
     if facts.retry_temperature is not None:
         manifest["retry_temperature"] = facts.retry_temperature
-    serve_args = text_serve_args([*facts.serve_args, *shlex.split(settings.extra_serve_args or "")])
+    serve_args = text_serve_args(engine_request(facts, settings).engine_flags())
     if serve_args:
         manifest["serve_args"] = serve_args
     selection = shard_selection(settings)
@@ -96,22 +98,10 @@ def text_serve_args(words: Sequence[str]) -> list[str]:
     those known to change only speed, memory or where the server listens, so a faster rerun still resumes.
     Secret-looking flags are left out: the manifest is published beside the results."""
     kept: list[str] = []
-    for group in flag_groups(words):
-        name = group[0].partition("=")[0]
-        if name not in SPEED_ONLY_FLAGS and not is_secret_flag(name):
-            kept.extend(group)
+    for flag in parse_flags(words):
+        if flag.option not in SPEED_ONLY_FLAGS and not is_secret_flag(flag.words[0].partition("=")[0]):
+            kept.extend(flag.words)
     return kept
-
-
-def flag_groups(words: Sequence[str]) -> list[list[str]]:
-    """Each flag with the values that follow it (a JSON value or a path never starts with a dash)."""
-    groups: list[list[str]] = []
-    for word in words:
-        if word.startswith("-") or not groups:
-            groups.append([word])
-        else:
-            groups[-1].append(word)
-    return groups
 
 
 def shard_selection(settings: Settings) -> dict[str, Any] | None:

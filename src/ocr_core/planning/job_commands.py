@@ -7,11 +7,14 @@ import math
 import re
 import shlex
 from collections.abc import Mapping, Sequence
+from urllib.parse import urlsplit
 
 from ..facts import ModelFacts
 from ..planning.cache_volume import bucket_mounts
 from ..redaction import is_secret_flag, redact
 
+# Addresses that name the machine the run is on: a job gets none of them (it starts its own server).
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
 SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
 
 
@@ -162,3 +165,21 @@ def names_secret_flag(name: str) -> bool:
 def letters(flag: str) -> str:
     """A flag's letters and digits, lower case: `--API_Key` and `--api-key` are spelt alike."""
     return re.sub(r"[^a-z0-9]", "", flag.lower())
+
+
+SERVER_FLAG = "--server"
+
+
+def without_local_server(argv: Sequence[str]) -> list[str]:
+    """The arguments less a `--server` whose every address is a loopback one."""
+    kept: list[str] = []
+    words = iter(argv)
+    for word in words:
+        name, equals, value = word.partition("=")
+        if name != SERVER_FLAG:
+            kept.append(word)
+            continue
+        value = value if equals else next(words, "")
+        if not all(urlsplit(url.strip()).hostname in LOCAL_HOSTS for url in value.split(",")):
+            kept.extend([word] if equals else [word, value])
+    return kept

@@ -1,0 +1,166 @@
+"""The engine a run will start, decided once: each replica's exact flags and environment, and what they are keyed by.
+
+The spawned `vllm serve` command, the engine cache's key, the window's batch size, the readiness check's count of
+API servers, the summary's `engine_plan` and the offline engine's arguments all read this record; none of them
+builds a flag list of its own. So the key names exactly the command that ran, and what the summary says ran is what
+ran.
+
+The flags are layered as vLLM's parser reads them (serve_flags.py): the recipe's serve flags (after the model's own
+`prepare_serve` hook), `--max-model-len`, then the machine plan's flags, then the user's `--extra-serve-args`, each
+layer replacing the options the next one sets, so exactly one spelling of each option reaches vLLM. The machine
+plan sees the recipe's and the user's flags before it chooses: a user who turns the processor cache on gets no
+renderer threads from a vLLM that refuses them together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..facts import ModelFacts
+from ..settings import Settings
+from .machine import Gpu, Machine
+from .scale import ScalePlan, max_num_seqs, memory_utilization, plan_scale
+from .serve_flags import canonical, flag_value, merged, replaced_options, user_flags
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    """What the recipe and the command line ask of the engine, before the machine is known: the same on every
+    machine, so the results' fingerprint and the offline engine read it."""
+
+    model: str
+    max_model_len: int
+    model_flags: tuple[str, ...]
+    user_flags: tuple[str, ...] = ()
+    serve_env: Mapping[str, str] = field(default_factory=dict)
+    params_b: float | None = None
+    vllm_pin: str | None = None
+    replicas: int | None = None
+    api_servers: int | None = None
+    data_parallel: int | None = None
+
+    def engine_flags(self) -> list[str]:
+        """The recipe's flags under the user's: the engine's options on any machine (no length, no plan)."""
+        return merged(self.model_flags, self.user_flags)
+
+    def offline_flags(self) -> list[str]:
+        """The in-process engine's flags: the recipe's and the user's, with the run's --max-model-len between."""
+        return canonical(
+            merged(merged(self.model_flags, ["--max-model-len", str(self.max_model_len)]), self.user_flags)
+        )
+
+
+def engine_request(facts: ModelFacts, settings: Settings) -> EngineRequest:
+    """What a parsed command line asks of this recipe's engine; `--extra-serve-args` is split into flags here, once."""
+    return EngineRequest(
+        model=settings.model,
+        max_model_len=settings.max_model_len,
+        model_flags=tuple(facts.serve_args),
+        user_flags=user_flags(settings.extra_serve_args),
+        serve_env=dict(facts.serve_env),
+        params_b=facts.params_b,
+        vllm_pin=facts.vllm_pin,
+        replicas=settings.replicas,
+        api_servers=settings.api_server_count,
+        data_parallel=settings.data_parallel_size,
+    )
+
+
+@dataclass(frozen=True)
+class ReplicaLaunch:
+    """One replica: the GPU it sees (None: whatever the process sees), every flag after `vllm serve MODEL`, its
+    environment beside the engine cache's, and how many API servers it runs (readiness waits for each)."""
+
+    gpu: str | None
+    flags: tuple[str, ...]
+    env: Mapping[str, str]
+    api_servers: int = 1
+
+    def environment(self, extra: Mapping[str, str] = {}) -> dict[str, str]:
+        env = {**self.env, **extra}
+        if self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.gpu
+        return env
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    """The engine of a run on this machine: the machine plan, and the exact flags each replica gets."""
+
+    request: EngineRequest
+    scale: ScalePlan
+    flags: tuple[str, ...]
+    replaced: tuple[str, ...]
+
+    @property
+    def machine(self) -> Machine:
+        return self.scale.machine
+
+    @property
+    def api_servers(self) -> int:
+        """API server processes per replica, as vLLM will read the flags."""
+        return int(flag_value(self.flags, "--api-server-count") or 1)
+
+    @property
+    def renderer_workers(self) -> int:
+        return int(flag_value(self.flags, "--renderer-num-workers") or 1)
+
+    def replicas(self) -> list[ReplicaLaunch]:
+        """One launch per replica, GPU by GPU: each replica sees only its own GPU (CUDA_VISIBLE_DEVICES)."""
+        env = dict(self.request.serve_env)
+        gpus = self.machine.gpus
+        if self.scale.data_parallel > 1 or not gpus:
+            return [ReplicaLaunch(None, self.flags, env, self.api_servers)] * self.scale.replicas
+        per_gpu = self.scale.per_gpu
+        return [ReplicaLaunch(gpu.device, self.flags, env, self.api_servers) for gpu in gpus for _ in range(per_gpu)]
+
+    def gpu(self) -> Gpu | None:
+        return self.machine.gpus[0] if self.machine.gpus else None
+
+    def max_num_seqs(self) -> int:
+        """Sequences one engine's scheduler runs at once under these flags on this GPU."""
+        return max_num_seqs(self.flags, self.gpu())
+
+    def describe(self) -> str:
+        yours = f"; --extra-serve-args replaces {' '.join(self.replaced)}" if self.replaced else ""
+        return self.scale.describe() + yours
+
+    def record(self) -> dict:
+        """The plan that ran, for the summary and the card: its counts and the flags each replica got."""
+        return {
+            "cpus": self.machine.cpus,
+            "gpus": len(self.machine.gpus),
+            "replicas": self.scale.replicas,
+            "api_servers": self.api_servers,
+            "renderer_workers": self.renderer_workers,
+            "serve_args": list(self.flags),
+            "replaced_by_extra_serve_args": list(self.replaced),
+            "why": self.scale.why,
+        }
+
+
+def plan_engine(
+    request: EngineRequest, machine: Machine, vllm_version: str | None, model_flags: tuple[str, ...] | None = None
+) -> EnginePlan:
+    """The engine plan for `machine` under the vLLM that will run (`vllm_version`, None: the recipe's pin).
+    `model_flags` are the recipe's flags after its `prepare_serve` hook (default: as the recipe states them).
+
+    The machine plan sees the recipe's and the user's flags; its own flags go between the two, and the user's
+    replace both (a CommandError where --replicas does not fit the machine)."""
+    recipe = tuple(request.model_flags if model_flags is None else model_flags)
+    declared = merged(recipe, request.user_flags)
+    scale = plan_scale(
+        machine,
+        request.params_b,
+        memory_utilization(declared),
+        request.replicas,
+        request.api_servers,
+        request.data_parallel,
+        vllm_version or request.vllm_pin,
+        declared,
+    )
+    planned = scale.serve_args()
+    base = merged(merged(recipe, ["--max-model-len", str(request.max_model_len)]), planned)
+    flags = tuple(canonical(merged(base, request.user_flags)))
+    return EnginePlan(request, scale, flags, tuple(replaced_options(planned, request.user_flags)))
