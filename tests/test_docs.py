@@ -22,7 +22,9 @@ from ocr_models import RECIPES
 from tools.recipes import facts_of
 
 ROOT = Path(__file__).resolve().parent.parent
+# The guides that show recipe commands; every fenced command in these and in the contributors' pages is parsed.
 DOCS = ("README.md", "SERVING.md", "serving-unlimited-ocr.md")
+PARSED = (*DOCS, "CONTRIBUTING.md", "ARCHITECTURE.md")
 RECIPE_BY_SCRIPT = {recipe.script: recipe for recipe in RECIPES}
 SEPARATORS = {"&&", "||", ";", "|"}
 FENCE = re.compile(r"^\s*(```|~~~)")
@@ -158,7 +160,7 @@ def script_call(segment: list[str]) -> tuple[str, list[str]] | None:
 def invocations() -> list[tuple[str, str, list[str]]]:
     """(where, script, arguments) for every invocation of a recipe in the docs' code blocks."""
     found = []
-    for doc in DOCS:
+    for doc in PARSED:
         for number, line in logical_lines((ROOT / doc).read_text()):
             if not any(script in line for script in RECIPE_BY_SCRIPT) and not line.lstrip().startswith("make "):
                 continue
