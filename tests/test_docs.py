@@ -22,7 +22,9 @@ from ocr_models import RECIPES
 from tools.recipes import facts_of
 
 ROOT = Path(__file__).resolve().parent.parent
+# The guides that show recipe commands; every fenced command in these and in the contributors' pages is parsed.
 DOCS = ("README.md", "SERVING.md", "serving-unlimited-ocr.md")
+PARSED = (*DOCS, "CONTRIBUTING.md", "ARCHITECTURE.md")
 RECIPE_BY_SCRIPT = {recipe.script: recipe for recipe in RECIPES}
 SEPARATORS = {"&&", "||", ";", "|"}
 FENCE = re.compile(r"^\s*(```|~~~)")
@@ -158,7 +160,7 @@ def script_call(segment: list[str]) -> tuple[str, list[str]] | None:
 def invocations() -> list[tuple[str, str, list[str]]]:
     """(where, script, arguments) for every invocation of a recipe in the docs' code blocks."""
     found = []
-    for doc in DOCS:
+    for doc in PARSED:
         for number, line in logical_lines((ROOT / doc).read_text()):
             if not any(script in line for script in RECIPE_BY_SCRIPT) and not line.lstrip().startswith("make "):
                 continue
@@ -278,14 +280,51 @@ def test_the_docs_show_the_local_loader_a_run_prints(docs, arguments):
         assert printed in " ".join((ROOT / doc).read_text().split()), f"{doc} does not show {printed}"
 
 
-def test_the_readme_leads_with_what_runs_on_a_fresh_machine():
-    """Its first 90 lines were commands a fresh machine cannot run (unreleased URLs, HF Jobs, a GPU box), with the
-    two set-up commands at line 90 (issue 44): its first code block is now the clone and those two, and uv, which
-    the later commands need and a fresh machine lacks, is given with how to install it before any command needs it."""
+FIRST_SCREEN = 45
+
+
+def test_the_readmes_first_screen_shows_every_way_to_run():
+    """A user who opens the README sees, before any explanation, the command for each place a recipe runs: HF Jobs
+    (and `make submit` until a release), a GPU box (`uv run`, `make run` from a clone), a running server, and this
+    machine without a GPU (the clone, `make demo`, `make test`); and how to get uv, which the first ones need."""
     text = (ROOT / "README.md").read_text()
-    first = re.search(r"```bash\n(.*?)```", text, re.S)
-    assert first is not None
-    commands = [line.split("#")[0].strip() for line in first.group(1).splitlines()]
-    assert commands == ["git clone <this repository> ocr-vllm && cd ocr-vllm", "make demo", "make test"]
-    assert text.index("python3 -m pip install --user uv") < min(text.index("\nmake run "), text.index("\nuv run "))
+    screen = "\n".join(text.splitlines()[:FIRST_SCREEN])
+    commands = [line.strip() for _, line in logical_lines(screen)]
+    starts = ("hf jobs uv run ", "make submit ", "uv run https://", "make run ", "git clone ", "make demo", "make test")
+    for start in starts:
+        assert any(command.startswith(start) for command in commands), f"no `{start}...` in the first screen"
+    assert any("--server http" in command for command in commands)
+    assert "python3 -m pip install --user uv" in screen
     assert "make run SCRIPT=lighton-ocr3-saturate.py ARGS=--help" in text
+
+
+DATE = re.compile(r"20\d{2}-\d{2}-\d{2}")
+RESULT_FILE = re.compile(r"bench/results/[\w./-]+")
+
+
+@pytest.mark.parametrize("doc", ["README.md", "SERVING.md"])
+def test_the_guides_keep_no_diary(doc):
+    """The guides say what is, in the present tense: no dates and no issue numbers (the history is CHANGELOG.md's).
+    A date inside a result file's name is the file's name, which the link to it must give."""
+    lines = (ROOT / doc).read_text().splitlines()
+    dated = [
+        f"{doc}:{number}: {line}" for number, line in enumerate(lines, 1) if DATE.search(RESULT_FILE.sub("", line))
+    ]
+    issues = [f"{doc}:{number}: {line}" for number, line in enumerate(lines, 1) if re.search(r"\bissue \d", line)]
+    assert dated + issues == []
+
+
+def test_the_readme_is_a_guide_not_a_manual():
+    assert len((ROOT / "README.md").read_text().split()) <= 4000
+
+
+@pytest.mark.parametrize("doc", ["README.md", "SERVING.md", "ARCHITECTURE.md", "CONTRIBUTING.md", "CHANGELOG.md"])
+def test_every_local_link_leads_to_a_file_of_the_repository(doc):
+    """A link into the repository names a file that exists in it, never one outside it."""
+    text = (ROOT / doc).read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [target for target in targets if "://" not in target]
+    missing = [
+        target for target in local if not (ROOT / target).resolve().is_relative_to(ROOT) or not (ROOT / target).exists()
+    ]
+    assert missing == []

@@ -1,10 +1,11 @@
-"""Writes the model facts into models.json and renders the tables in README.md and SERVING.md from it.
+"""Writes the model facts into models.json and renders the README's recipes table and ARCHITECTURE.md's modules.
 
 models.json is the one place that says which script runs which model on which image and what was measured. Its
 facts (model id, shape, image, flags, prompt, sampling, columns, twin) are copied from the model registry and each
 model's FACTS (src/ocr_models) by this tool, so only the hand-kept fields (params, license, notes, measured,
 pinned_check) are edited there. The docs show it between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`
 markers, and `--check` fails when models.json or a block differs from what this tool would write (the tests run it).
+The measured figures models.json records are listed in bench/results/README.md, by tools/results_index.py.
 Usage: python tools/docs.py [--check]  (with the test bed's python, which has the core's dependencies)
 """
 
@@ -36,14 +37,14 @@ from ocr_models import RECIPES, Recipe, model_module  # noqa: E402
 MODELS_JSON = ROOT / "models.json"
 CORE = ROOT / "src" / "ocr_core"
 PACKAGES = (CORE, *sorted(folder.parent for folder in CORE.glob("*/__init__.py")), ROOT / "src" / "ocr_models")
-BLOCKS = {"README.md": ("scripts", "modules"), "SERVING.md": ("scripts", "measurements")}
+BLOCKS = {"README.md": ("scripts",), "ARCHITECTURE.md": ("modules",)}
 SHAPES = {
     "offline": f"offline (`vllm.LLM`), batches of {OFFLINE_BATCH}",
     "server": "server, fixed window of each engine's batch",
     "saturate": "server, adaptive window",
 }
 EDIT_NOTE = (
-    "<!-- rendered by tools/docs.py from models.json (measurements, notes) and src/ (the models' FACTS in "
+    "<!-- rendered by tools/docs.py from models.json and src/ (the models' FACTS in "
     "ocr_models, module docstrings): edit those, then run python tools/docs.py -->"
 )
 
@@ -141,29 +142,6 @@ def scripts_table(entries: dict[str, dict]) -> str:
     return table(["script", "model", "shape", "image", "flavor"], rows)
 
 
-def number(value: float | int) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def measurements_table(entries: dict[str, dict]) -> str:
-    """Every measured figure with where, when and who measured it, so cited and own numbers never blur."""
-    rows = [
-        [
-            f"`{script}`",
-            figure["metric"],
-            f"{number(figure['value'])} {figure['unit']}",
-            figure["hardware"],
-            figure["date"],
-            figure["source"],
-        ]
-        for script, entry in entries.items()
-        for figure in entry.get("measured", [])
-    ]
-    if not rows:
-        return "No figures recorded yet."
-    return table(["script", "what", "value", "hardware", "date", "source"], rows)
-
-
 def first_sentence(docstring: str) -> str:
     """A docstring's first sentence, its line breaks joined."""
     paragraph = " ".join(docstring.strip().split("\n\n")[0].split())
@@ -187,7 +165,6 @@ def modules_table(entries: dict[str, dict]) -> str:
 
 RENDERERS: dict[str, Callable[[dict[str, dict]], str]] = {
     "scripts": scripts_table,
-    "measurements": measurements_table,
     "modules": modules_table,
 }
 
