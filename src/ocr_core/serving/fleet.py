@@ -1,15 +1,11 @@
-"""The servers one run feeds: independent replicas behind one window, each page sent to the least busy of them.
+"""The servers one run feeds: which replicas belong to the fleet, how they open and join, and what the run reports
+of them. Where each page goes is routing.py's; what happens when a replica dies, hangs or leaves is
+supervision.py's; the fleet is both.
 
-Replicas on a shared GPU run at different speeds, so the next page goes to the replica with the fewest requests
-outstanding, not round robin. A replica that dies or hangs is taken out while it recovers (its own restart budget,
---max-restarts), and its pages in flight fail and go to the others; one that is past its budget, or a server this
-run did not start that stops answering, leaves the fleet. The run fails only when no replica is left. Each page
-that was in flight when an engine died, hung or left is counted (`deaths`): the pump's evidence of a page that
-kills its engine (poison.py). Spawned
-replicas start together where the machine plan says that is safe (scale.py: each on its own GPU, or each with its
-KV cache in bytes), so that the whole fleet serves in about the time one replica takes to start; otherwise the
-later ones start one after another while the first already works. Either way the GPU is busy from the first
-healthy server on, and `joined` hears of each replica that joins (the fixed window grows with the fleet). Servers
+Spawned replicas start together where the machine plan says that is safe (planning/scale.py: each on its own GPU,
+or each with its KV cache in bytes), so that the whole fleet serves in about the time one replica takes to start;
+otherwise the later ones start one after another while the first already works. Either way the GPU is busy from the
+first healthy server on, and `joined` hears of each replica that joins (the fixed window grows with the fleet). Servers
 given with --server are never started: the run serves on those that answer and each other one joins once it
 answers, so that one server down at the start holds back none of the others.
 """
@@ -22,7 +18,6 @@ import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import httpx
 
@@ -31,17 +26,15 @@ from ..errors import JobFailed
 from ..planning.engine_plan import EnginePlan
 from ..planning.scale import ScalePlan
 from ..planning.server_policy import ServerPolicy
-from .chat import Answer, Retryable, RowFailed
 from .handle import ServerHandle, StartupTimeout, Target, metrics_page, server_version
 from .ports import free_ports, server_urls, with_port
-from .replica import GONE, RECOVERING, SERVING, STARTING, Replica
+from .replica import GONE, SERVING, STARTING, Replica
+from .routing import PageRouting
 from .spawn import NotAVllmRoot, ServerError, is_local, url_port
-from .stall import watch_for_stalls
-
-TRIAL_POLL_S = 0.05
+from .supervision import ReplicaSupervision
 
 
-class Fleet:
+class Fleet(PageRouting, ReplicaSupervision):
     """`given`: the user named these servers (several --server URLs), so none is started, only waited for.
     `trial_pages`: pages a server may hold until its canary sees a real answer (0: no trial)."""
 
@@ -188,22 +181,6 @@ class Fleet:
                 raise JobFailed(self.gone_message())
             return serving
 
-    async def pick(self, failed_on: Replica | None = None) -> Replica:
-        """The serving replica with the fewest requests outstanding, other than the one the page just failed on
-        while another serves; waits while every replica recovers or starts, or holds all the pages its trial
-        allows."""
-        while not (takers := [replica for replica in await self.wait_serving() if self.takes_pages(replica)]):
-            await asyncio.sleep(TRIAL_POLL_S)
-        others = [replica for replica in takers if replica is not failed_on]
-        return min(others or takers, key=lambda replica: (replica.outstanding, replica.index))
-
-    def takes_pages(self, replica: Replica) -> bool:
-        """A server on trial (given servers may run other builds) holds no more than its canary's pages, in flight
-        or judged, until one of its answers is real text: a wrong build then writes only those pages."""
-        if not self.trial_pages or replica.cleared:
-            return True
-        return replica.outstanding + replica.judged < self.trial_pages
-
     def full(self) -> bool:
         """Every replica has started (or left): from here on the fleet runs at the rate a long job sees."""
         return all(replica.state != STARTING for replica in self.replicas)
@@ -215,93 +192,6 @@ class Fleet:
         reasons = "; ".join(f"{replica.url} {replica.why_gone}" for replica in self.replicas)
         return f"no vLLM server is left to send pages to: {reasons}"
 
-    async def post(self, replica: Replica, client: httpx.AsyncClient, body: bytes, page: str = "") -> Answer:
-        """One request to one replica; a replica that leaves the fleet meanwhile hands its page back (Retryable).
-        A page that gets no answer stays among the replica's witnesses until the engine answers a later request."""
-        replica.outstanding += 1
-        replica.in_flight.add(page)
-        sent = next(replica.clock)
-        request = asyncio.ensure_future(replica.paced_post(client, body, replica.opens_connection()))
-        handed_back = asyncio.ensure_future(replica.handback.wait())
-        try:
-            await asyncio.wait({request, handed_back}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            replica.outstanding -= 1
-            replica.in_flight.discard(page)
-            for task in (request, handed_back):
-                task.cancel()
-        try:
-            if not request.done() or request.cancelled():
-                raise Retryable(
-                    f"{replica.url} handed the page back ({replica.handback_reason}); another server takes it"
-                )
-            answer = request.result()
-        except Retryable:
-            replica.unanswered[page] = next(replica.clock)
-            raise
-        except RowFailed:
-            replica.answered_after(sent)
-            raise
-        replica.answered_after(sent)
-        replica.answered += 1
-        return answer
-
-    def count_deaths(self, replica: Replica, what: str) -> None:
-        """The replica's engine died, hung or left: each page that was in flight there counts one death."""
-        for page in replica.witnesses():
-            self.deaths[page] += 1
-            self.death_causes[page] = f"the engine at {replica.url} {what} while it was in flight"
-
-    def trouble(self, replica: Replica, error: Retryable, generation: int) -> None:
-        """A failure that may mean a dead engine takes the replica out until its recovery (single-flight) ends."""
-        if not error.engine_dead or replica.state != SERVING:
-            return
-        replica.state = RECOVERING
-        recovery = asyncio.ensure_future(self.recover(replica, error, generation))
-        self.background.add(recovery)
-        recovery.add_done_callback(self.background.discard)
-
-    async def recover(self, replica: Replica, error: Retryable, generation: int) -> None:
-        """A failure that may mean a dead engine; a restart it led to (not one a report of an older generation
-        found done) counts a death for the pages in flight."""
-        before = replica.handle.generation
-        try:
-            await replica.handle.recover(error, generation)
-        except JobFailed as exc:
-            await self.retire(replica, str(exc))
-            return
-        if replica.handle.generation != before:
-            self.count_deaths(replica, f"died ({error})")
-        await self.set_state(replica, SERVING)
-
-    async def stalled(self, replica: Replica, reason: str, generation: int) -> None:
-        """The stall watcher's report on one replica: restarted, or out of the fleet; the last one ends the job."""
-        if replica.state == GONE:
-            return
-        await self.set_state(replica, RECOVERING)
-        replica.hand_back(f"its engine {reason}")
-        before = replica.handle.generation
-        try:
-            await replica.handle.stalled(reason, generation)
-        except JobFailed as exc:
-            if len([other for other in self.replicas if other.state != GONE]) == 1:
-                self.count_deaths(replica, f"hung (it {reason})")
-                raise
-            await self.retire(replica, str(exc))
-            return
-        if replica.handle.generation != before:
-            self.count_deaths(replica, f"hung (it {reason})")
-        await self.set_state(replica, SERVING)
-
-    async def retire(self, replica: Replica, why: str) -> None:
-        replica.why_gone = why
-        self.count_deaths(replica, f"left the fleet ({why})")
-        replica.hand_back(f"it left the fleet: {why}")
-        await self.set_state(replica, GONE)
-        left = len([other for other in self.replicas if other.state != GONE])
-        say(f"{replica.url} leaves the fleet ({why}); {left} replica(s) left")
-        await asyncio.to_thread(replica.handle.close)
-
     async def set_state(self, replica: Replica, state: str) -> None:
         async with self.changed:
             if replica.state != GONE:
@@ -312,15 +202,6 @@ class Fleet:
         """The Prometheus pages of every serving replica, one after another: summed, they describe the fleet."""
         pages = await asyncio.gather(*(metrics_page(client, self.target(replica)) for replica in self.serving()))
         return "\n".join(pages)
-
-    async def watch(self, bound_s: float) -> None:
-        """Beside the pump: starts the replicas still to start and watches each for a hung engine."""
-        watchers = [
-            watch_for_stalls(self.target(replica), bound_s, lambda replica=replica: replica.outstanding,
-                             StallReport(self, replica))
-            for replica in self.replicas
-        ]  # fmt: skip
-        await asyncio.gather(self.start_rest(), *watchers)
 
     def report(self) -> list[dict]:
         return [replica.report() for replica in self.replicas]
@@ -346,21 +227,6 @@ class Fleet:
         """Stops every server this run started, all at once (each may take its stop grace); safe from any thread."""
         with ThreadPoolExecutor(max(1, len(self.replicas))) as pool:
             list(pool.map(lambda replica: replica.handle.close(), self.replicas))
-
-
-@dataclass
-class StallReport:
-    """What one replica's stall watcher calls: the fleet restarts that replica or lets it go."""
-
-    fleet: Fleet
-    replica: Replica
-
-    @property
-    def generation(self) -> int:
-        return self.replica.handle.generation
-
-    async def stalled(self, reason: str, generation: int) -> None:
-        await self.fleet.stalled(self.replica, reason, generation)
 
 
 def same_model(targets: Sequence[Target]) -> str:
