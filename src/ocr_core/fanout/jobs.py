@@ -90,9 +90,13 @@ class HfJobs:
 
     def launch(self, launch: JobLaunch, secrets: Mapping[str, str]) -> JobRecord:
         sent = {
-            "image": launch.image, "env": dict(launch.env), "secrets": dict(secrets), "flavor": launch.flavor,
-            "timeout": launch.timeout, "labels": {**launch.labels, "name": launch.name},
-        }  # fmt: skip
+            "image": launch.image,
+            "env": dict(launch.env),
+            "secrets": dict(secrets),
+            "flavor": launch.flavor,
+            "timeout": launch.timeout,
+            "labels": {**launch.labels, "name": launch.name},
+        }
         if launch.volumes:
             sent["volumes"] = [bucket_volume(spec) for spec in launch.volumes]
         if launch.command:

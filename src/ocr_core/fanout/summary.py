@@ -129,14 +129,25 @@ class FanoutSummary:
 
     def line(self) -> str:
         fields: dict[str, Any] = {
-            "script": self.script, "model": self.model, "mode": "fanout", "output": self.output, "run": self.run,
-            "jobs": self.jobs, "shards": [asdict(shard) for shard in self.shards], "pages": self.pages,
-            "errors": self.errors, "relaunches": sum(shard.relaunches for shard in self.shards),
-            "cost_usd": self.spent.usd if self.spent else None, "billed_s": self.spent.billed_s if self.spent else 0,
-            "price_basis": self.spent.basis if self.spent else None, "wall_s": self.wall_s,
+            "script": self.script,
+            "model": self.model,
+            "mode": "fanout",
+            "output": self.output,
+            "run": self.run,
+            "jobs": self.jobs,
+            "shards": [asdict(shard) for shard in self.shards],
+            "pages": self.pages,
+            "errors": self.errors,
+            "relaunches": sum(shard.relaunches for shard in self.shards),
+            "cost_usd": self.spent.usd if self.spent else None,
+            "billed_s": self.spent.billed_s if self.spent else 0,
+            "price_basis": self.spent.basis if self.spent else None,
+            "wall_s": self.wall_s,
             "load_with": self.load_with if self.exit_code == 0 and not self.dry_run else None,
-            "detached": self.detached, "dry_run": self.dry_run, "exit_code": self.exit_code,
-        }  # fmt: skip
+            "detached": self.detached,
+            "dry_run": self.dry_run,
+            "exit_code": self.exit_code,
+        }
         return json.dumps(fields)
 
     def print_to(self, stream: TextIO) -> None:

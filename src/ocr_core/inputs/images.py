@@ -26,8 +26,16 @@ REENCODE_QUALITY = 95
 JPEG_MAX_SIDE = 65_500
 USUAL_CEILINGS = (1.0, 255.0, 65_535.0)
 IMAGE_DATA_ERRORS = (
-    OSError, ValueError, SyntaxError, EOFError, struct.error, ArithmeticError, IndexError, KeyError, TypeError,
-)  # fmt: skip
+    OSError,
+    ValueError,
+    SyntaxError,
+    EOFError,
+    struct.error,
+    ArithmeticError,
+    IndexError,
+    KeyError,
+    TypeError,
+)
 
 
 class BadImage(ValueError):

@@ -138,9 +138,16 @@ class InputSelection:
     @classmethod
     def of(cls, settings: Settings) -> InputSelection:
         return cls(
-            settings.input, settings.split, settings.image_column, settings.input_config, settings.id_column,
-            settings.max_samples, settings.shuffle, settings.seed, settings.shard,
-        )  # fmt: skip
+            settings.input,
+            settings.split,
+            settings.image_column,
+            settings.input_config,
+            settings.id_column,
+            settings.max_samples,
+            settings.shuffle,
+            settings.seed,
+            settings.shard,
+        )
 
 
 def load_source(wanted: InputSelection, revision: str | None = None, pdf_size: RenderSize | None = None) -> Source:

@@ -26,8 +26,16 @@ from .job_commands import script_url
 VERSION_TAG = re.compile(r"v?(\d+\.\d+\.\d+)")
 # What a row keeps of the run that wrote it: the fields of its inference_info entry that say what made the text.
 WRITER_FIELDS = (
-    "model_name", "image", "vllm_version", "mode", "serving", "script", "script_url", "script_sha256", "core",
-)  # fmt: skip
+    "model_name",
+    "image",
+    "vllm_version",
+    "mode",
+    "serving",
+    "script",
+    "script_url",
+    "script_sha256",
+    "core",
+)
 
 
 def released_scripts() -> dict[str, str] | None:

@@ -101,8 +101,10 @@ def replace_unused_settings(
     cannot hold), pins nothing: the corrected command its error asked for takes its place. Only while no other run
     holds any slice, as one that is starting may not have written its first part yet."""
     with whole_output(destination, listing, lease, locks, take_over):
-        say(f"the earlier run at {destination.where()} made no result; this run's settings replace its own "
-            f"({', '.join(changed)} differ)")  # fmt: skip
+        say(
+            f"the earlier run at {destination.where()} made no result; this run's settings replace its own "
+            f"({', '.join(changed)} differ)"
+        )
 
 
 def replace_results(

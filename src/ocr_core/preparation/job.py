@@ -157,13 +157,26 @@ def settle(
         say(f"fetched {fetched} progress file(s) from {destination.describe()}")
     skip = finished_ids(read_results(destination.progress_dir, ["error"]), settings.retry_errors)
     job = Job(
-        settings, facts, launch, destination, source, held.columns, skip, held.locks, held.lease, held.run_id,
-        manifest, held.mirror, started,
-    )  # fmt: skip
+        settings,
+        facts,
+        launch,
+        destination,
+        source,
+        held.columns,
+        skip,
+        held.locks,
+        held.lease,
+        held.run_id,
+        manifest,
+        held.mirror,
+        started,
+    )
     owned = source.owned()
     shard = f" (shard {settings.shard[0]}/{settings.shard[1]}: {len(owned)} of them)" if settings.shard else ""
-    say(f"{len(source.ids)} row(s) selected from {settings.input}{shard}; {len(owned) - job.todo} already done, "
-        f"{job.todo} to do")  # fmt: skip
+    say(
+        f"{len(source.ids)} row(s) selected from {settings.input}{shard}; {len(owned) - job.todo} already done, "
+        f"{job.todo} to do"
+    )
     return job
 
 

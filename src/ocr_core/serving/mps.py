@@ -83,9 +83,13 @@ def cuda_mps(sharing: bool) -> Iterator[str]:
 def control_command(control: str, args: list[str], env: dict[str, str], stdin: str | None = None) -> bool:
     try:
         done = subprocess.run(
-            [control, *args], input=stdin, env={**os.environ, **env}, capture_output=True, text=True,
+            [control, *args],
+            input=stdin,
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
             timeout=CONTROL_TIMEOUT_S,
-        )  # fmt: skip
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0

@@ -32,13 +32,20 @@ MILESTONES = (
     ("processes", ("Initializing a V1 LLM engine",)),
     ("setup", ("Starting to load model",)),
     ("load", ("Model loading took", "Loading weights took")),
-    ("compile", (
-        "torch.compile takes", "torch.compile and initial profiling/warmup run together took", "Compiling a graph",
-        "Directly load the compiled graph", "saved AOT compiled function", "Dynamo bytecode transform time",
-    )),
+    (
+        "compile",
+        (
+            "torch.compile takes",
+            "torch.compile and initial profiling/warmup run together took",
+            "Compiling a graph",
+            "Directly load the compiled graph",
+            "saved AOT compiled function",
+            "Dynamo bytecode transform time",
+        ),
+    ),
     ("warmup", ("Initial profiling/warmup run took",)),
     ("kv_cache_and_graphs", ("init engine (profile, create kv cache, warmup model) took",)),
-)  # fmt: skip
+)
 SERVING_PHASE = "api_up"
 DAY_S = 86400.0
 

@@ -95,10 +95,11 @@ class ReplicaSupervision:
     async def watch(self, bound_s: float) -> None:
         """Beside the pump: starts the replicas still to start and watches each for a hung engine."""
         watchers = [
-            watch_for_stalls(self.target(replica), bound_s, lambda replica=replica: replica.outstanding,
-                             StallReport(self, replica))
+            watch_for_stalls(
+                self.target(replica), bound_s, lambda replica=replica: replica.outstanding, StallReport(self, replica)
+            )
             for replica in self.replicas
-        ]  # fmt: skip
+        ]
         await asyncio.gather(self.start_rest(), *watchers)
 
 

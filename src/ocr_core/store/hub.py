@@ -79,9 +79,12 @@ class HfHub:
         """The files under `folder` whose names match the glob patterns `names`, fetched in parallel; files already
         here and unchanged are not fetched again."""
         self.api.snapshot_download(
-            repo_id, repo_type="dataset", allow_patterns=[f"{folder}/{name}" for name in names],
-            local_dir=str(local_dir), max_workers=DOWNLOAD_WORKERS,
-        )  # fmt: skip
+            repo_id,
+            repo_type="dataset",
+            allow_patterns=[f"{folder}/{name}" for name in names],
+            local_dir=str(local_dir),
+            max_workers=DOWNLOAD_WORKERS,
+        )
 
     def read_columns(self, repo_id: str, path_in_repo: str, columns: Sequence[str]) -> pa.Table:
         """These columns of a parquet file in the repo (those it has), read by byte ranges: its footer, then only

@@ -28,15 +28,39 @@ from ..settings import Settings
 MANIFEST = "manifest.json"
 SPEED_ONLY_FLAGS = frozenset(
     {
-        "--gpu-memory-utilization", "--max-num-seqs", "--max-num-batched-tokens", "--tensor-parallel-size", "-tp",
-        "--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp", "--api-server-count", "--host", "--port",
-        "--uvicorn-log-level", "--disable-log-requests", "--enable-log-requests", "--disable-log-stats",
-        "--disable-uvicorn-access-log", "--max-log-len", "--swap-space", "--cpu-offload-gb", "--enable-prefix-caching",
-        "--no-enable-prefix-caching", "--mm-processor-cache-gb", "--block-size", "--enable-chunked-prefill",
-        "--no-enable-chunked-prefill", "--async-scheduling", "--served-model-name", "--renderer-num-workers",
-        "--mm-tensor-ipc", "--kv-cache-memory-bytes",
+        "--gpu-memory-utilization",
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--tensor-parallel-size",
+        "-tp",
+        "--pipeline-parallel-size",
+        "-pp",
+        "--data-parallel-size",
+        "-dp",
+        "--api-server-count",
+        "--host",
+        "--port",
+        "--uvicorn-log-level",
+        "--disable-log-requests",
+        "--enable-log-requests",
+        "--disable-log-stats",
+        "--disable-uvicorn-access-log",
+        "--max-log-len",
+        "--swap-space",
+        "--cpu-offload-gb",
+        "--enable-prefix-caching",
+        "--no-enable-prefix-caching",
+        "--mm-processor-cache-gb",
+        "--block-size",
+        "--enable-chunked-prefill",
+        "--no-enable-chunked-prefill",
+        "--async-scheduling",
+        "--served-model-name",
+        "--renderer-num-workers",
+        "--mm-tensor-ipc",
+        "--kv-cache-memory-bytes",
     }
-)  # fmt: skip
+)
 
 
 LEGACY_FIELDS = {"input", "split", "model", "output_column"}

@@ -180,8 +180,10 @@ def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table | No
         aside = path.with_name(path.name + SET_ASIDE_SUFFIX)
         with contextlib.suppress(FileNotFoundError):
             os.replace(path, aside)
-        say(f"warning: skipped unreadable progress part {path.name} ({type(exc).__name__}: {exc}); its rows will be "
-            f"redone (set aside as {aside.name})")  # fmt: skip
+        say(
+            f"warning: skipped unreadable progress part {path.name} ({type(exc).__name__}: {exc}); its rows will be "
+            f"redone (set aside as {aside.name})"
+        )
         return None
     for name in wanted:
         if name not in table.column_names:
