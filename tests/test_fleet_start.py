@@ -80,7 +80,7 @@ def start_fleet(plan: EnginePlan, answering: bool = False) -> tuple[Fleet, list[
     number of replicas serving then."""
     spans: list[tuple[int, float, float]] = []
     handles = [FakeHandle(index, spans, answering and index == 0) for index in range(plan.scale.replicas)]
-    fleet = Fleet([Replica(index, handle) for index, handle in enumerate(handles)], plan.scale)
+    fleet = Fleet([Replica(index, handle) for index, handle in enumerate(handles)], plan)
     joins: list[int] = []
 
     async def joined() -> None:

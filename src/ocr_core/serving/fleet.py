@@ -24,7 +24,6 @@ import httpx
 from ..console import say
 from ..errors import JobFailed
 from ..planning.engine_plan import EnginePlan
-from ..planning.scale import ScalePlan
 from ..planning.server_policy import ServerPolicy
 from .handle import ServerHandle, StartupTimeout, Target, metrics_page, server_version
 from .ports import free_ports, server_urls, with_port
@@ -38,7 +37,7 @@ class Fleet(PageRouting, ReplicaSupervision):
     """`given`: the user named these servers (several --server URLs), so none is started, only waited for.
     `trial_pages`: pages a server may hold until its canary sees a real answer (0: no trial)."""
 
-    def __init__(self, replicas: Sequence[Replica], plan: ScalePlan | None = None, given: bool = False) -> None:
+    def __init__(self, replicas: Sequence[Replica], plan: EnginePlan | None = None, given: bool = False) -> None:
         self.replicas = list(replicas)
         self.plan = plan
         self.given = given
@@ -54,7 +53,7 @@ class Fleet(PageRouting, ReplicaSupervision):
     @property
     def together(self) -> bool:
         """Whether the plan lets the spawned replicas start at the same time (scale.ScalePlan.concurrent_start)."""
-        return self.plan is not None and self.plan.concurrent_start
+        return self.plan is not None and self.plan.scale.concurrent_start
 
     @property
     def restarts(self) -> int:
@@ -248,9 +247,9 @@ def build_fleet(policy: ServerPolicy, engine: EnginePlan, env: Mapping[str, str]
     lock = threading.Lock()  # one start at a time, where the plan does not let them start together
     if len(urls) > 1:
         handles = [ServerHandle(url, policy, None, lock) for url in urls]
-        return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], engine.scale, given=True)
+        return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], engine, given=True)
     launches = engine.replicas() if is_local(urls[0]) else engine.replicas()[:1]
     addresses = [urls[0], *(with_port(urls[0], port) for port in free_ports(url_port(urls[0]), len(launches) - 1))]
     start_lock = None if engine.scale.concurrent_start else lock
     handles = [ServerHandle(address, policy, launch, start_lock, env) for address, launch in zip(addresses, launches)]
-    return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], engine.scale)
+    return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], engine)
