@@ -14,8 +14,9 @@ import httpx
 
 from ..console import say
 from ..errors import JobFailed
+from ..facts import ModelFacts
 from ..planning.defaults import SATURATE_MAX_INFLIGHT, SERVER_WINDOW
-from ..planning.engine_plan import EnginePlan, plan_engine
+from ..planning.engine_plan import EnginePlan, EngineRequest, plan_engine
 from ..planning.installed import installed_vllm_version
 from ..planning.machine import detect_machine
 from ..planning.scale import max_num_seqs
@@ -73,16 +74,17 @@ def make_window(
     return Window(start, cap, adaptive=True), guard
 
 
-def machine_engine_plan(job: Job, spawns: bool) -> EnginePlan:
+def machine_engine_plan(facts: ModelFacts, request: EngineRequest, spawns: bool) -> EnginePlan:
     """The engine plan on this machine (a CommandError where --replicas does not fit it), under the vLLM that a
     spawned server will be: the one installed where a GPU could use release-bound flags, else the recipe's pin.
-    Where this run may start servers (`spawns`), the recipe's flags go through its `prepare_serve` hook first (it
-    may fetch files), so the plan holds the exact command that will run."""
+    Where this run may start servers (`spawns`), the recipe's flags go through its `prepare_serve` hook first, once
+    for every replica (it may fetch files), so the plan holds the exact command that will run."""
     machine = detect_machine()
     version = installed_vllm_version() if machine.gpus else None
-    facts = job.facts
-    hooked = facts.prepare_serve(list(facts.serve_args), job.settings.model) if spawns and facts.prepare_serve else None
-    return plan_engine(job.engine, machine, version, tuple(hooked) if hooked is not None else None)
+    hooked = None
+    if spawns and facts.prepare_serve is not None:
+        hooked = tuple(facts.prepare_serve(list(request.model_flags), request.model))
+    return plan_engine(request, machine, version, hooked)
 
 
 def spawns_here(settings: Settings) -> bool:
@@ -116,7 +118,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     settings = job.settings
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
     spawns = bool(job.todo) and spawns_here(settings)
-    plan = await asyncio.to_thread(machine_engine_plan, job, spawns)
+    plan = await asyncio.to_thread(machine_engine_plan, job.facts, job.engine, spawns)
     cache = await asyncio.to_thread(served_engine_cache, settings, plan) if job.todo else None
     try:
         fleet = build_fleet(policy_of(settings, job.facts), plan, cache.environment() if cache else {})
