@@ -22,7 +22,7 @@ from ..command.jobs_request import FanoutRequest
 from ..command.provenance import hub_id
 from ..console import say
 from ..errors import CommandError
-from ..inputs.addresses import hub_unreachable, input_problem
+from ..inputs.addresses import hub_unreachable, input_problem, output_problem
 from ..publishing.slices import published_slices
 from ..redaction import redact, register_secret
 from ..settings import Settings
@@ -108,6 +108,22 @@ def check_reachable(settings: Settings, client: JobsClient) -> None:
         )
 
 
+def check_hub_ids(settings: Settings) -> None:
+    """An INPUT or OUTPUT the Hub would refuse as an id (`'your name/scans ocr!'`) is refused as a plain run refuses
+    it: huggingface_hub's own check, said in the run's own words (exit 2), before any job, dry runs included."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    named = ((settings.input, input_problem), (settings.output, output_problem))
+    for name, problem in named:
+        if is_local_output(name) or not hub_id(name):
+            continue
+        try:
+            validate_repo_id(name)
+        except HFValidationError as exc:
+            raise CommandError(problem(exc, name) or str(exc)) from exc
+
+
 def check_hub_answers(settings: Settings, hub: HubClient | None) -> None:
     """The launcher's first call to the Hub: INPUT's revision, one request that huggingface_hub does not retry.
     A connection that cannot be made at all (offline, a proxy, a wrong HF_ENDPOINT) is exit 2 at once with the
@@ -172,6 +188,7 @@ def fan_out(
         f"they install {plan.core_said}"
     )
     check_reachable(settings, client)
+    check_hub_ids(settings)
     if request.dry_run:
         for launch in plan.launches:
             print(wrapped_command(redact(launch_command(launch))), flush=True)
