@@ -882,8 +882,8 @@ def job_settings(launch, secrets: dict[str, str], monkeypatch):
 
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
-    words = unsealed(list(launch.script_args))
-    return parse_command(build_parser(SCRIPT, model_facts("lighton_ocr3"), "saturate"), words)[0]
+    parser = build_parser(SCRIPT, model_facts("lighton_ocr3"), "saturate")
+    return parse_command(parser, unsealed(list(launch.script_args), parser.error))[0]
 
 
 def test_a_dry_run_prints_no_secret_of_the_servers_url_or_the_serve_flags(tmp_path, capsys):

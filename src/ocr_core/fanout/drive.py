@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from ..command.job_commands import wrapped_command
 from ..command.jobs_request import FanoutRequest
 from ..command.provenance import hub_id
+from ..command.sealed_arguments import SEALED_SECRET
 from ..console import say
 from ..errors import CommandError
 from ..inputs.addresses import hub_unreachable, input_problem, output_problem
@@ -31,7 +32,7 @@ from ..store.output import Destination, is_local_output
 from .heal import Attempt, ShardStep, Step, decide, failure_of
 from .jobs import JobRecord, JobsClient, newest_first
 from .pages import LivePages, PageCount
-from .plan import RUN_LABEL, JobsPlan, labelled_shard, launch_command, relaunch_of
+from .plan import RUN_LABEL, JobsPlan, hand_secrets, labelled_shard, launch_command, relaunch_of
 from .standing import runs_slices, settle_output, stale_jobs
 from .summary import FanoutSummary, shard_outcome, spend, wall_seconds
 from .watch import RATE_POLLS, ShardView, Snapshot, watch_lines
@@ -192,6 +193,7 @@ def fan_out(
     if request.dry_run:
         for launch in plan.launches:
             print(wrapped_command(redact(launch_command(launch))), flush=True)
+        say(hand_secrets(plan.launches[0].secrets, given.get(SEALED_SECRET)))
         summary.dry_run = True
         return 0
     check_hub_answers(settings, hub)

@@ -30,10 +30,8 @@ from ..store.lease import LeaseTaken
 from ..store.output import is_local_output
 from .drive import fan_out
 from .jobs import HfJobs, JobsClient
-from .plan import check_image_command, plan_launches, run_fingerprint
+from .plan import API_KEY_SECRET, check_image_command, plan_launches, run_fingerprint
 from .summary import FanoutSummary
-
-API_KEY_SECRET = "VLLM_API_KEY"  # where the recipe's --api-key reads its default
 
 
 def launch_command_line(
