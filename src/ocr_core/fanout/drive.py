@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from ..command.job_commands import wrapped_command
@@ -35,7 +35,7 @@ from .pages import LivePages, PageCount
 from .plan import RUN_LABEL, JobsPlan, hand_secrets, labelled_shard, launch_command, relaunch_of
 from .standing import runs_slices, settle_output, stale_jobs
 from .summary import FanoutSummary, shard_outcome, spend, wall_seconds
-from .watch import RATE_POLLS, ShardView, Snapshot, watch_lines
+from .watch import QUEUED, RATE_POLLS, ShardView, Snapshot, watch_lines
 
 POLL_S = 30.0
 SHARD_LINES_EVERY_S = 600.0
@@ -51,12 +51,16 @@ def utc_now() -> datetime:
 class Watch:
     """What the launcher knows of the run: every job it has seen (by id), which it started, each failed job's log
     tail (read once), the facts of the slices the finished shards published (read when another shard is in), the
-    shards' pages as their progress files hold them (each file read once) and those of the last polls, for rates."""
+    shards' pages as their progress files hold them (each file read once) and those of the last polls, for rates;
+    `cap`, how many jobs may run at once (None: every shard's), and the shards due a launch that wait for a job to
+    end (`queued`)."""
 
     plan: JobsPlan
     client: JobsClient
     destination: Destination
     pages: LivePages
+    cap: int | None = None
+    queued: set[int] = field(default_factory=set)
     published: dict[int, dict] = field(default_factory=dict)
     seen: dict[str, JobRecord] = field(default_factory=dict)
     launched_here: set[str] = field(default_factory=set)
@@ -184,9 +188,10 @@ def fan_out(
 ) -> int:
     """Launches, watches and heals the run's shards; fills `summary` and returns the exit code: 0 every shard is in,
     1 a shard was given up, 130 detached (the jobs run on). `given`: the secrets the command line gave the jobs."""
+    at_once = f", at most {request.max_parallel} running at once" if request.max_parallel else ""
     say(
-        f"fan-out {plan.run}: {plan.shards} job(s) on {plan.launches[0].flavor}; the jobs run {plan.script_said}; "
-        f"they install {plan.core_said}"
+        f"fan-out {plan.run}: {plan.shards} job(s) on {plan.launches[0].flavor}{at_once}; the jobs run "
+        f"{plan.script_said}; they install {plan.core_said}"
     )
     check_reachable(settings, client)
     check_hub_ids(settings)
@@ -201,6 +206,7 @@ def fan_out(
     secrets = job_secrets(plan, settings, given)
     settle_output(destination, plan.manifest, settings, plan.shards)
     watch = Watch(plan, client, destination, LivePages(destination, plan.shards, settings.max_samples))
+    watch.cap = request.max_parallel
     steps: dict[int, ShardStep] = {}
     attempts: dict[int, list[Attempt]] = {}
     stale: dict[str, str] | None = None
@@ -223,20 +229,32 @@ def fan_out(
     except KeyboardInterrupt:
         summary.detached = True
         running = sum(step.step is Step.WAIT for step in steps.values())
-        say(f"detached: {running} job(s) keep running; run the same command to re-attach")
+        queued = (
+            f"; {len(watch.queued)} shard(s) queued, which no job runs yet: the same command re-attaches and "
+            "launches the queued shard(s)"
+            if watch.queued
+            else "; run the same command to re-attach"
+        )
+        say(f"detached: {running} job(s) keep running{queued}")
     published = runs_slices(destination, plan.manifest, settings, plan.shards)
-    conclude(summary, published, plan, attempts, steps, settings.price_per_hour, utc_now())
+    conclude(summary, published, plan, attempts, steps, settings.price_per_hour, utc_now(), watch.queued)
     if summary.detached:
         return DETACHED_EXIT
     return 1 if any(step.step is Step.GIVE_UP for step in steps.values()) or summary.unpublished() else 0
 
 
 def launch_due(watch: Watch, steps: dict[int, ShardStep], attempts: dict[int, list[Attempt]], secrets: dict) -> bool:
-    """Launches every shard whose step says so; says once why a shard is given up, with its last log lines."""
+    """Launches every shard whose step says so, in shard order, while fewer than the cap run (a relaunch counts
+    too); the rest are queued until a job ends. Says once why a shard is given up, with its last log lines."""
     launched = False
+    running = sum(step.step is Step.WAIT for step in steps.values())
+    watch.queued = set()
     for shard, step in steps.items():
         label = f"shard {shard}/{watch.plan.shards}"
-        if step.step in (Step.LAUNCH, Step.RELAUNCH):
+        if step.step in (Step.LAUNCH, Step.RELAUNCH) and watch.cap is not None and running >= watch.cap:
+            watch.queued.add(shard)
+        elif step.step in (Step.LAUNCH, Step.RELAUNCH):
+            running += 1
             ended = [attempt.job.id for attempt in attempts[shard] if attempt.job.failed]
             job = watch.client.launch(relaunch_of(watch.plan.launches[shard], ended), secrets)
             watch.launched_here.add(job.id)
@@ -274,6 +292,7 @@ def show(
         shard_view(shard, tried, steps[shard], watch.published.get(shard), live[shard], planned.get(shard))
         for shard, tried in attempts.items()
     )
+    views = tuple(replace(view, state=QUEUED) if view.shard in watch.queued else view for view in views)
     watch.history.append((now, {view.shard: view.pages.pages for view in views}))
     jobs = [attempt.job for tried in attempts.values() for attempt in tried]
     spent = spend(jobs, plan.launches[0].flavor, price_per_hour)
@@ -309,13 +328,16 @@ def conclude(
     steps: Mapping[int, ShardStep],
     price_per_hour: float | None,
     now: datetime,
+    queued: Set[int] = frozenset(),
 ) -> None:
     """The summary's figures: each shard's outcome with the pages and errors it published under this run's
-    settings (standing.runs_slices), the money, the wall time."""
+    settings (standing.runs_slices), the money, the wall time; a shard still `queued` (a launcher detached before
+    its turn) says so."""
     summary.shards = [
         shard_outcome(shard, attempts.get(shard, []), steps.get(shard, ShardStep(Step.LAUNCH)), published.get(shard))
         for shard in range(plan.shards)
     ]
+    summary.shards = [replace(shard, state=QUEUED) if shard.shard in queued else shard for shard in summary.shards]
     jobs = [attempt.job for tried in attempts.values() for attempt in tried]
     summary.spent = spend(jobs, plan.launches[0].flavor, price_per_hour)
     summary.wall_s = wall_seconds(jobs, now)

@@ -54,6 +54,7 @@ def launch_command_line(
     run = run_fingerprint(settings, facts, script_path.name, request.jobs)
     summary = FanoutSummary(script_path.name, settings.model, settings.output, run, request.jobs)
     summary.load_with = load_with
+    summary.max_parallel_jobs = request.max_parallel
     try:
         check_one_pull_request(settings, request, facts, script_path.name, arguments)
         text = script_path.read_text()
