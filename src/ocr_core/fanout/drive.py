@@ -1,7 +1,8 @@
 """The launcher's loop: find the run's jobs by their labels, decide each shard's next step, launch what has to be
-launched, show where the shards stand, and stop when every shard is in or given up, or at Ctrl-C. Before the first
-launch, what the output holds is settled against this run (standing.py): a shard whose job completed earlier is in
-only when its slice is published there under this run's settings.
+launched (under --max-parallel-jobs K, while fewer than K jobs run; the rest wait queued), show where the shards
+stand, and stop when every shard is in or given up, or at Ctrl-C. Before the first launch, what the output holds is
+settled against this run (standing.py): a shard whose job completed earlier is in only when its slice is published
+there under this run's settings.
 
 Nothing here cancels a job. Ctrl-C detaches: the jobs keep running (and billing), and the same command re-attaches
 by the labels. A job this launcher started is remembered by its id as well, so a listing that lags behind a launch
@@ -205,8 +206,8 @@ def fan_out(
     destination = Destination(settings.output, settings.split, settings.config, hub)
     secrets = job_secrets(plan, settings, given)
     settle_output(destination, plan.manifest, settings, plan.shards)
-    watch = Watch(plan, client, destination, LivePages(destination, plan.shards, settings.max_samples))
-    watch.cap = request.max_parallel
+    pages = LivePages(destination, plan.shards, settings.max_samples)
+    watch = Watch(plan, client, destination, pages, request.max_parallel)
     steps: dict[int, ShardStep] = {}
     attempts: dict[int, list[Attempt]] = {}
     stale: dict[str, str] | None = None
