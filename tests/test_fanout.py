@@ -196,13 +196,27 @@ def test_a_launcher_on_a_source_tree_core_without_a_core_wheel_launches_nothing_
 def test_a_core_wheel_the_jobs_could_not_install_is_refused_before_any_launch(tmp_path, capsys, name, says):
     wheel = tmp_path / name
     if wheel.parent.is_dir():
-        wheel.write_bytes(b"PK")
+        relabelled_wheel(wheel)
     hub = FolderHub(tmp_path / "hub")
     jobs = ScriptedJobs(hub, OUTPUT, {0: ["done"]})
     capsys.readouterr()
     assert run_entry(SCRIPT, [INPUT, OUTPUT, "--jobs", "1", "--core-wheel", str(wheel)], hub, jobs) == 2
     err = capsys.readouterr().err
     assert says in err and jobs.launches == [], err
+
+
+def relabelled_wheel(path: Path) -> None:
+    """The core's wheel saved as `path`, its metadata saying the version `path`'s name carries: a real wheel of
+    another version, which the launcher's zip check lets through to the pin's."""
+    import zipfile
+
+    version = path.name.split("-")[1]
+    with zipfile.ZipFile(core_wheel()) as source, zipfile.ZipFile(path, "w") as target:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename.endswith(".dist-info/METADATA"):
+                data = data.replace(b"\nVersion: 0.2.0\n", f"\nVersion: {version}\n".encode())
+            target.writestr(item, data)
 
 
 def test_a_job_whose_core_is_not_the_shipped_wheel_stops_before_its_first_page(tmp_path, capsys, monkeypatch):
@@ -868,8 +882,8 @@ def job_settings(launch, secrets: dict[str, str], monkeypatch):
 
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
-    words = unsealed(list(launch.script_args))
-    return parse_command(build_parser(SCRIPT, model_facts("lighton_ocr3"), "saturate"), words)[0]
+    parser = build_parser(SCRIPT, model_facts("lighton_ocr3"), "saturate")
+    return parse_command(parser, unsealed(list(launch.script_args), parser.error))[0]
 
 
 def test_a_dry_run_prints_no_secret_of_the_servers_url_or_the_serve_flags(tmp_path, capsys):

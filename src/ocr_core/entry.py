@@ -70,12 +70,13 @@ def run_recipe(
     """
     script = script_path.name
     silence_notices()
-    argv = unsealed(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
     if not argv:
         print(usage(script, facts, mode))
         return 0
     parser = build_parser(script, facts, mode)
     try:
+        argv = unsealed(argv, parser.error)
         settings, fanout = parse_command(parser, argv)
     except SystemExit as exc:
         if exc.code != 2:

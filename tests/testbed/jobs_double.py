@@ -5,7 +5,8 @@ timeout, a cancel), one step per listing; a started job writes the manifest a re
 fingerprint of its command line), and a finished one publishes its shard's facts file and a data file to the Hub
 double as a real shard would; with `progress_rows`, a running job also leaves a progress part of that many rows at
 each listing, named and written as a real job's (progress.ResultLog under its shard's tag), going on from its
-shard's earlier parts as a relaunch resumes. `LocalJobs` runs each launch's command as a local process (the recipe,
+shard's earlier parts as a relaunch resumes. It records how many of its jobs run, the new one included, at every
+launch, and every shard a job publishes. `LocalJobs` runs each launch's command as a local process (the recipe,
 with the Hub double and the job's id in JOB_ID, as HF Jobs set it), so a test sees the real shards publish one
 dataset; with `install`, each job also installs its script as a job does, from the files shipped with it and
 nothing of this machine's set-up.
@@ -28,7 +29,7 @@ import pyarrow.parquet as pq
 
 from ocr_core.command.checks import parse_arguments
 from ocr_core.command.parser import build_parser
-from ocr_core.fanout.jobs import JobLaunch, JobRecord
+from ocr_core.fanout.jobs import RUNNING_STAGES, JobLaunch, JobRecord
 from ocr_core.fanout.plan import SHARD_LABEL
 from ocr_core.publishing.slices import slice_facts_name
 from ocr_core.store.manifest import fingerprint, write_manifest
@@ -88,6 +89,8 @@ class ScriptedJobs:
     secrets_sent: list[dict[str, str]] = field(default_factory=list)
     listings: int = 0
     on_listing: Callable[[ScriptedJobs], None] | None = None
+    running_at_launch: list[int] = field(default_factory=list)
+    published: list[str] = field(default_factory=list)
 
     def add(self, labels: Mapping[str, str], stage: str, fate: str = "done") -> JobRecord:
         """A job that exists before the launcher starts (another launcher's)."""
@@ -108,6 +111,8 @@ class ScriptedJobs:
         self.launches.append(launch)
         self.secrets_sent.append(dict(secrets))
         fate = self.fates[shard][tried]
+        running = sum(job.record.stage in RUNNING_STAGES for job in self.jobs.values())
+        self.running_at_launch.append(running + 1)
         job_id = f"job-{len(self.jobs)}"
         record = JobRecord(job_id, dict(launch.labels), "SCHEDULING", None, self.clock(), None, 0.0, self.flavor)
         self.jobs[job_id] = ScriptedJob(record, fate, launch)
@@ -146,6 +151,7 @@ class ScriptedJobs:
     def publish(self, label: str) -> None:
         """What a finished shard commits (slices.py): its data file and its facts file, with this double's row and
         error counts."""
+        self.published.append(label)
         index, _, total = label.partition("-of-")
         shard = (int(index), int(total))
         facts = {"shard": list(shard), "rows": self.rows_per_shard, "errors": self.errors_per_shard, "truncated": 0}

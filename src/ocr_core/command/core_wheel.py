@@ -29,6 +29,7 @@ from ..version import DISTRIBUTION, core_version
 from .script_header import header_pins
 
 WHEEL_NAME = re.compile(r"ocr_vllm_core-(?P<version>[^-]+)-[^-]+-[^-]+-[^-]+\.whl")
+METADATA_VERSION = re.compile(r"^Version: *(?P<version>\S+) *$", re.MULTILINE)
 MAKE_SUBMIT = "make submit SCRIPT=<script> INPUT=<namespace/name> OUTPUT=<namespace/name>"
 
 
@@ -60,6 +61,11 @@ def take_core_wheel(parser: argparse.ArgumentParser, args: argparse.Namespace, i
             f"--core-wheel {given}: not a wheel of {DISTRIBUTION} (ocr_vllm_core-VERSION-py3-none-any.whl); build one "
             "with `uv build --wheel` in the clone, or let make submit build it"
         )
+    if (problem := wheel_problem(path, version)) is not None:
+        parser.error(
+            f"--core-wheel {given} {problem}, so no job could install it; build the wheel again with `uv build "
+            "--wheel` in the clone (make submit builds it) and pass the file it writes under dist/"
+        )
     running = core_version()
     if running is not None and running != version:
         parser.error(
@@ -74,6 +80,30 @@ def take_core_wheel(parser: argparse.ArgumentParser, args: argparse.Namespace, i
             "version in pyproject.toml so no other build carries it, and submit again (make submit)"
         )
     return CoreWheel(path, version, hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+def wheel_problem(path: Path, version: str) -> str | None:
+    """Why a file named as this core's wheel of `version` is not that wheel: not a zip archive (a failed download
+    saved under the wheel's name), a damaged one, no ocr_core or no RECORD in it, or metadata of another version.
+    Said before any job is paid for, and in a job before its first page, rather than a BadZipFile traceback."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+            damaged = archive.testzip()
+            metadata = next((name for name in names if name.endswith(".dist-info/METADATA")), None)
+            text = archive.read(metadata).decode("utf-8", "replace") if metadata else ""
+    except (zipfile.BadZipFile, OSError) as exc:
+        return f"is not a zip archive ({exc}): a failed download saved under the wheel's name?"
+    if damaged is not None:
+        return f"is a damaged zip archive ({damaged} does not match its checksum)"
+    if not any(name.startswith("ocr_core/") for name in names):
+        return "holds no ocr_core package"
+    if not any(name.endswith(".dist-info/RECORD") for name in names):
+        return "holds no RECORD of its files"
+    said = METADATA_VERSION.search(text)
+    if said is None or said["version"] != version:
+        return f"is named {DISTRIBUTION} {version}, but its metadata says version {said['version'] if said else 'none'}"
+    return None
 
 
 def differing_file(wheel: Path) -> str | None:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from .core_wheel import CoreWheel
 
 DEFAULT_MAX_RELAUNCHES = 2
-DESTS = ("jobs", "flavor", "job_timeout", "job_image", "max_relaunches", "dry_run")
-VALUED_FLAGS = ("--jobs", "--flavor", "--job-timeout", "--job-image", "--max-relaunches")
+DESTS = ("jobs", "flavor", "job_timeout", "job_image", "max_relaunches", "max_parallel_jobs", "dry_run")
+VALUED_FLAGS = ("--jobs", "--flavor", "--job-timeout", "--job-image", "--max-relaunches", "--max-parallel-jobs")
 SWITCHES = ("--dry-run",)
 # Taken off too, as the user typed it: the launcher gives each job the wheel again in the one form hf uploads.
 SHIPPED_FLAGS = ("--core-wheel",)
@@ -23,7 +23,8 @@ SHIPPED_FLAGS = ("--core-wheel",)
 
 @dataclass(frozen=True)
 class FanoutRequest:
-    """What the user asked the launcher for; None fields come from the script's `[tool.hf-jobs]` header."""
+    """What the user asked the launcher for; None fields come from the script's `[tool.hf-jobs]` header, but
+    `max_parallel`: None runs every shard at once."""
 
     jobs: int
     flavor: str | None
@@ -32,6 +33,7 @@ class FanoutRequest:
     max_relaunches: int
     dry_run: bool
     core_wheel: CoreWheel | None = None
+    max_parallel: int | None = None
 
 
 def add_fanout_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +52,13 @@ def add_fanout_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_MAX_RELAUNCHES,
         help="with --jobs: relaunches of a shard whose job failed, timed out or was cancelled (it resumes)",
+    )
+    group.add_argument(
+        "--max-parallel-jobs",
+        type=int,
+        metavar="K",
+        help="with --jobs: at most K jobs running at once, the next shard launched as one ends (a relaunch waits its "
+        "turn too); the rest are queued (default: every shard at once)",
     )
     group.add_argument("--dry-run", action="store_true", help="with --jobs: print the N launches and send nothing")
     group.add_argument(
@@ -73,6 +82,11 @@ def take_fanout_request(parser: argparse.ArgumentParser, args: argparse.Namespac
         parser.error(f"--jobs must be at least 1 (got {values['jobs']})")
     if values["max_relaunches"] < 0:
         parser.error(f"--max-relaunches must be 0 or more (got {values['max_relaunches']})")
+    if values["max_parallel_jobs"] is not None and values["max_parallel_jobs"] < 1:
+        parser.error(
+            f"--max-parallel-jobs must be at least 1 (got {values['max_parallel_jobs']}); leave it out to run every "
+            "shard at once"
+        )
     if args.shard is not None:
         parser.error("--jobs N launches every shard itself (job I gets --shard I/N); leave --shard out")
     return FanoutRequest(
@@ -82,6 +96,7 @@ def take_fanout_request(parser: argparse.ArgumentParser, args: argparse.Namespac
         values["job_image"],
         values["max_relaunches"],
         values["dry_run"],
+        max_parallel=values["max_parallel_jobs"],
     )
 
 

@@ -1,7 +1,8 @@
 """The launcher's loop: find the run's jobs by their labels, decide each shard's next step, launch what has to be
-launched, show where the shards stand, and stop when every shard is in or given up, or at Ctrl-C. Before the first
-launch, what the output holds is settled against this run (standing.py): a shard whose job completed earlier is in
-only when its slice is published there under this run's settings.
+launched (under --max-parallel-jobs K, while fewer than K jobs run; the rest wait queued), show where the shards
+stand, and stop when every shard is in or given up, or at Ctrl-C. Before the first launch, what the output holds is
+settled against this run (standing.py): a shard whose job completed earlier is in only when its slice is published
+there under this run's settings.
 
 Nothing here cancels a job. Ctrl-C detaches: the jobs keep running (and billing), and the same command re-attaches
 by the labels. A job this launcher started is remembered by its id as well, so a listing that lags behind a launch
@@ -13,14 +14,15 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from ..command.jobs_request import FanoutRequest
+from ..command.sealed_arguments import SEALED_SECRET
 from ..console import say
 from ..errors import CommandError
-from ..inputs.addresses import hub_unreachable, input_problem
+from ..inputs.addresses import hub_unreachable, input_problem, output_problem
 from ..planning.job_commands import wrapped_command
 from ..planning.provenance import hub_id
 from ..publishing.slices import published_slices
@@ -31,10 +33,10 @@ from ..store.output import Destination, is_local_output
 from .heal import Attempt, ShardStep, Step, decide, failure_of
 from .jobs import JobRecord, JobsClient, newest_first
 from .pages import LivePages, PageCount
-from .plan import RUN_LABEL, JobsPlan, labelled_shard, launch_command, relaunch_of
+from .plan import RUN_LABEL, JobsPlan, hand_secrets, labelled_shard, launch_command, relaunch_of
 from .standing import runs_slices, settle_output, stale_jobs
 from .summary import FanoutSummary, shard_outcome, spend, wall_seconds
-from .watch import RATE_POLLS, ShardView, Snapshot, watch_lines
+from .watch import QUEUED, RATE_POLLS, ShardView, Snapshot, watch_lines
 
 POLL_S = 30.0
 SHARD_LINES_EVERY_S = 600.0
@@ -50,12 +52,16 @@ def utc_now() -> datetime:
 class Watch:
     """What the launcher knows of the run: every job it has seen (by id), which it started, each failed job's log
     tail (read once), the facts of the slices the finished shards published (read when another shard is in), the
-    shards' pages as their progress files hold them (each file read once) and those of the last polls, for rates."""
+    shards' pages as their progress files hold them (each file read once) and those of the last polls, for rates;
+    `cap`, how many jobs may run at once (None: every shard's), and the shards due a launch that wait for a job to
+    end (`queued`)."""
 
     plan: JobsPlan
     client: JobsClient
     destination: Destination
     pages: LivePages
+    cap: int | None = None
+    queued: set[int] = field(default_factory=set)
     published: dict[int, dict] = field(default_factory=dict)
     seen: dict[str, JobRecord] = field(default_factory=dict)
     launched_here: set[str] = field(default_factory=set)
@@ -106,6 +112,22 @@ def check_reachable(settings: Settings, client: JobsClient) -> None:
             f"--jobs: INPUT {settings.input!r} is not a Hub dataset id, so the jobs cannot read it; push it to the "
             "Hub first (datasets' push_to_hub) and pass its id"
         )
+
+
+def check_hub_ids(settings: Settings) -> None:
+    """An INPUT or OUTPUT the Hub would refuse as an id (`'your name/scans ocr!'`) is refused as a plain run refuses
+    it: huggingface_hub's own check, said in the run's own words (exit 2), before any job, dry runs included."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    named = ((settings.input, input_problem), (settings.output, output_problem))
+    for name, problem in named:
+        if is_local_output(name) or not hub_id(name):
+            continue
+        try:
+            validate_repo_id(name)
+        except HFValidationError as exc:
+            raise CommandError(problem(exc, name) or str(exc)) from exc
 
 
 def check_hub_answers(settings: Settings, hub: HubClient | None) -> None:
@@ -167,21 +189,25 @@ def fan_out(
 ) -> int:
     """Launches, watches and heals the run's shards; fills `summary` and returns the exit code: 0 every shard is in,
     1 a shard was given up, 130 detached (the jobs run on). `given`: the secrets the command line gave the jobs."""
+    at_once = f", at most {request.max_parallel} running at once" if request.max_parallel else ""
     say(
-        f"fan-out {plan.run}: {plan.shards} job(s) on {plan.launches[0].flavor}; the jobs run {plan.script_said}; "
-        f"they install {plan.core_said}"
+        f"fan-out {plan.run}: {plan.shards} job(s) on {plan.launches[0].flavor}{at_once}; the jobs run "
+        f"{plan.script_said}; they install {plan.core_said}"
     )
     check_reachable(settings, client)
+    check_hub_ids(settings)
     if request.dry_run:
         for launch in plan.launches:
             print(wrapped_command(redact(launch_command(launch))), flush=True)
+        say(hand_secrets(plan.launches[0].secrets, given.get(SEALED_SECRET)))
         summary.dry_run = True
         return 0
     check_hub_answers(settings, hub)
     destination = Destination(settings.output, settings.split, settings.config, hub)
     secrets = job_secrets(plan, settings, given)
     settle_output(destination, plan.manifest, settings, plan.shards)
-    watch = Watch(plan, client, destination, LivePages(destination, plan.shards, settings.max_samples))
+    pages = LivePages(destination, plan.shards, settings.max_samples)
+    watch = Watch(plan, client, destination, pages, request.max_parallel)
     steps: dict[int, ShardStep] = {}
     attempts: dict[int, list[Attempt]] = {}
     stale: dict[str, str] | None = None
@@ -204,20 +230,32 @@ def fan_out(
     except KeyboardInterrupt:
         summary.detached = True
         running = sum(step.step is Step.WAIT for step in steps.values())
-        say(f"detached: {running} job(s) keep running; run the same command to re-attach")
+        queued = (
+            f"; {len(watch.queued)} shard(s) queued, which no job runs yet: the same command re-attaches and "
+            "launches the queued shard(s)"
+            if watch.queued
+            else "; run the same command to re-attach"
+        )
+        say(f"detached: {running} job(s) keep running{queued}")
     published = runs_slices(destination, plan.manifest, settings, plan.shards)
-    conclude(summary, published, plan, attempts, steps, settings.price_per_hour, utc_now())
+    conclude(summary, published, plan, attempts, steps, settings.price_per_hour, utc_now(), watch.queued)
     if summary.detached:
         return DETACHED_EXIT
     return 1 if any(step.step is Step.GIVE_UP for step in steps.values()) or summary.unpublished() else 0
 
 
 def launch_due(watch: Watch, steps: dict[int, ShardStep], attempts: dict[int, list[Attempt]], secrets: dict) -> bool:
-    """Launches every shard whose step says so; says once why a shard is given up, with its last log lines."""
+    """Launches every shard whose step says so, in shard order, while fewer than the cap run (a relaunch counts
+    too); the rest are queued until a job ends. Says once why a shard is given up, with its last log lines."""
     launched = False
+    running = sum(step.step is Step.WAIT for step in steps.values())
+    watch.queued = set()
     for shard, step in steps.items():
         label = f"shard {shard}/{watch.plan.shards}"
-        if step.step in (Step.LAUNCH, Step.RELAUNCH):
+        if step.step in (Step.LAUNCH, Step.RELAUNCH) and watch.cap is not None and running >= watch.cap:
+            watch.queued.add(shard)
+        elif step.step in (Step.LAUNCH, Step.RELAUNCH):
+            running += 1
             ended = [attempt.job.id for attempt in attempts[shard] if attempt.job.failed]
             job = watch.client.launch(relaunch_of(watch.plan.launches[shard], ended), secrets)
             watch.launched_here.add(job.id)
@@ -255,6 +293,7 @@ def show(
         shard_view(shard, tried, steps[shard], watch.published.get(shard), live[shard], planned.get(shard))
         for shard, tried in attempts.items()
     )
+    views = tuple(replace(view, state=QUEUED) if view.shard in watch.queued else view for view in views)
     watch.history.append((now, {view.shard: view.pages.pages for view in views}))
     jobs = [attempt.job for tried in attempts.values() for attempt in tried]
     spent = spend(jobs, plan.launches[0].flavor, price_per_hour)
@@ -290,13 +329,16 @@ def conclude(
     steps: Mapping[int, ShardStep],
     price_per_hour: float | None,
     now: datetime,
+    queued: Set[int] = frozenset(),
 ) -> None:
     """The summary's figures: each shard's outcome with the pages and errors it published under this run's
-    settings (standing.runs_slices), the money, the wall time."""
+    settings (standing.runs_slices), the money, the wall time; a shard still `queued` (a launcher detached before
+    its turn) says so."""
     summary.shards = [
         shard_outcome(shard, attempts.get(shard, []), steps.get(shard, ShardStep(Step.LAUNCH)), published.get(shard))
         for shard in range(plan.shards)
     ]
+    summary.shards = [replace(shard, state=QUEUED) if shard.shard in queued else shard for shard in summary.shards]
     jobs = [attempt.job for tried in attempts.values() for attempt in tried]
     summary.spent = spend(jobs, plan.launches[0].flavor, price_per_hour)
     summary.wall_s = wall_seconds(jobs, now)

@@ -31,10 +31,8 @@ from ..store.lease import LeaseTaken
 from ..store.output import is_local_output
 from .drive import fan_out
 from .jobs import HfJobs, JobsClient
-from .plan import check_image_command, plan_launches, run_fingerprint
+from .plan import API_KEY_SECRET, check_image_command, plan_launches, run_fingerprint
 from .summary import FanoutSummary
-
-API_KEY_SECRET = "VLLM_API_KEY"  # where the recipe's --api-key reads its default
 
 
 def launch_command_line(
@@ -57,6 +55,7 @@ def launch_command_line(
     run = run_fingerprint(settings, facts, script_path.name, request.jobs)
     summary = FanoutSummary(script_path.name, settings.model, settings.output, run, request.jobs)
     summary.load_with = load_with
+    summary.max_parallel_jobs = request.max_parallel
     try:
         check_one_pull_request(settings, request, facts, script_path.name, arguments)
         text = script_path.read_text()

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..command.core_wheel import CoreWheel, shipping_env
 from ..command.jobs_request import FanoutRequest
 from ..command.script_header import JobsHeader
+from ..command.sealed_arguments import SEALED_SECRET, hand_template
 from ..errors import CommandError
 from ..facts import ModelFacts
 from ..inputs.selection import shard_label
@@ -32,6 +33,7 @@ RUN_LABEL = "ocr-vllm-run"
 SHARD_LABEL = "ocr-vllm-shard"
 FINGERPRINT_CHARS = 12
 DEFAULT_SECRETS = ("HF_TOKEN",)
+API_KEY_SECRET = "VLLM_API_KEY"  # where the recipe's --api-key reads its default
 
 
 @dataclass(frozen=True)
@@ -188,3 +190,32 @@ def launch_command(launch: JobLaunch) -> str:
     words += ["--name", launch.name]
     words += [launch.image, "--", *launch.command] if launch.command else [launch.script, *launch.script_args]
     return " ".join(shlex.quote(word) for word in words)
+
+
+def hand_secrets(names: Sequence[str], sealed_words: str | None) -> str:
+    """What a user sets to start a dry run's job by hand: `hf jobs` sends each secret a command names with -s from
+    the caller's environment, and stops when one is not there. Said by name and where its value comes from, never
+    the value; the sealed words as a template the user fills in."""
+    lines = [
+        "to start one of these jobs by hand, run its command where hf finds each secret it names with -s (hf sends "
+        "their values as job secrets; none is printed here):"
+    ]
+    for name in names:
+        if name == "HF_TOKEN":
+            lines.append(
+                "  HF_TOKEN: the jobs' Hub token; hf sends HF_TOKEN from your environment, else the one `hf auth "
+                "login` saved (export HF_TOKEN=... for the one you gave --hf-token)"
+            )
+        elif name == API_KEY_SECRET:
+            lines.append(f"  {name}: the key you gave --api-key, which the job's --api-key reads:")
+            lines.append(f"    export {name}={shlex.quote('<the key you gave --api-key>')}")
+        elif name == SEALED_SECRET and sealed_words:
+            lines.append(
+                f"  {name}: the words shown with *** in the commands (a password in --server's URL, a token in "
+                "--extra-serve-args), which the job puts back in place; in the last word of each entry, put back "
+                "what you typed for its ***:"
+            )
+            lines.append(f"    export {name}={shlex.quote(hand_template(sealed_words))}")
+        else:
+            lines.append(f"  {name}: as the launcher sends it, from your environment: export {name}=...")
+    return "\n".join(lines)

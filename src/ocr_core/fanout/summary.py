@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from ..publishing.cost import flavor_price
 from .heal import Attempt, ShardStep, Step
 from .jobs import JobRecord
+from .watch import QUEUED
 
 STATES = {Step.DONE: "done", Step.GIVE_UP: "given up", Step.LAUNCH: "not launched"}
 UNPUBLISHED = "not published"
@@ -93,6 +94,7 @@ class FanoutSummary:
     detached: bool = False
     dry_run: bool = False
     exit_code: int = 0
+    max_parallel_jobs: int | None = None
 
     @property
     def pages(self) -> int:
@@ -111,6 +113,12 @@ class FanoutSummary:
             f"relaunch(es), {money} billed over {self.wall_s / 60:.0f} min (exit {self.exit_code})"
         )
         given_up = [f"{shard.shard}/{self.jobs}" for shard in self.shards if shard.state == "given up"]
+        queued = sum(shard.state == QUEUED for shard in self.shards)
+        if self.detached and queued:
+            return (
+                f"{said}; detached: the jobs keep running, and the same command re-attaches and launches the "
+                f"{queued} queued shard(s)."
+            )
         if self.detached:
             return f"{said}; detached: the jobs keep running, and the same command re-attaches."
         if given_up:
@@ -135,6 +143,7 @@ class FanoutSummary:
             "output": self.output,
             "run": self.run,
             "jobs": self.jobs,
+            "max_parallel_jobs": self.max_parallel_jobs,
             "shards": [asdict(shard) for shard in self.shards],
             "pages": self.pages,
             "errors": self.errors,

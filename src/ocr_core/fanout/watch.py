@@ -21,6 +21,7 @@ from .pages import PageCount
 RATE_POLLS = 20
 MIN_RATE_SPAN_S = 30.0
 CLOSED_STEPS = (Step.DONE, Step.GIVE_UP)
+QUEUED = "queued"  # a shard due a launch that waits, under --max-parallel-jobs, for a running job to end
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,13 @@ def total_line(snapshot: Snapshot, now: datetime) -> str:
     views = snapshot.shards
     done = sum(view.step is Step.DONE for view in views)
     given_up = sum(view.step is Step.GIVE_UP for view in views)
+    queued = sum(view.state == QUEUED for view in views)
     pages = sum(view.pages.pages for view in views)
     errors = sum(view.pages.errors for view in views)
     planned = [view.planned for view in views]
     of = f" of {sum(planned)}" if views and None not in planned else ""
     said = [f"  {done} of {len(views)} shard(s) in" + (f", {given_up} given up" if given_up else "")]
+    said[0] += f", {queued} queued" if queued else ""
     said.append(f"{pages}{of} pages ({errors} with an error)")
     rates, span = shard_rates(snapshot.history)
     if span:
