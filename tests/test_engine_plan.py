@@ -124,3 +124,9 @@ def test_the_flag_reader_reads_as_vllm_does():
     assert merged(["--enable-x", "--a-b", "2"], ["--no-enable-x"]) == ["--a-b", "2", "--no-enable-x"]
     assert canonical(["--a_b=1", "--d=-5"]) == ["--a-b", "1", "--d=-5"]
     assert EngineRequest("m", 10, ("--a", "1"), ("--a=2",)).engine_flags() == ["--a=2"]
+
+
+def test_a_command_line_whose_extra_serve_args_cannot_be_split_is_refused_at_once(capsys):
+    with pytest.raises(SystemExit) as refused:
+        settings_for("--extra-serve-args=--chat-template '{{ x }}")
+    assert refused.value.code == 2 and "close the quote" in capsys.readouterr().err
