@@ -51,7 +51,7 @@ _.offline
 _.server
 _.saturate
 
-# Parts of the engine cache's key (serving/engine_cache.py): hashed and stored through dataclasses.asdict.
+# Parts of the engine cache's key (serving/cache_key.py): hashed and stored through dataclasses.asdict.
 _.torch
 _.triton
 

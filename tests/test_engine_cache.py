@@ -28,6 +28,7 @@ from ocr_core.fanout.jobs import bucket_volume
 from ocr_core.planning.job_commands import job_command
 from ocr_core.redaction import register_secret
 from ocr_core.serving import engine_cache
+from ocr_core.serving.cache_claim import claimed_folder
 from ocr_core.serving.engine_cache import (
     CACHE_FOLDERS,
     HIT,
@@ -237,9 +238,10 @@ def test_no_file_on_the_volume_holds_a_secret_of_the_run(tmp_path, monkeypatch):
     assert warm.outcome == HIT and "vllm/config.json" not in contents(warm)
 
 
-def write_many(volume: str, local: str, tag: str, rounds: int) -> None:
-    """One job of a concurrent pair: writes this key's archive again and again, with content of its own."""
-    cache = EngineCache(volume, Path(volume), KEY, local=Path(local))
+def write_many(volume: str, work_root: str, tag: str, rounds: int) -> None:
+    """One job of a concurrent pair, on a machine of its own (its own work root, whose fixed folder it holds):
+    writes this key's archive again and again, with content of its own."""
+    cache = EngineCache(volume, Path(volume), KEY, *claimed_folder(Path(work_root), KEY.name))
     compiled(cache, tag, files=20)
     for _ in range(rounds):
         cache.publish()

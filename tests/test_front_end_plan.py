@@ -107,6 +107,20 @@ def test_pixels_go_through_shared_memory_only_where_it_holds_them_and_never_with
     assert "--mm-tensor-ipc" not in dp.serve_args()
 
 
+def test_identical_jobs_whose_free_shared_memory_differs_a_little_at_the_threshold_get_the_same_flags():
+    """The engine cache's key holds the serve flags, and the pixel path's choice is a threshold on /dev/shm free per
+    replica (8 GiB): a tmpfs of exactly 8 GiB per replica (half the RAM of a 16 GiB host, for one replica) is on
+    one side when empty and on the other when anything sits in it, so two identical jobs would differ."""
+    for replicas, cpus in ((1, 6), (3, 16)):
+        size = replicas * 8 * GIB
+        plans = [
+            plan_scale(Machine((H200,), cpus, free), 0.8, replicas=replicas, vllm_version="0.30.0")
+            for free in (size, size - 4096, size - 40 * 1024**2)
+        ]
+        assert "--mm-tensor-ipc" in plans[0].serve_args()
+        assert all(plan.serve_args() == plans[0].serve_args() for plan in plans[1:])
+
+
 def test_larger_steps_only_for_a_small_model_on_a_large_gpu_without_its_own():
     """--max-num-batched-tokens 32768 paid for the 0.8B shape (5.7 to 7.1 pages/s), not the 3B (0.99x)."""
     small = Engine("0.30.0", fast_gpu=True, large_gpu=True, params_b=0.8)

@@ -83,7 +83,7 @@ def test_replicas_sharing_a_gpu_get_their_kv_cache_in_bytes_and_start_together()
     plan = plan_scale(machine(H200, 1, 16), params_b=0.8, vllm_version="0.30.0")
     args = plan.serve_args()
     kv_bytes = int(args[args.index("--kv-cache-memory-bytes") + 1])
-    share_bytes = 143771 * 1024**2 * 0.29
+    share_bytes = 140 * GIB * 0.29  # the GPU's 143771 MiB, counted in whole GiB
     assert share_bytes - kv_bytes == pytest.approx((1.6 + 6.0 + 4.0) * GIB, rel=1e-3)
     assert args[args.index("--max-num-batched-tokens") + 1] == "32768"
     assert plan.concurrent_start
@@ -164,3 +164,32 @@ def test_shards_are_contiguous_balanced_ranges_in_input_order(count, shards):
 def test_bad_shard_arguments_name_the_form(text):
     with pytest.raises(InputError, match="--shard"):
         parse_shard(text)
+
+
+@pytest.mark.parametrize(
+    ("name", "reported_mib"),
+    [
+        ("NVIDIA H200", (143771, 143765, 143700)),
+        ("NVIDIA A100-SXM4-80GB", (81920, 81914)),
+        ("NVIDIA L40S", (46068, 46060)),
+        ("NVIDIA L4", (23034, 23028)),
+    ],
+)
+def test_nodes_whose_gpus_report_memory_a_few_mib_apart_get_the_same_flags(name, reported_mib):
+    """The engine cache's key holds the serve flags: two identical jobs on nodes whose cards report memory.total a
+    few MiB apart must get the same --kv-cache-memory-bytes, or the second starts cold."""
+    plans = [
+        plan_scale(machine(Gpu("0", name, mib), 1, 16), params_b=0.8, replicas=2, vllm_version="0.30.0")
+        for mib in reported_mib
+    ]
+    assert "--kv-cache-memory-bytes" in plans[0].serve_args()
+    assert all(plan.serve_args() == plans[0].serve_args() for plan in plans[1:])
+
+
+def test_the_kv_cache_in_bytes_stays_inside_the_replicas_share_of_the_memory_the_gpu_reports():
+    for mib in (143771, 81920, 81700, 46068, 23034):
+        plan = plan_scale(machine(Gpu("0", "NVIDIA H200", mib), 1, 16), params_b=0.8, replicas=2, vllm_version="0.30.0")
+        args = plan.serve_args()
+        kv_bytes = int(args[args.index("--kv-cache-memory-bytes") + 1])
+        share = float(args[args.index("--gpu-memory-utilization") + 1])
+        assert kv_bytes + (1.6 + 6.0) * GIB <= (mib * 1024**2 + GIB / 4) * share, "weights and the engine's own"

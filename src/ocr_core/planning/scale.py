@@ -71,6 +71,11 @@ KV_CACHE_BYTES_SINCE = (0, 11, 0)
 # encoder with its largest image, one batch of max_num_batched_tokens), CUDA graphs and the sampler's buffers.
 NON_KV_GIB = 6.0
 GIB = 1024**3
+# Memory that the plan turns into flags is counted in whole GiB, rounded down after a quarter GiB of slack: identical
+# jobs on nodes of one kind see a few MiB apart (memory.total 143771 and 143765 MiB on two H200s; /dev/shm free, less
+# whatever another process holds there), and the engine cache's key holds the flags, so a node seeing a little less
+# would start cold. The slack keeps a size of a whole number of GiB (an A100's 81920 MiB, an 8 GiB /dev/shm) at it.
+STEADY_SLACK_BYTES = GIB // 4
 # vLLM's larger scheduler defaults apply from this much GPU memory (70 GiB).
 LARGE_GPU_MIB = 70 * 1024
 
@@ -207,7 +212,7 @@ def replica_engine(
         fast_gpu=gpu is not None and fast_gpu(gpu.name),
         large_gpu=gpu is not None and gpu.memory_mib >= LARGE_GPU_MIB,
         params_b=params_b,
-        shm_bytes=machine.shm_bytes // replicas if machine.shm_bytes is not None else None,
+        shm_bytes=steady_gib(machine.shm_bytes // replicas) * GIB if machine.shm_bytes is not None else None,
     )
 
 
@@ -241,8 +246,13 @@ def replica_kv_bytes(gpu: Gpu, share: float, params_b: float | None, extra_gib: 
     an engine holds beside them (NON_KV_GIB, and `extra_gib` for larger steps); None where nothing would be left,
     so that the plan falls back to a start one after another."""
     weights_gib = 2 * (params_b or 0.0)
-    kv_gib = gpu.memory_mib / 1024 * share - weights_gib - NON_KV_GIB - extra_gib
+    kv_gib = steady_gib(gpu.memory_mib * 1024**2) * share - weights_gib - NON_KV_GIB - extra_gib
     return int(kv_gib * GIB) if kv_gib >= 1 else None
+
+
+def steady_gib(size_bytes: int) -> int:
+    """A memory size in whole GiB that a few MiB more or less leave alone (STEADY_SLACK_BYTES)."""
+    return (size_bytes + STEADY_SLACK_BYTES) // GIB
 
 
 def fast_gpu(gpu_name: str) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -18,6 +20,10 @@ STARTING, SERVING, RECOVERING, GONE = "starting", "serving", "recovering", "gone
 # so a burst of new connections lands on one process, which then decodes and processes most pages alone: 294 of 384
 # requests on one of four processes (H200, 2026-12-02). Connections opened apart go to whichever process is free.
 CONNECTION_GAP_S = 0.01
+# How long a connection idles before the fleet takes it for closed: a little under the 5 s after which the pump's
+# client (httpx's default keepalive_expiry) and vLLM's API server (VLLM_HTTP_TIMEOUT_KEEP_ALIVE) close it. One taken
+# for closed too early costs one paced request, one taken for open too long a burst.
+KEEPALIVE_EXPIRY_S = 4.0
 
 
 @dataclass(eq=False)
@@ -42,6 +48,12 @@ class Replica:
     connection_gap: float = CONNECTION_GAP_S
     opened_at: float = float("-inf")
     opening: asyncio.Lock = field(default_factory=asyncio.Lock)
+    keepalive_expiry: float = KEEPALIVE_EXPIRY_S
+    monotonic: Callable[[], float] = time.monotonic
+    # When the k-th of the `connections` was last busy (k requests outstanding at once), and the engine's generation
+    # they were opened to: a restarted server closed them all.
+    last_busy: list[float] = field(default_factory=list)
+    connected_generation: int = 0
 
     @property
     def url(self) -> str:
@@ -49,11 +61,24 @@ class Replica:
 
     def opens_connection(self) -> bool:
         """Whether the request just counted in `outstanding` needs a new connection: more requests are outstanding
-        here than ever before, so every connection the client holds is busy."""
-        if self.outstanding <= self.connections:
+        here than the client holds connections to this server. It holds as many as were busy at once since the
+        engine last (re)started, less those idle past `keepalive_expiry`, which the client and the server close
+        (the client reuses its oldest idle connection first, so the connections past the level in use idle out)."""
+        if self.handle.generation != self.connected_generation:
+            self.connected_generation, self.connections, self.last_busy = self.handle.generation, 0, []
+        level, now = self.outstanding, self.monotonic()
+        if level <= self.connections and now - self.last_busy[level - 1] > self.keepalive_expiry:
+            self.connections = level - 1
+        if level <= self.connections:
             return False
-        self.connections = self.outstanding
+        self.last_busy = [*self.last_busy[: self.connections], *[now] * (level - self.connections)]
+        self.connections = level
         return True
+
+    def busy_until_now(self) -> None:
+        """A request ends: the connections of every level outstanding were in use until now."""
+        levels = min(self.outstanding, len(self.last_busy))
+        self.last_busy[:levels] = [self.monotonic()] * levels
 
     async def admit(self) -> None:
         """Waits until `connection_gap` (CONNECTION_GAP_S) after the last new connection to this server."""
@@ -68,7 +93,10 @@ class Replica:
         """The request, once its new connection (`opens`) may open."""
         if opens:
             await self.admit()
-        return await post_chat(client, self.url, body, self.handle.headers)
+        try:
+            return await post_chat(client, self.url, body, self.handle.headers)
+        finally:
+            self.busy_until_now()
 
     def provenance(self) -> str:
         """What a row this replica answered records of where its text came from (progress.RowResult.server)."""
