@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import httpx
 
-from ocr_core.planning.scale import Slot
+from ocr_core.planning.engine_plan import ReplicaLaunch
 from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.replica import SERVING, Replica
 
@@ -23,7 +23,7 @@ ANSWER = {"choices": [{"message": {"content": "text"}, "finish_reason": "stop"}]
 class Endpoint:
     url = "http://127.0.0.1:8000"
     headers: ClassVar[dict[str, str]] = {}
-    slot = Slot(None, ())
+    launch = ReplicaLaunch(None, (), {})
     spawned = None
     restarts = 0
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ocr_core.planning.installed import installed_vllm_version
-from ocr_core.serving.engine_cache import MISS, make_key, open_engine_cache, served_versions, versions_of
+from ocr_core.planning.installed import installed_vllm_version, served_versions, versions_of
+from ocr_core.serving.engine_cache import MISS, make_key, open_engine_cache
 
 
 def interpreter_with(folder: Path, distributions: dict[str, str]) -> str:

@@ -28,14 +28,13 @@ from pathlib import Path
 
 from ..console import say
 from ..planning.cache_volume import BUCKET_SCHEME, ENGINE_CACHE_MOUNT, bucket_mounts
-from ..planning.installed import served_versions, versions_of
 from ..redaction import SECRET_ENVIRONMENT, SECRET_VALUES, redact
 from .cache_archive import UnusableEntry, local_files, pack, unpack
 from .cache_claim import claimed_folder
 from .cache_key import CacheKey, make_key
 
 # What the shapes import from here to key and open a run's cache.
-__all__ = ["EngineCache", "make_key", "open_engine_cache", "served_versions", "versions_of"]
+__all__ = ["EngineCache", "make_key", "open_engine_cache"]
 
 # Where each cache goes inside the run's private folder; FLASHINFER_WORKSPACE_BASE is the parent of .cache/flashinfer.
 CACHE_FOLDERS = {

