@@ -19,6 +19,7 @@ from ocr_core.facts import ModelFacts
 from ocr_core.inputs.columns import Columns
 from ocr_core.inputs.source import InputSelection, load_source
 from ocr_core.judging.answers import judge
+from ocr_core.planning.page_rules import answer_rules
 from ocr_core.publishing.assembly import assemble
 from ocr_core.settings import Settings
 from ocr_core.store.progress import ResultLog, RowResult, read_results
@@ -41,13 +42,13 @@ def looping_page() -> str:
 
 def test_finished_page_is_a_clean_success():
     facts, args = recipe("nanonets_ocr2")
-    verdict = judge(f"  {PAGE}\n", "stop", facts, args, resampled=False, attempts=1)
+    verdict = judge(f"  {PAGE}\n", "stop", facts, answer_rules(args), resampled=False, attempts=1)
     assert (verdict.resample, verdict.text, verdict.error) == (False, PAGE, None)
 
 
 def test_repeating_text_that_finished_is_not_a_loop():
     facts, args = recipe("nanonets_ocr2")
-    verdict = judge(looping_page(), "stop", facts, args, resampled=False, attempts=1)
+    verdict = judge(looping_page(), "stop", facts, answer_rules(args), resampled=False, attempts=1)
     assert verdict.error is None
     assert verdict.text == looping_page()
 
@@ -55,12 +56,12 @@ def test_repeating_text_that_finished_is_not_a_loop():
 def test_loop_is_resampled_once_where_the_card_allows_sampling():
     facts, args = recipe("lighton_ocr3")
     assert facts.retry_temperature is not None
-    assert judge(looping_page(), "length", facts, args, resampled=False, attempts=1).resample
+    assert judge(looping_page(), "length", facts, answer_rules(args), resampled=False, attempts=1).resample
 
 
 def test_loop_after_the_resample_is_flagged_and_trimmed():
     facts, args = recipe("lighton_ocr3")
-    verdict = judge(looping_page(), "length", facts, args, resampled=True, attempts=2)
+    verdict = judge(looping_page(), "length", facts, answer_rules(args), resampled=True, attempts=2)
     assert not verdict.resample
     assert verdict.error.startswith("repetition loop") and "after 2 attempt(s)" in verdict.error
     assert verdict.text == PAGE + "\n\n" + LOOP_UNIT
@@ -69,7 +70,7 @@ def test_loop_after_the_resample_is_flagged_and_trimmed():
 def test_loop_of_a_model_without_a_trimmer_keeps_one_copy():
     facts, args = recipe("nanonets_ocr2")
     assert facts.retry_temperature is None
-    verdict = judge(looping_page(), "length", facts, args, resampled=False, attempts=1)
+    verdict = judge(looping_page(), "length", facts, answer_rules(args), resampled=False, attempts=1)
     assert not verdict.resample
     assert verdict.error.startswith("repetition loop")
     assert "text holds the trimmed output" in verdict.error
@@ -79,14 +80,14 @@ def test_loop_of_a_model_without_a_trimmer_keeps_one_copy():
 
 def test_ignore_eos_runs_are_neither_loops_nor_truncated():
     facts, args = recipe("lighton_ocr3", "--ignore-eos")
-    verdict = judge(looping_page(), "length", facts, args, resampled=False, attempts=1)
+    verdict = judge(looping_page(), "length", facts, answer_rules(args), resampled=False, attempts=1)
     assert (verdict.resample, verdict.error) == (False, None)
     assert verdict.text == looping_page()
 
 
 def test_truncated_page_keeps_its_text_and_says_so():
     facts, args = recipe("nanonets_ocr2", "--max-tokens", "700")
-    verdict = judge(PAGE, "length", facts, args, resampled=False, attempts=1)
+    verdict = judge(PAGE, "length", facts, answer_rules(args), resampled=False, attempts=1)
     assert verdict.text == PAGE
     assert verdict.error.startswith("truncated: the answer hit max_tokens (700)")
     assert "raise --max-tokens" in verdict.error
@@ -95,7 +96,7 @@ def test_truncated_page_keeps_its_text_and_says_so():
 def test_page_that_filled_the_context_names_max_model_len():
     facts, args = recipe("nanonets_ocr2", "--max-model-len", "20000")
     args = dataclasses.replace(args, max_tokens=None)
-    verdict = judge(PAGE, "length", facts, args, resampled=False, attempts=1)
+    verdict = judge(PAGE, "length", facts, answer_rules(args), resampled=False, attempts=1)
     assert verdict.text == PAGE
     assert verdict.error.startswith("truncated: the answer filled the context (--max-model-len 20000)")
     assert "raise --max-model-len" in verdict.error
@@ -103,7 +104,7 @@ def test_page_that_filled_the_context_names_max_model_len():
 
 def test_loop_that_finished_by_its_stop_token_is_not_resampled():
     facts, args = recipe("lighton_ocr3")
-    verdict = judge(looping_page(), "stop", facts, args, resampled=False, attempts=1)
+    verdict = judge(looping_page(), "stop", facts, answer_rules(args), resampled=False, attempts=1)
     assert (verdict.resample, verdict.error, verdict.text) == (False, None, looping_page())
 
 
@@ -122,7 +123,7 @@ def hpd_answer(bbox: list[int]) -> str:
 
 def test_value_that_does_not_fit_its_column_makes_the_row_an_error():
     facts, args = recipe("hpd_parsing")
-    verdict = judge(hpd_answer([0, 0, 2**40, 50]), "stop", facts, args, resampled=False, attempts=1)
+    verdict = judge(hpd_answer([0, 0, 2**40, 50]), "stop", facts, answer_rules(args), resampled=False, attempts=1)
     assert verdict.text == "Annual report\n\nBody"
     assert "cannot be stored in column hpd_blocks" in verdict.error
     assert verdict.extra is None
@@ -130,7 +131,7 @@ def test_value_that_does_not_fit_its_column_makes_the_row_an_error():
 
 def test_values_that_fit_are_kept():
     facts, args = recipe("hpd_parsing")
-    verdict = judge(hpd_answer([0, 0, 1000, 50]), "stop", facts, args, resampled=False, attempts=1)
+    verdict = judge(hpd_answer([0, 0, 1000, 50]), "stop", facts, answer_rules(args), resampled=False, attempts=1)
     assert verdict.error is None
     assert json.loads(verdict.extra)["hpd_blocks"][0]["bbox"] == [0, 0, 1000, 50]
 
@@ -141,7 +142,7 @@ def test_rows_with_an_unstorable_value_still_publish(tmp_path):
     log = ResultLog(tmp_path / "progress", "20260101T000000Z-aaaaaa")
     bboxes = ([0, 0, 2**40, 50], [0, 0, 1000, 50])
     for index, row_id, bbox in zip(source.selected, source.ids, bboxes):
-        verdict = judge(hpd_answer(bbox), "stop", facts, args, resampled=False, attempts=1)
+        verdict = judge(hpd_answer(bbox), "stop", facts, answer_rules(args), resampled=False, attempts=1)
         log.add(RowResult(index, row_id, verdict.text, verdict.error, "stop", extra=verdict.extra))
     log.flush()
     columns = Columns("markdown", "ocr_error", dict(facts.extra_columns))

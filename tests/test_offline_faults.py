@@ -25,6 +25,7 @@ from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, Parsed, default_parse
 from ocr_core.inputs.source import RowInput
 from ocr_core.planning.engine_plan import engine_request
+from ocr_core.planning.page_rules import rules_of
 from ocr_core.settings import Settings
 from ocr_core.shapes.llm_batches import OfflineRunner
 from ocr_core.shapes.tally import ProgressBar
@@ -87,7 +88,9 @@ def run_offline(
     default_facts, args = recipe()
     progress = ProgressBar(count, 0)
     log = ResultLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
-    runner = OfflineRunner(FakeLLM(reply), facts or default_facts, args, log, progress)
+    runner = OfflineRunner(
+        FakeLLM(reply), facts or default_facts, rules_of(facts or default_facts, args), log, progress
+    )
     rows = [RowInput(index, f"train-{index}", {"bytes": page, "path": None}) for index in range(count)]
     failure = None
     try:
@@ -172,7 +175,9 @@ def run_with_a_loop(folder: Path, second: SimpleNamespace) -> tuple[dict[str, di
     args = parse_arguments(build_parser("recipe.py", facts, "offline"), ["in", "./out"])
     replies = {1: completion(LOOPING_PAGE, "length"), 3: second}
     llm = FakeLLM(lambda n: replies.get(n, completion()))
-    runner = OfflineRunner(llm, facts, args, ResultLog(folder, "20260101T000000Z-aaaaaa"), ProgressBar(3, 0))
+    runner = OfflineRunner(
+        llm, facts, rules_of(facts, args), ResultLog(folder, "20260101T000000Z-aaaaaa"), ProgressBar(3, 0)
+    )
     runner.run(iter([RowInput(index, f"train-{index}", {"bytes": PAGE, "path": None}) for index in range(3)]), 3)
     return {row["row_id"]: row for row in read_results(folder).to_pylist()}, llm, facts, args.temperature
 

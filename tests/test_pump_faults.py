@@ -31,6 +31,7 @@ from ocr_core.facts import ModelFacts, default_parse
 from ocr_core.inputs.source import RowInput
 from ocr_core.judging.canary import Canary, CanaryContext
 from ocr_core.planning.engine_plan import ReplicaLaunch
+from ocr_core.planning.page_rules import rules_of
 from ocr_core.serving.chat import Retryable, RowFailed, post_chat
 from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.replica import SERVING, STARTING, Replica
@@ -171,7 +172,15 @@ def run_pump(
     settings = dataclasses.replace(args, request_timeout=5.0, retry_budget=retry_budget)
     log = ResultLog(folder, "20260101T000000Z-aaaaaa", flush_rows=1000)
     progress = ProgressBar(count, 0)
-    pump = Pump(fleet, facts, settings, Window(window, window), log, progress, transport=httpx.MockTransport(server))
+    pump = Pump(
+        fleet,
+        facts,
+        rules_of(facts, settings),
+        Window(window, window),
+        log,
+        progress,
+        transport=httpx.MockTransport(server),
+    )
     failure = None
     try:
         asyncio.run(pump.run(iter(rows(count, page))))
@@ -689,8 +698,10 @@ def test_each_server_of_a_fleet_passes_its_own_canary(tmp_path):
         context = CanaryContext("m", "image:v0.10.2", "the job command", f"vLLM {replica.version}", replica.url)
         return Canary(log, context, 8)
 
-    pump = Pump(fleet, facts, settings, Window(4, 4), log, ProgressBar(12, 0), transport=httpx.MockTransport(server),
-                canary=canary)  # fmt: skip
+    transport = httpx.MockTransport(server)
+    pump = Pump(
+        fleet, facts, rules_of(facts, settings), Window(4, 4), log, ProgressBar(12, 0), transport, canary=canary
+    )
     with pytest.raises(JobFailed) as stopped:
         asyncio.run(pump.run(iter(rows(12))))
     message = str(stopped.value)
@@ -721,7 +732,7 @@ def test_a_given_server_on_trial_gets_no_more_than_its_canary_pages_until_a_real
     def canary(replica: Replica) -> Canary:
         return Canary(log, CanaryContext("m", "image", "the job command", None, replica.url), 3)
 
-    pump = Pump(fleet, facts, dataclasses.replace(args, request_timeout=5.0), Window(16, 16), log,
+    pump = Pump(fleet, facts, rules_of(facts, dataclasses.replace(args, request_timeout=5.0)), Window(16, 16), log,
                 ProgressBar(40, 0), transport=httpx.MockTransport(by_host({URL: server, OTHER: server})),
                 canary=canary)  # fmt: skip
     with pytest.raises(JobFailed, match=f"at {OTHER}"):
@@ -827,7 +838,15 @@ def pump_rows(
     settings = dataclasses.replace(args, request_timeout=5.0, retry_budget=retry_budget)
     log = ResultLog(folder, f"20260101T000000Z-{time.monotonic_ns() % 10**6:06d}", flush_rows=1000)
     progress = ProgressBar(len(rows_in), 0)
-    pump = Pump(fleet, facts, settings, Window(window, window), log, progress, transport=httpx.MockTransport(server))
+    pump = Pump(
+        fleet,
+        facts,
+        rules_of(facts, settings),
+        Window(window, window),
+        log,
+        progress,
+        transport=httpx.MockTransport(server),
+    )
     failure = None
     try:
         asyncio.run(pump.run(iter(rows_in)))

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ..errors import ERROR_TEXT_LIMIT
 from ..facts import ModelFacts
-from ..settings import Settings
+from ..planning.page_rules import AnswerRules
 from .breaker import LOOP, TRUNCATED, UNSTORABLE
 from .repeats import Repeat, keep_one_copy, repeated_tail
 
@@ -30,23 +30,23 @@ class Verdict:
 
 
 def judge(
-    text: str, finish_reason: str | None, facts: ModelFacts, settings: Settings, resampled: bool, attempts: int
+    text: str, finish_reason: str | None, facts: ModelFacts, rules: AnswerRules, resampled: bool, attempts: int
 ) -> Verdict:
     """A loop is retried once at the card's other temperature; a loop that stays is trimmed to one copy and flagged.
 
     A page cut off by max_tokens keeps its text and is flagged as truncated. With --ignore-eos every page runs to
     max_tokens on purpose (benchmarks), so nothing there is a loop or truncated.
     """
-    cut_off = finish_reason == "length" and not settings.ignore_eos
+    cut_off = finish_reason == "length" and not rules.ignore_eos
     loop = repeated_tail(text) if cut_off else None
     if loop and facts.retry_temperature is not None and not resampled:
         return Verdict(resample=True)
-    parsed = facts.parse(keep_one_copy(text, loop) if loop else text, settings.model_options)
+    parsed = facts.parse(keep_one_copy(text, loop) if loop else text, rules.model_options)
     problems = []
     if loop:
         problems.append(loop_error(loop, attempts))
     elif cut_off:
-        problems.append(truncation_error(settings))
+        problems.append(truncation_error(rules))
     unstorable = storage_problem(parsed.extra, facts.extra_columns)
     if unstorable:
         problems.append(unstorable)
@@ -61,14 +61,14 @@ def loop_error(loop: Repeat, attempts: int) -> str:
     )
 
 
-def truncation_error(settings: Settings) -> str:
-    if settings.max_tokens is None:
+def truncation_error(rules: AnswerRules) -> str:
+    if rules.max_tokens is None:
         return (
-            f"{TRUNCATED}: the answer filled the context (--max-model-len {settings.max_model_len}) before the model "
+            f"{TRUNCATED}: the answer filled the context (--max-model-len {rules.max_model_len}) before the model "
             "finished; text holds what was written; raise --max-model-len"
         )
     return (
-        f"{TRUNCATED}: the answer hit max_tokens ({settings.max_tokens}) before the model finished; text holds what "
+        f"{TRUNCATED}: the answer hit max_tokens ({rules.max_tokens}) before the model finished; text holds what "
         "was written; raise --max-tokens"
     )
 

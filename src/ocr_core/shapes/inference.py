@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..facts import ModelFacts
+from ..planning.page_rules import requested_sampling
 from ..planning.provenance import ScriptSource, ran_image, writer_record
 from ..preparation.job import Job
-from ..store.manifest import requested_sampling
 from ..version import core_build, core_version
 from .drive_result import Drive
 

@@ -27,8 +27,7 @@ from ..judging.answers import judge
 from ..judging.breaker import Breaker
 from ..judging.canary import Canary
 from ..planning.engine_plan import EngineRequest
-from ..settings import Settings
-from ..store.manifest import requested_sampling
+from ..planning.page_rules import PageRules
 from ..store.progress import ResultLog, RowResult
 from .tally import ProgressBar
 
@@ -106,7 +105,7 @@ class OfflineRunner:
         self,
         llm: Any,
         facts: ModelFacts,
-        settings: Settings,
+        rules: PageRules,
         log: ResultLog,
         progress: ProgressBar,
         canary: Canary | None = None,
@@ -115,12 +114,12 @@ class OfflineRunner:
 
         self.llm = llm
         self.facts = facts
-        self.settings = settings
+        self.rules = rules
         self.log = log
         self.progress = progress
-        self.breaker = Breaker(settings.max_error_rate, image=facts.image)
+        self.breaker = Breaker(rules.max_error_rate, image=facts.image)
         self.canary = canary
-        self.sampling = offline_sampling(llm, facts, settings)
+        self.sampling = offline_sampling(llm, rules)
         self.resampling = (
             SamplingParams(**{**self.sampling, "temperature": facts.retry_temperature})
             if facts.retry_temperature is not None
@@ -214,7 +213,7 @@ class OfflineRunner:
         result.prompt_tokens = len(output.prompt_token_ids or [])
         result.completion_tokens = len(completion.token_ids)
         verdict = judge(
-            completion.text, completion.finish_reason, self.facts, self.settings, resampled, result.attempts
+            completion.text, completion.finish_reason, self.facts, self.rules.answers, resampled, result.attempts
         )
         result.text, result.extra, result.error = verdict.text, verdict.extra, verdict.error
         return verdict.resample
@@ -222,16 +221,16 @@ class OfflineRunner:
     def record(self, result: RowResult, sent: float | None = None) -> None:
         self.log.add(result)
         self.progress.record(result.error, result.completion_tokens, sent)
-        if result.error is not None and self.settings.verbose:
+        if result.error is not None and self.rules.verbose:
             say(f"{result.row_id}: {result.error}")
         if self.canary is not None:
             self.canary.record(result)
         self.breaker.record(result.error)
 
 
-def offline_sampling(llm: Any, facts: ModelFacts, settings: Settings) -> dict[str, Any]:
+def offline_sampling(llm: Any, rules: PageRules) -> dict[str, Any]:
     """The server's sampling rule: the model's generation_config defaults, then the recipe's, then the CLI's."""
-    return {**llm.llm_engine.model_config.get_diff_sampling_param(), **requested_sampling(facts, settings)}
+    return {**llm.llm_engine.model_config.get_diff_sampling_param(), **rules.sampling}
 
 
 def stdout_to_stderr() -> TextIO:

@@ -14,6 +14,7 @@ from ..console import say
 from ..errors import JobFailed
 from ..planning.installed import VLLM_DISTRIBUTIONS, versions_of
 from ..planning.machine import detect_machine
+from ..planning.page_rules import rules_of
 from ..preparation.job import Job
 from ..serving.engine_cache import EngineCache, make_key, open_engine_cache
 from ..store.progress import ResultLog
@@ -84,7 +85,8 @@ def drive_offline(
     writer = writer_of(job, Drive(version=vllm_version()))
     flush_rows = max(16, job.settings.batch_size)
     log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=flush_rows, provenance=lambda: writer)
-    runner = OfflineRunner(llm, job.facts, job.settings, log, progress, make_canary(job, log, vllm_version()))
+    rules = rules_of(job.facts, job.settings)
+    runner = OfflineRunner(llm, job.facts, rules, log, progress, make_canary(job, log, vllm_version()))
     progress.start()
     runner.run(job.source.rows(job.skip), job.settings.batch_size)
 

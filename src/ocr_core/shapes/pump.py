@@ -29,14 +29,13 @@ from ..judging.answers import judge
 from ..judging.breaker import Breaker
 from ..judging.canary import Canary
 from ..judging.poison import Lane, Strikes, fault_of_the_page
+from ..planning.page_rules import PageRules
 from ..serving.chat import Answer, Retryable, RowFailed, chat_body
 from ..serving.fleet import Fleet
 from ..serving.hostmem import MemoryGuard
 from ..serving.probe import probe_body, servers_answer
 from ..serving.replica import Replica
 from ..serving.spawn import parse_metrics
-from ..settings import Settings
-from ..store.manifest import requested_sampling
 from ..store.progress import ResultLog, RowResult, read_strikes
 from .page_requests import PageRequest, Sent, Streak, retry_delay
 from .tally import ProgressBar
@@ -52,7 +51,7 @@ class Pump:
         self,
         fleet: Fleet,
         facts: ModelFacts,
-        settings: Settings,
+        rules: PageRules,
         window: Window,
         log: ResultLog,
         progress: ProgressBar,
@@ -65,14 +64,14 @@ class Pump:
         server's good answers must not clear another's."""
         self.fleet = fleet
         self.facts = facts
-        self.settings = settings
-        self.sampling = requested_sampling(facts, settings)
+        self.rules = rules
+        self.sampling = dict(rules.sampling)
         self.window = window
         self.log = log
         self.progress = progress
         self.guard = guard
         self.transport = transport
-        self.breaker = Breaker(settings.max_error_rate, image=facts.image)
+        self.breaker = Breaker(rules.max_error_rate, image=facts.image)
         self.canary = canary
         self.canaries: dict[Replica, Canary | None] = {}
         self.writers: dict[str, Replica] = {}
@@ -92,7 +91,7 @@ class Pump:
         """Pumps every row."""
         connections = (self.guard.ceiling if self.guard else self.window.cap) + 8
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-        timeout = httpx.Timeout(self.settings.request_timeout, connect=30.0, pool=None)
+        timeout = httpx.Timeout(self.rules.request_timeout, connect=30.0, pool=None)
         tasks: set[asyncio.Task] = set()
         with ThreadPoolExecutor(PREP_THREADS, thread_name_prefix="prep") as prep:
             async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=self.transport) as client:
@@ -141,7 +140,7 @@ class Pump:
         try:
             result, acknowledged = await self.complete(row, client, prep)
             self.log.add(result)
-            if result.error is not None and self.settings.verbose:
+            if result.error is not None and self.rules.verbose:
                 say(f"{row.row_id}: {result.error}")
             self.progress.record(result.error, result.completion_tokens, self.first_sent.pop(row.row_id, None))
             self.judge_writer(row.row_id, result)
@@ -294,7 +293,7 @@ class Pump:
         page's failing streak. Past the retry budget the page has a strike when other pages were answered meanwhile
         (or, with none left to ask, a blank probe page was), else the job stops. A restart anywhere in the fleet
         gives the page a fresh budget: restarts are bounded by --max-restarts."""
-        error, now, budget = sent.retry, time.monotonic(), self.settings.retry_budget
+        error, now, budget = sent.retry, time.monotonic(), self.rules.retry_budget
         self.failing.add(result.row_id)
         if streak is None or self.fleet.restarts != streak.restarts:
             streak = Streak(now, self.fleet.restarts, self.fleet.answered)
@@ -343,7 +342,7 @@ class Pump:
         cause = self.strikes.causes[row_id]
         self.log.add(RowResult(result.row_index, row_id, error=cause, attempts=result.attempts, strikes=count))
         self.log.flush()
-        if self.settings.verbose:
+        if self.rules.verbose:
             say(f"{row_id}: no answer ({count} of {self.strikes.bound} strikes): {cause}")
 
     def take_answer(self, answer: Answer, result: RowResult, resampled: bool) -> bool:
@@ -351,7 +350,7 @@ class Pump:
         result.finish_reason = answer.finish_reason
         result.prompt_tokens += answer.prompt_tokens
         result.completion_tokens += answer.completion_tokens
-        verdict = judge(answer.text, answer.finish_reason, self.facts, self.settings, resampled, result.attempts)
+        verdict = judge(answer.text, answer.finish_reason, self.facts, self.rules.answers, resampled, result.attempts)
         if verdict.resample:
             return False
         result.text, result.extra, result.error = verdict.text, verdict.extra, verdict.error

@@ -19,6 +19,7 @@ from ..planning.defaults import SATURATE_MAX_INFLIGHT, SERVER_WINDOW
 from ..planning.engine_plan import EnginePlan, EngineRequest, plan_engine
 from ..planning.installed import installed_vllm_version, served_versions
 from ..planning.machine import detect_machine
+from ..planning.page_rules import rules_of
 from ..planning.scale import max_num_seqs
 from ..planning.server_policy import policy_of
 from ..preparation.job import Job
@@ -216,7 +217,7 @@ async def pump_pages(
     canary = None if job.settings.no_canary else lambda replica: make_canary(job, log, replica.version, replica.url)
     if canary is not None and fleet.given:
         fleet.trial_pages = min(job.settings.canary_pages, job.todo)
-    pump = Pump(fleet, job.facts, job.settings, window, log, progress, guard, canary=canary)
+    pump = Pump(fleet, job.facts, rules_of(job.facts, job.settings), window, log, progress, guard, canary=canary)
     progress.start()
     watch = asyncio.gather(fleet.watch(job.settings.stall_timeout), publish_once_serving(fleet, cache))
     await beside(pump.run(job.source.rows(job.skip)), watch)

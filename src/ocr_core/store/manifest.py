@@ -21,6 +21,7 @@ from typing import Any
 from ..facts import ModelFacts
 from ..inputs.images import placeholder_part
 from ..planning.engine_plan import engine_request
+from ..planning.page_rules import requested_sampling
 from ..planning.serve_flags import parse_flags
 from ..redaction import is_secret_flag
 from ..settings import Settings
@@ -192,13 +193,3 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
         os.fsync(handle.fileno())
     os.replace(temporary, path)
     return path
-
-
-def requested_sampling(facts: ModelFacts, settings: Settings) -> dict[str, Any]:
-    """The card's sampling with the command line's temperature and max_tokens on top."""
-    sampling = {**facts.sampling, "temperature": settings.temperature}
-    if settings.max_tokens is not None:
-        sampling["max_tokens"] = settings.max_tokens
-    if settings.ignore_eos:
-        sampling["ignore_eos"] = True
-    return sampling
