@@ -8,9 +8,12 @@ bench/saturation.py and bench/ceiling.py are left out: each needs a real vLLM en
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
+import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,7 +74,7 @@ def run_bench(arms: str, out: Path, work: Path, *flags: str, **env: str) -> subp
     (work.parent / f"{out.name}.toml").write_text(arms)
     command = [str(VENV_PYTHON), "bench/gpu/bench.py", str(work.parent / f"{out.name}.toml"), "--out", str(out)]
     command += ["--work", str(work), "--fake", *flags]
-    return subprocess.run(command, cwd=REPO_ROOT, env=plain_env(**env), capture_output=True, text=True, timeout=600)
+    return subprocess.run(command, cwd=REPO_ROOT, env=plain_env(**env), capture_output=True, text=True, timeout=1500)
 
 
 def fake_py_spy(path: Path) -> Path:
@@ -90,6 +93,8 @@ KIT_ARMS = """
 name = "kit"
 pages = 24
 max_tokens = 8
+budget_s = 1500                 # a busy 2-core machine starts a recipe in a minute or more
+arm_timeout_s = 600
 
 [[arm]]
 name = "server"
@@ -111,7 +116,8 @@ PROFILED_ARMS = """
 name = "profiled"
 pages = 24
 max_tokens = 8
-budget_s = 500
+budget_s = 1500
+arm_timeout_s = 600
 
 [[arm]]
 name = "base"
@@ -156,12 +162,12 @@ def test_the_gpu_kit_runs_an_arms_file_on_a_fake_engine(tmp_path, cpu_benches):
     detached = run_bench(PROFILED_ARMS, profiled, work, "--detach", *py_spy, **caches)
     assert detached.returncode == 0, detached.stderr
     waited = subprocess.run(
-        [str(VENV_PYTHON), "bench/gpu/bench.py", "--wait", str(profiled), "--seconds", "590"],
+        [str(VENV_PYTHON), "bench/gpu/bench.py", "--wait", str(profiled), "--seconds", "1500"],
         cwd=REPO_ROOT,
         env=plain_env(OUT=str(tmp_path / "copied")),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1600,
     )
     assert waited.returncode == 0, (profiled / "job.out").read_text()[-4000:]
     assert (tmp_path / "copied" / "profiled.json").exists(), "--wait copies the results to $OUT"
@@ -231,3 +237,36 @@ def test_the_cpu_benches_run_at_tiny_sizes(cpu_benches):
         assert process.wait(timeout=600) == 0, f"bench {name} failed (its log is in the bench-logs temp folder)"
         (written,) = results.glob(f"{name}-*.json")
         assert json.loads(written.read_text())["benchmark"] == name
+
+
+def test_wheel_parts_packed_here_install_there(tmp_path, monkeypatch):
+    """wheels.py's pack (stored wheels, xz tar, equal parts with SHA256 and PARTS in part 1) and its install (join,
+    check, unpack, pip install) meet: a wheel packed into three parts installs, and a missing part is named."""
+    sys.path.insert(0, str(REPO_ROOT / "bench" / "gpu"))
+    try:
+        wheels = importlib.import_module("wheels")
+    finally:
+        sys.path.remove(str(REPO_ROOT / "bench" / "gpu"))
+    wheel = tmp_path / "whl" / "kitprobe-1.0-py3-none-any.whl"
+    wheel.parent.mkdir()
+    info = "kitprobe-1.0.dist-info"
+    files = {
+        "kitprobe.py": b"VALUE = 7\n#" + os.urandom(1_500_000).hex().encode() + b"\n",
+        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: kitprobe\nVersion: 1.0\n",
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as out:
+        for name, data in files.items():
+            out.writestr(name, data)
+        out.writestr(f"{info}/RECORD", "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n")
+    monkeypatch.setattr(wheels, "PART_UNIT", 2**20 // 2)
+    parts = wheels.pack([wheel], tmp_path / "gpu", lean=False, part_mb=1)
+    assert len(parts) == 3 and (tmp_path / "gpu" / "p1" / "PARTS").read_text().strip() == "3"
+    site = tmp_path / "site"
+    folders = [str(part.parent) for part in parts]
+    install = [str(VENV_PYTHON), "bench/gpu/wheels.py", "install", "--site", str(site)]
+    done = subprocess.run([*install, *folders], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "VALUE = 7" in (site / "kitprobe.py").read_text()
+    missing = subprocess.run([*install, *folders[:2]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert missing.returncode != 0 and "missing parts ['p3']" in missing.stderr
