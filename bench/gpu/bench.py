@@ -233,7 +233,7 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
                 "phase": arm.name,
                 "replicas": arm.replicas,
                 "mps": arm.mps,
-                "serve_flags": command[3:],
+                "serve_flags": [*planned, *arm.serve_flags],
                 "replicas_used": run.use,
                 "max_tokens": tokens,
                 "ready": {"ready_s": started.ready_s},
