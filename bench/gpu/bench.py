@@ -61,7 +61,6 @@ class Kit:
         )
         self.profile = monitor.Profile(args.py_spy, args.py_spy_at, args.py_spy_s) if args.py_spy else None
         self.env = child_env(args.site, self.work, args.fake_seconds if args.fake else None)
-        self.site = args.site
 
     def say(self, line: str) -> None:
         stamped = f"bench [{time.monotonic() - self.started:.0f} s] {line}"
@@ -139,11 +138,12 @@ def gpu_idle(kit: Kit) -> None:
     kit.say(f"GPU still holds {used[0] if used else '?'} MiB after 60 s")
 
 
-def watched(kit: Kit, name: str, command: list[str], timeout: int, env: dict, pids=()) -> monitor.Watch:
+def watched(
+    kit: Kit, name: str, command: list[str], timeout: int, env: dict, pids: list[int] | None = None
+) -> monitor.Watch:
     """Runs one command under the monitor, its output in the logs; returns where its samples went."""
-    spec = monitor.Watch(
-        kit.logs / f"{name}-stats.json", kit.logs / f"{name}-gpu.csv", timeout, 30, tuple(pids), profile=kit.profile
-    )
+    stats, gpu = kit.logs / f"{name}-stats.json", kit.logs / f"{name}-gpu.csv"
+    spec = monitor.Watch(stats, gpu, timeout, 30, tuple(pids or ()), profile=kit.profile)
     with open(kit.logs / f"{name}-stdout.txt", "w") as out, open(kit.logs / f"{name}-stderr.txt", "w") as err:
         monitor.watch(command, spec, env, out, err, kit.say)
     return spec
@@ -153,8 +153,10 @@ def tflop(kit: Kit, shape: str, tokens: int) -> float:
     return page_flops(kit.paths.model(shape), 1540, 2000, 8, tokens)["total_tflop"]
 
 
-def finish(kit: Kit, name: str, spec: monitor.Watch, shape: str, tokens: int, extra: dict, logs=()) -> dict:
-    row = monitor.merge(name, kit.logs / f"{name}-stdout.txt", spec, tflop(kit, shape, tokens), logs, extra)
+def finish(
+    kit: Kit, name: str, spec: monitor.Watch, shape: str, tokens: int, extra: dict, logs: list[Path] | None = None
+) -> dict:
+    row = monitor.merge(name, kit.logs / f"{name}-stdout.txt", spec, tflop(kit, shape, tokens), logs or [], extra)
     row |= {"pages_n": kit.plan.bench.pages, "max_model_len": kit.plan.bench.max_model_len}
     kit.say(f"{name}: {report.line(row)}")
     if not row["ok"]:
