@@ -258,7 +258,11 @@ def run_all(kit: Kit) -> list[dict]:
         gpu_idle(kit)
         kit.say(f"{arm.name}: caches before: {census()}")
         runner = {RecipeArm: run_recipe, HandArm: run_hand, ReplicasArm: run_replicas}[type(arm)]
-        rows += runner(kit, arm)
+        try:
+            rows += runner(kit, arm)
+        except (RuntimeError, subprocess.CalledProcessError) as exc:  # a replica that never served, a plan that failed
+            kit.say(f"{arm.name}: failed: {exc}")
+            rows.append({"arm": arm.name, "ok": False, "error": str(exc)})
     return rows
 
 
