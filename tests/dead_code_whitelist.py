@@ -57,3 +57,10 @@ _.triton
 
 # A tar member's time (tarfile writes TarInfo.mtime into each header it adds).
 _.mtime
+
+# The tokenizers library reads the parts of the tiny LLaVA's BPE tokenizer that tools/dummy_models/llava.py sets.
+_.pre_tokenizer
+_.decoder
+
+# The test bed's model caches call it (tests/testbed/tiny_model.py, pinned_model.py).
+cached_model

@@ -1,16 +1,19 @@
-"""The bench kit runs as shipped: every bench script at tiny sizes, the GPU ones against the fake `vllm serve`
-(BENCH_FAKE=1), so that a refactor of the core cannot leave them behind again (issue 30: three GPU scripts died on
-`No module named 'ocr_core'` under plain python, four CPU benches on names that no longer existed, and no test ran
-them). The CPU benches run in the background while the GPU kit runs: each is mostly imports and sleeps.
+"""The bench kit runs as shipped: every bench script at tiny sizes, the GPU bench (bench/gpu/bench.py) on arms files
+against the fake `vllm serve` (--fake), so that a refactor of the core cannot leave them behind again (GPU scripts
+once died on `No module named 'ocr_core'` under plain python, CPU benches on names that no longer existed, and no
+test ran them). The CPU benches run in the background while the GPU kit runs: each is mostly imports and sleeps.
 
 bench/saturation.py and bench/ceiling.py are left out: each needs a real vLLM engine (minutes of CPU).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
+import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,20 +69,12 @@ def cpu_benches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
             process.wait()
 
 
-def run_gpu_script(script: str, args: list[str], out: Path, work: Path, **knobs: str) -> None:
-    env = plain_env(
-        BENCH_FAKE="1",
-        PYTHON=str(VENV_PYTHON),
-        OUT=str(out),
-        BENCH_WORK=str(work),
-        PAGES_N="24",
-        MAX_TOKENS="8",
-        **knobs,
-    )
-    done = subprocess.run(
-        ["bash", f"bench/gpu/{script}", *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, f"{script} failed:\n{done.stderr[-4000:]}"
+def run_bench(arms: str, out: Path, work: Path, *flags: str, **env: str) -> subprocess.CompletedProcess:
+    """bench.py on the fake engine, as the README shows it, with an arms file written here."""
+    (work.parent / f"{out.name}.toml").write_text(arms)
+    command = [str(VENV_PYTHON), "bench/gpu/bench.py", str(work.parent / f"{out.name}.toml"), "--out", str(out)]
+    command += ["--work", str(work), "--fake", *flags]
+    return subprocess.run(command, cwd=REPO_ROOT, env=plain_env(**env), capture_output=True, text=True, timeout=1500)
 
 
 def fake_py_spy(path: Path) -> Path:
@@ -93,46 +88,102 @@ def fake_py_spy(path: Path) -> Path:
     return path
 
 
+KIT_ARMS = """
+[bench]
+name = "kit"
+pages = 24
+max_tokens = 8
+budget_s = 1500                 # a busy 2-core machine starts a recipe in a minute or more
+arm_timeout_s = 600
+
+[[arm]]
+name = "server"
+recipe = "nanonets-ocr2-server.py"
+
+[[arm]]
+kind = "hand"
+name = "hand"
+concurrency = 4
+
+[[arm]]
+kind = "replicas"
+name = "p1"
+replicas = 1
+runs = [{name = "full", pages = 24, use = 1}, {name = "vp", pages = 24, use = 1, tokens = 1}]
+"""
+PROFILED_ARMS = """
+[bench]
+name = "profiled"
+pages = 24
+max_tokens = 8
+budget_s = 1500
+arm_timeout_s = 600
+
+[[arm]]
+name = "base"
+recipe = "lighton-ocr3-saturate.py"
+
+[[arm]]
+kind = "wipe"
+
+[[arm]]
+name = "tok1"
+recipe = "lighton-ocr3-saturate.py"
+pages = 8
+tokens = 1
+
+[[arm]]
+kind = "replicas"
+name = "hand1"
+replicas = 1
+start = "one_by_one"
+plan = false
+shape = "qwen3_5"
+serve_flags = ["--api-server-count", "1"]
+runs = [{name = "all", pages = 24, use = 1}, {name = "one", pages = 8, use = 1}]
+"""
+
+
 @pytest.mark.heavy
-def test_the_gpu_kit_runs_on_a_fake_engine_and_writes_the_efficiency_file(tmp_path, cpu_benches):
-    """run_all.sh, efficiency.sh (sweep.sh, then fleet_arms.sh) and hand_replicas.sh as shipped, one warm machine's
-    calls in a row: every arm lands in one h200-efficiency file with the issue's fields, and says which core ran
-    (src/ of this checkout)."""
-    out, work = tmp_path / "out", tmp_path / "work"
-    run_gpu_script("run_all.sh", ["server", "hand"], out, work, HAND_CONCURRENCY="4")
-    efficiency = {"RESULTS": str(out), "BUDGET_S": "400", "MIN_LEFT_S": "60", "ARMS": "p1|1|0||full:24:1,vp:24:1:1"}
+def test_the_gpu_kit_runs_an_arms_file_on_a_fake_engine(tmp_path, cpu_benches):
+    """bench.py as shipped, two arms files on one warm machine's work folder, the second detached and waited for as
+    a device call does: every arm lands in its file's results with the fields bench/results/ keeps, the servers
+    started by hand are watched, a wipe empties the compile caches, and each arm says which core ran."""
+    work = tmp_path / "work"
+    done = run_bench(KIT_ARMS, tmp_path / "kit", work)
+    assert done.returncode == 0, done.stderr[-4000:]
     home, inductor = tmp_path / "home", tmp_path / "inductor"
     (home / ".cache" / "vllm").mkdir(parents=True)
     inductor.mkdir()
     spy = fake_py_spy(tmp_path / "py-spy")
-    efficiency |= {"BENCH_PY_SPY": str(spy), "BENCH_PY_SPY_AT": "0", "BENCH_PY_SPY_S": "1", "FAKE_VLLM_SECONDS": "4"}
-    run_gpu_script(
-        "efficiency.sh",
-        ["start", "qwen2_5_vl@lighton-ocr3-saturate.py@base||--max-samples 24", "wipe",
-         "qwen2_5_vl@lighton-ocr3-saturate.py@tok1||--max-samples 8@1"],
-        out,
-        work,
-        HOME=str(home),
-        TORCHINDUCTOR_CACHE_DIR=str(inductor),
-        **efficiency,
-    )  # fmt: skip
+    profiled = tmp_path / "profiled"
+    caches = {"HOME": str(home), "TORCHINDUCTOR_CACHE_DIR": str(inductor)}
+    py_spy = ("--py-spy", str(spy), "--py-spy-at", "0", "--py-spy-s", "1", "--fake-seconds", "4")
+    detached = run_bench(PROFILED_ARMS, profiled, work, "--detach", *py_spy, **caches)
+    assert detached.returncode == 0, detached.stderr
+    waited = subprocess.run(
+        [str(VENV_PYTHON), "bench/gpu/bench.py", "--wait", str(profiled), "--seconds", "1500"],
+        cwd=REPO_ROOT,
+        env=plain_env(OUT=str(tmp_path / "copied")),
+        capture_output=True,
+        text=True,
+        timeout=1600,
+    )
+    assert waited.returncode == 0, (profiled / "job.out").read_text()[-4000:]
+    assert (tmp_path / "copied" / "profiled.json").exists(), "--wait copies the results to $OUT"
     assert not (home / ".cache" / "vllm").exists() and not inductor.exists(), "wipe leaves a new job's caches"
-    tokens = {row["setting"]: row["max_tokens"] for row in map(json.loads, (out / "sweep.jsonl").open())}
-    assert tokens["base"] != 1 and tokens["tok1"] == 1
-    run_gpu_script("hand_replicas.sh", [], out, work, REPLICAS="1", MANY_PAGES="24", ONE_PAGES="8")
-    (found,) = out.glob("h200-efficiency-*.json")
-    document = json.loads(found.read_text())
-    arms = {arm["arm"]: arm for arm in document["arms"]}
-    assert set(arms) == {"server", "hand", "p1-full", "p1-vp", "base", "tok1", "replicas-1", "one"}, (
-        out / "job.log"
-    ).read_text()
-    profiled = arms["base"]["py_spy"]
-    assert [p["file"].split("-")[0] for p in profiled] == ["engine_core"], "the fake engine is the busiest core"
-    assert profiled[0]["innermost"] == [["serve (fake.py)", 1.0]]
-    phase_rows = {row["arm"]: row for row in map(json.loads, (out / "fleet-arms.jsonl").open())}
-    assert "engine_core" in phase_rows["p1-full"]["processes"]["cpu_s_by_role"], "a phase's servers are watched"
-    hand_rows = {row["arm"]: row for row in map(json.loads, (out / "hand-replicas.jsonl").open())}
-    assert "engine_core" in hand_rows["replicas-1"]["processes"]["cpu_s_by_role"], "hand-started servers are watched"
+    documents = [json.loads((folder / f"{folder.name}.json").read_text()) for folder in (tmp_path / "kit", profiled)]
+    arms = {arm["arm"]: arm for document in documents for arm in document["arms"]}
+    assert set(arms) == {"server", "hand", "p1-full", "p1-vp", "base", "tok1", "hand1-all", "hand1-one"}
+    assert documents[0]["machine"] == "fake engine (no GPU)" and documents[0]["arms_file"].endswith("kit.toml")
+    rows = {row["arm"]: row for row in map(json.loads, (profiled / "profiled.jsonl").open())}
+    assert rows["base"]["max_tokens"] != 1 and rows["tok1"]["max_tokens"] == 1
+    profile = arms["base"]["py_spy"]
+    assert [p["file"].split("-")[0] for p in profile] == ["engine_core"], "the fake engine is the busiest core"
+    assert profile[0]["innermost"] == [["serve (fake.py)", 1.0]]
+    kit_rows = {row["arm"]: row for row in map(json.loads, (tmp_path / "kit" / "kit.jsonl").open())}
+    assert "engine_core" in kit_rows["p1-full"]["processes"]["cpu_s_by_role"], "a phase's servers are watched"
+    assert "engine_core" in rows["hand1-all"]["processes"]["cpu_s_by_role"], "servers started one by one too"
     held = arms["hand"]["cpu_sustained"]
     assert held["seconds"] > 0 and held["cores_total"] is not None, "CPU cut to the sustained interval"
     assert arms["p1-vp"]["recipe"].endswith("1 output tokens") and arms["p1-full"]["recipe"].endswith("8 output tokens")
@@ -142,11 +193,41 @@ def test_the_gpu_kit_runs_on_a_fake_engine_and_writes_the_efficiency_file(tmp_pa
         assert 0 < arm["billed_pages_per_s"] < arm["pages_per_s"], f"{name}: billed counts the start-up"
     assert arms["server"]["recipe"] == "nanonets-ocr2-server.py" and arms["server"]["defaults"] is True
     assert arms["base"]["recipe"] == "lighton-ocr3-saturate.py" and arms["base"]["defaults"] is True
-    assert arms["replicas-1"]["shape"] == "qwen3_5" and arms["replicas-1"]["defaults"] is False
+    assert arms["hand1-all"]["shape"] == "qwen3_5" and arms["hand1-all"]["defaults"] is False
     assert arms["hand"]["sustained_pages_per_s"] > 0, "4 in flight over 24 pages reach a sustained interval"
     assert arms["server"]["sustained_pages_per_s"] is None, "a window of 32 holds all 24 pages: no steady state"
     core = arms["server"]["core"]
     assert core["location"] == str(REPO_ROOT / "src" / "ocr_core") and core["version"].endswith("not installed)")
+
+
+@pytest.mark.parametrize("arms", sorted((REPO_ROOT / "bench" / "gpu" / "arms").glob("*.toml")), ids=lambda p: p.stem)
+def test_every_shipped_arms_file_reads_and_names_recipes_that_exist(arms):
+    done = subprocess.run(
+        [str(VENV_PYTHON), "bench/gpu/bench.py", str(arms), "--dry-run"],
+        cwd=REPO_ROOT,
+        env=plain_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--load-format dummy" in done.stdout
+
+
+def test_an_arms_file_with_an_unknown_key_is_refused_with_the_keys_it_takes(tmp_path):
+    """A typo must not silently measure the defaults."""
+    arms = tmp_path / "typo.toml"
+    arms.write_text('[[arm]]\nname = "base"\nrecipe = "lighton-ocr3-saturate.py"\nserve_flag = ["--x"]\n')
+    done = subprocess.run(
+        [str(VENV_PYTHON), "bench/gpu/bench.py", str(arms), "--dry-run"],
+        cwd=REPO_ROOT,
+        env=plain_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "unknown key(s) ['serve_flag']" in done.stderr and "serve_flags" in done.stderr
 
 
 @pytest.mark.heavy
@@ -156,3 +237,36 @@ def test_the_cpu_benches_run_at_tiny_sizes(cpu_benches):
         assert process.wait(timeout=600) == 0, f"bench {name} failed (its log is in the bench-logs temp folder)"
         (written,) = results.glob(f"{name}-*.json")
         assert json.loads(written.read_text())["benchmark"] == name
+
+
+def test_wheel_parts_packed_here_install_there(tmp_path, monkeypatch):
+    """wheels.py's pack (stored wheels, xz tar, equal parts with SHA256 and PARTS in part 1) and its install (join,
+    check, unpack, pip install) meet: a wheel packed into three parts installs, and a missing part is named."""
+    sys.path.insert(0, str(REPO_ROOT / "bench" / "gpu"))
+    try:
+        wheels = importlib.import_module("wheels")
+    finally:
+        sys.path.remove(str(REPO_ROOT / "bench" / "gpu"))
+    wheel = tmp_path / "whl" / "kitprobe-1.0-py3-none-any.whl"
+    wheel.parent.mkdir()
+    info = "kitprobe-1.0.dist-info"
+    files = {
+        "kitprobe.py": b"VALUE = 7\n#" + os.urandom(1_500_000).hex().encode() + b"\n",
+        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: kitprobe\nVersion: 1.0\n",
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as out:
+        for name, data in files.items():
+            out.writestr(name, data)
+        out.writestr(f"{info}/RECORD", "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n")
+    monkeypatch.setattr(wheels, "PART_UNIT", 2**20 // 2)
+    parts = wheels.pack([wheel], tmp_path / "gpu", lean=False, part_mb=1)
+    assert len(parts) == 3 and (tmp_path / "gpu" / "p1" / "PARTS").read_text().strip() == "3"
+    site = tmp_path / "site"
+    folders = [str(part.parent) for part in parts]
+    install = [str(VENV_PYTHON), "bench/gpu/wheels.py", "install", "--site", str(site)]
+    done = subprocess.run([*install, *folders], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "VALUE = 7" in (site / "kitprobe.py").read_text()
+    missing = subprocess.run([*install, *folders[:2]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert missing.returncode != 0 and "missing parts ['p3']" in missing.stderr

@@ -22,18 +22,14 @@ same source finds the same wheel and changes nothing.
 from __future__ import annotations
 
 import argparse
-import base64
-import fcntl
 import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,13 +40,13 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from ocr_core import DEFAULT_JOB_TIMEOUT, DISTRIBUTION, RELEASE_TABLE, header_pins, job_command, read_header  # noqa: E402  (src/ is on the path only from here on)
 from ocr_models import RECIPES, recipe  # noqa: E402
+from tools.core_wheel import WheelNotBuilt, build_core_wheel, record_hash  # noqa: E402
 from tools.recipes import facts_of  # noqa: E402  (a script's FACTS, as the script states them)
 from tools.render import RenderRefused, render  # noqa: E402
 
 WHEELS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/resolve/main/wheels"
 DOCS = ("README.md", "SERVING.md", "models.json", "compare-ocr.py")
-# 1980-01-01, the earliest a zip can record: a wheel's bytes then depend on its source only.
-BUILD_EPOCH = "315532800"
+# 1980-01-01, the earliest a zip can record: the entry added to the wheel is dated like every other one.
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
@@ -154,11 +150,6 @@ def release_table(root: Path = ROOT) -> dict[str, str]:
     return {entry.script: hashlib.sha256((root / entry.script).read_bytes()).hexdigest() for entry in RECIPES}
 
 
-def record_hash(data: bytes) -> str:
-    """A RECORD line's hash, as the wheel format writes it."""
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def add_release_table(wheel: Path, table: Mapping[str, str]) -> None:
     """Adds the released scripts' hashes to the built wheel as ocr_core/released_scripts.json, listed in its
     RECORD and dated like every entry, so the same source still gives the same bytes."""
@@ -179,35 +170,12 @@ def add_release_table(wheel: Path, table: Mapping[str, str]) -> None:
     os.replace(temporary, wheel)
 
 
-def uv_command() -> list[str]:
-    """uv from PATH, else the one installed beside this python (the test bed's: requirements-test.txt)."""
-    found = shutil.which("uv")
-    return [found] if found else [sys.executable, "-m", "uv"]
-
-
-@contextmanager
-def building(root: Path) -> Iterator[None]:
-    """One build of this tree at a time, across processes: setuptools writes its scratch (build/, src/*.egg-info)
-    into the tree and the build deletes it after, so a second build beside the first (the demo's, the release's, the
-    test suite's on another worker) would lose its scratch mid-build."""
-    with (root / "pyproject.toml").open("rb") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
 def build_wheel(root: Path, folder: Path) -> Path:
-    """The core's release wheel, built by uv with a fixed timestamp, so the same source gives the same bytes, with
-    the released scripts' hashes added."""
-    env = {**os.environ, "SOURCE_DATE_EPOCH": BUILD_EPOCH}
-    with building(root):
-        subprocess.run(
-            [*uv_command(), "build", "--wheel", "--quiet", "--out-dir", str(folder), str(root)], check=True, env=env
-        )
-        for left in [root / "build", *(root / "src").glob("*.egg-info")]:
-            shutil.rmtree(left)  # setuptools' scratch in the tree: its metadata would make src/ look installed
-    built = folder / wheel_name(core_version(root))
-    if not built.is_file():
-        raise ReleaseRefused(f"uv build did not write {built.name} into {folder}")
+    """The core's release wheel (tools/core_wheel.py: reproducible), with the released scripts' hashes added."""
+    try:
+        built = build_core_wheel(root, folder)
+    except WheelNotBuilt as exc:
+        raise ReleaseRefused(str(exc)) from None
     add_release_table(built, release_table(root))
     return built
 

@@ -1,6 +1,10 @@
 """The hand-driven reference: every page of a local dataset to a running vLLM server, N requests in flight.
 
     python3 bench/gpu/hand_driver.py DATASET --server http://127.0.0.1:8000 --model MODEL [--concurrency 256]
+    python3 bench/gpu/hand_driver.py DATASET --model MODEL --serve-log LOG --serve vllm serve MODEL FLAGS ...
+
+With --serve it starts that server first, on --server's port in a session of its own, waits until it answers, and
+ends it after the last page: the arm's time then counts the server's start, as a recipe's does.
 
 One httpx.AsyncClient with explicit connection limits; each page goes as a base64 JPEG data URL in one chat
 completion with `ignore_eos`, a fixed `max_tokens` and temperature 0, so every page costs the same. Prints one
@@ -14,12 +18,14 @@ import argparse
 import asyncio
 import base64
 import json
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import httpx
+from fleet import replicas
 
 from ocr_core import Tally
 
@@ -134,6 +140,16 @@ async def run(args: argparse.Namespace) -> dict:
     }
 
 
+def serve_and_run(args: argparse.Namespace) -> dict:
+    """Starts --serve on --server's port, feeds it once it answers, and ends it whatever happens."""
+    port = int(args.server.rsplit(":", 1)[1].split("/")[0])
+    args.serve_log.parent.mkdir(parents=True, exist_ok=True)
+    with replicas(args.serve, 1, True, args.serve_log.parent, os.environ, 600, port) as fleet:
+        fleet.logs[0].rename(args.serve_log)
+        print(f"hand: server healthy after {fleet.ready_s[fleet.urls[0]]} s", file=sys.stderr, flush=True)
+        return asyncio.run(run(args))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dataset", help="dataset folder written by make_pages.py (save_to_disk)")
@@ -146,8 +162,10 @@ def main() -> int:
     parser.add_argument("--image-column", default="image")
     parser.add_argument("--pages", type=int, help="send only the first N pages")
     parser.add_argument("--request-timeout", type=float, default=1800.0)
+    parser.add_argument("--serve-log", type=Path, default=Path("hand-serve.log"), help="where --serve's log goes")
+    parser.add_argument("--serve", nargs=argparse.REMAINDER, help="a server command to start first (the rest)")
     args = parser.parse_args()
-    summary = asyncio.run(run(args))
+    summary = serve_and_run(args) if args.serve else asyncio.run(run(args))
     print(json.dumps(summary), flush=True)
     return 0 if summary["failed"] == 0 else 1
 

@@ -1,42 +1,39 @@
-"""Runs one bench arm under watch, then folds what it saw into the arm's result.
+"""Watches one bench arm, then folds what it saw into the arm's result: the library bench.py runs every arm through.
 
-    python3 bench/gpu/monitor.py run --stats S.json --gpu-log G.csv --timeout 300 -- CMD ...
-    python3 bench/gpu/monitor.py merge --arm NAME --stdout O.txt --stats S.json --gpu-log G.csv > results-NAME.json
-
-`run` starts CMD, samples `nvidia-smi --query-gpu=utilization.gpu,memory.used -l 1` (each line stamped with the
-time it arrived) and, every second, the resident memory of CMD's whole process tree from /proc, including the
-`vllm serve` a recipe starts in its own session (and the CPU and queues of servers started before it, whose
-process groups --watch-pid names; those it never ends). At the timeout it sends SIGTERM to CMD and, after a grace,
-SIGKILL; on every way out it then ends, by pid, any process of the tree that is still alive (a recipe killed
-hard leaves its server behind, which would hold the GPU for the next arm). The peak of the largest single process
-comes from getrusage(RUSAGE_CHILDREN), the figure `/usr/bin/time -v` prints.
+`watch` starts the arm's command, samples `nvidia-smi --query-gpu=utilization.gpu,memory.used -l 1` (each line
+stamped with the time it arrived) and, every second, the resident memory of the command's whole process tree from
+/proc, including the `vllm serve` a recipe starts in its own session (and the CPU and queues of servers started
+before it, whose process groups `watch_pids` names; those it never ends). At the timeout it sends SIGTERM to the
+command and, after a grace, SIGKILL; on every way out it then ends, by pid, any process of the tree that is still
+alive (a recipe killed hard leaves its server behind, which would hold the GPU for the next arm). The largest
+single process's peak is the highest VmHWM any process of the tree reported.
 
 `merge` takes the recipe's JSON summary line (the last stdout line that parses as JSON) and adds GPU
 utilisation (mean over the whole arm, over busy samples, over the inference window: the `inference_s`
 seconds before the last busy sample, and `gpu_util_sustained` over the summary's sustained interval,
 `sustained_unix`, the clock the samples are stamped with), `mfu_sustained` (the sustained pages/s times the
-model FLOPs of a page, `--tflop-per-page` from flops.py, over the H200's dense bf16 datasheet peak),
+model FLOPs of a page from flops.py, over the H200's dense bf16 datasheet peak),
 `billed_pages_per_s` (the summary's; for a driver without one, pages over the arm's elapsed time), each spawned
-replica's start-up timeline (`startup`, ocr_core/serving/startup_log.py), the engine cache's use (`engine_cache`)
-and the host-memory peaks. `run` also keeps each process's CPU seconds and the engines' running and waiting counts,
-and `merge --serve-logs` counts the requests each API server process answered (procs.py); the merge gives both
-again over the sustained interval alone (`cpu_sustained`, `engine_queues_sustained`). With BENCH_PY_SPY set, `run`
+replica's start-up timeline (`startup`, the core's serving start-up log), the engine cache's use (`engine_cache`)
+and the host-memory peaks. `watch` also keeps each process's CPU seconds and the engines' running and waiting
+counts, and the merge counts the requests each API server process answered from the serve logs (procs.py); it gives
+both again over the sustained interval alone (`cpu_sustained`, `engine_queues_sustained`). With a `Profile`, `watch`
 profiles the busiest engine core and API server once they serve, and the merge adds their summaries (pyspy.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
-import resource
 import signal
 import subprocess
-import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from flops import DATASHEET_PEAK
 from procs import CpuSampler, QueueSampler, cpu_report, queue_report, requests_per_api_server, serve_ports
@@ -88,6 +85,18 @@ def rss_bytes(pid: int) -> int:
             return int(handle.read().split()[1]) * PAGE
     except (OSError, IndexError, ValueError):
         return 0
+
+
+def hwm_bytes(pid: int) -> int:
+    """The process's peak resident memory so far (VmHWM), the figure `/usr/bin/time -v` prints for one process."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def pss_bytes(pid: int) -> int:
@@ -157,13 +166,27 @@ def end_leftovers(seen: dict[int, str | None], skip: set[int]) -> list[int]:
     return alive
 
 
-def profiler_from_env(stats: Path) -> tuple[Profiler | None, float]:
-    """py-spy when BENCH_PY_SPY names its binary (pyspy.py), into a folder beside the arm's stats."""
-    binary = os.environ.get("BENCH_PY_SPY")
-    if not binary:
-        return None, 0.0
-    seconds = int(os.environ.get("BENCH_PY_SPY_S", "20"))
-    return Profiler(binary, profile_folder(stats), seconds), float(os.environ.get("BENCH_PY_SPY_AT", "60"))
+@dataclass(frozen=True)
+class Profile:
+    """py-spy on the busiest engine core and API server: its binary, how long after the engines first run a request
+    it starts, and for how many seconds it records."""
+
+    binary: str
+    after_s: float = 60.0
+    seconds: int = 20
+
+
+@dataclass(frozen=True)
+class Watch:
+    """Where one arm's samples go and how long it may run."""
+
+    stats: Path
+    gpu_log: Path
+    timeout: float
+    grace: float = 30.0
+    watch_pids: tuple[int, ...] = ()
+    interval: float = 1.0
+    profile: Profile | None = None
 
 
 def profile_folder(stats: Path) -> Path:
@@ -182,63 +205,73 @@ def sustained_figures(stats: dict, interval: list[float] | None) -> dict:
     }
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def stop_gpu_sampler(smi: subprocess.Popen | None, stop: threading.Event) -> None:
+    stop.set()
+    if smi is None:
+        return
+    smi.terminate()
+    try:
+        smi.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        smi.kill()
+
+
+def watch(cmd: Sequence[str], spec: Watch, env: Mapping[str, str], stdout: IO, stderr: IO, say=print) -> dict:
+    """Runs `cmd` to its end (or its timeout) under watch; writes and returns the arm's stats."""
     stop = threading.Event()
-    smi = gpu_sampler(Path(args.gpu_log), stop)
+    smi = gpu_sampler(spec.gpu_log, stop)
     baseline_used = mem_used_bytes()
     started = time.monotonic()
     wall_started = time.time()
-    child = subprocess.Popen(args.cmd)
+    child = subprocess.Popen(list(cmd), env=dict(env), stdout=stdout, stderr=stderr)
     seen: dict[int, str | None] = {}
-    peak_rss = peak_pss = peak_used = 0
+    peak_rss = peak_pss = peak_used = peak_single = 0
     timed_out = False
     term_sent_at = None
     tick = 0
     cpu, queues = CpuSampler(), QueueSampler()
-    profiler, profile_at = profiler_from_env(Path(args.stats))
+    profile = spec.profile
+    profiler = Profiler(profile.binary, profile_folder(spec.stats), profile.seconds) if profile else None
     busy_since = None
-    while child.poll() is None:
-        pids = descendants(child.pid)
-        for pid in pids:
-            if pid not in seen:
-                seen[pid] = start_time(pid)
-        watched = pids + [pid for root in args.watch_pid for pid in descendants(root)]
-        now = time.time()
-        cpu.sample(watched, now)
-        queues.sample(serve_ports(watched), now)
-        busy_since = busy_since or (now if queues.busy() else None)
-        if profiler and not profiler.started and busy_since and now - busy_since >= profile_at:
-            targets = {role: cpu.busiest(role, 10) for role in ("engine_core", "api_server")}
-            profiler.start({role: pid for role, pid in targets.items() if pid is not None})
-        peak_rss = max(peak_rss, sum(rss_bytes(p) for p in pids))
-        if tick % 3 == 0:
-            peak_pss = max(peak_pss, sum(pss_bytes(p) for p in pids))
-        peak_used = max(peak_used, mem_used_bytes() - baseline_used)
-        tick += 1
-        elapsed = time.monotonic() - started
-        if args.timeout and elapsed > args.timeout and term_sent_at is None:
-            timed_out = True
-            term_sent_at = time.monotonic()
-            print(f"monitor: timeout after {elapsed:.0f} s, SIGTERM to {child.pid}", file=sys.stderr, flush=True)
-            child.send_signal(signal.SIGTERM)
-        if term_sent_at is not None and time.monotonic() - term_sent_at > args.grace:
+    try:
+        while child.poll() is None:
+            pids = descendants(child.pid)
+            for pid in pids:
+                if pid not in seen:
+                    seen[pid] = start_time(pid)
+            watched = pids + [pid for root in spec.watch_pids for pid in descendants(root)]
+            now = time.time()
+            cpu.sample(watched, now)
+            queues.sample(serve_ports(watched), now)
+            busy_since = busy_since or (now if queues.busy() else None)
+            if profiler and not profiler.started and busy_since and now - busy_since >= profile.after_s:
+                targets = {role: cpu.busiest(role, 10) for role in ("engine_core", "api_server")}
+                profiler.start({role: pid for role, pid in targets.items() if pid is not None})
+            peak_rss = max(peak_rss, sum(rss_bytes(p) for p in pids))
+            peak_single = max([peak_single, *(hwm_bytes(p) for p in pids)])
+            if tick % 3 == 0:
+                peak_pss = max(peak_pss, sum(pss_bytes(p) for p in pids))
+            peak_used = max(peak_used, mem_used_bytes() - baseline_used)
+            tick += 1
+            elapsed = time.monotonic() - started
+            if spec.timeout and elapsed > spec.timeout and term_sent_at is None:
+                timed_out = True
+                term_sent_at = time.monotonic()
+                say(f"monitor: timeout after {elapsed:.0f} s, SIGTERM to {child.pid}")
+                child.send_signal(signal.SIGTERM)
+            if term_sent_at is not None and time.monotonic() - term_sent_at > spec.grace:
+                child.kill()
+            time.sleep(spec.interval)
+    finally:
+        if child.poll() is None:
             child.kill()
-        time.sleep(args.interval)
-    rc = child.wait()
-    elapsed = time.monotonic() - started
-    if profiler:
-        profiler.finish()
-    alive_before = [p for p, t in seen.items() if p != os.getpid() and t and start_time(p) == t]
-    left = end_leftovers(seen, {os.getpid()})
-    ended = len(alive_before) - len(left)
-    stop.set()
-    if smi is not None:
-        smi.terminate()
-        try:
-            smi.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            smi.kill()
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rc = child.wait()
+        elapsed = time.monotonic() - started
+        if profiler:
+            profiler.finish()
+        alive_before = [p for p, t in seen.items() if p != os.getpid() and t and start_time(p) == t]
+        left = end_leftovers(seen, {os.getpid()})
+        stop_gpu_sampler(smi, stop)
     stats = {
         "rc": rc,
         "timed_out": timed_out,
@@ -248,17 +281,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         "host_tree_rss_peak_gib": round(peak_rss / 2**30, 2),
         "host_tree_pss_peak_gib": round(peak_pss / 2**30, 2),
         "host_used_peak_gib": round(peak_used / 2**30, 2),
-        "host_max_single_rss_gib": round(usage.ru_maxrss * 1024 / 2**30, 2),
+        "host_max_single_rss_gib": round(peak_single / 2**30, 2),
         "processes_seen": len(seen),
-        "leftovers_ended": ended,
+        "leftovers_ended": len(alive_before) - len(left),
         "leftovers_still_alive": left,
         "processes": cpu.report(elapsed),
         "engine_queues": queue_report(queues.record()),
         "cpu_samples": cpu.record(),
         "queue_samples": queues.record(),
     }
-    Path(args.stats).write_text(json.dumps(stats, indent=1) + "\n")
-    return rc if rc >= 0 else 128 - rc
+    spec.stats.write_text(json.dumps(stats, indent=1) + "\n")
+    return stats
 
 
 def read_gpu(path: Path) -> list[tuple[float, float, float]]:
@@ -323,21 +356,27 @@ def efficiency(summary: dict, stats: dict, gpu: list, tflop_per_page: float | No
     }
 
 
-def cmd_merge(args: argparse.Namespace) -> int:
-    summary = last_json_line(Path(args.stdout))
-    stats = json.loads(Path(args.stats).read_text()) if Path(args.stats).exists() else {}
-    gpu = read_gpu(Path(args.gpu_log))
-    inference_s = None
-    if summary:
-        inference_s = summary.get("inference_s") or summary.get("seconds")
+def merge(
+    arm: str,
+    stdout: Path,
+    spec: Watch,
+    tflop_per_page: float | None = None,
+    serve_logs: Sequence[Path] = (),
+    extra: Mapping | None = None,
+) -> dict:
+    """The arm's result: its summary line, the watch's stats and the figures both give together."""
+    summary = last_json_line(stdout)
+    stats = json.loads(spec.stats.read_text()) if spec.stats.exists() else {}
+    gpu = read_gpu(spec.gpu_log)
+    inference_s = (summary.get("inference_s") or summary.get("seconds")) if summary else None
     busy = [row for row in gpu if row[1] > 0]
     end = busy[-1][0] if busy else None
     window = [row for row in gpu if end - float(inference_s) <= row[0] <= end] if end and inference_s else []
     result = {
-        "arm": args.arm,
+        "arm": arm,
         "ok": bool(summary) and stats.get("rc") == 0 and not stats.get("timed_out"),
         "summary": summary,
-        **efficiency(summary or {}, stats, gpu, args.tflop_per_page),
+        **efficiency(summary or {}, stats, gpu, tflop_per_page),
         "gpu_util_mean_inference": mean([row[1] for row in window]),
         "gpu_util_mean_busy": mean([row[1] for row in busy]),
         "gpu_util_mean_all": mean([row[1] for row in gpu]),
@@ -349,51 +388,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
         **{key: stats.get(key) for key in stats if key not in ("cpu_samples", "queue_samples")},
         **sustained_figures(stats, (summary or {}).get("sustained_unix")),
     }
-    profiles = summarize_folder(profile_folder(Path(args.stats)))
+    profiles = summarize_folder(profile_folder(spec.stats))
     if profiles:
         result["py_spy"] = profiles
-    if args.serve_logs:
-        result["requests_per_api_server"] = requests_per_api_server([Path(log) for log in args.serve_logs])
-    if args.extra:
-        result.update(json.loads(args.extra))
-    print(json.dumps(result))
-    return 0
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="verb", required=True)
-    run = sub.add_parser("run")
-    run.add_argument("--stats", required=True)
-    run.add_argument("--gpu-log", required=True)
-    run.add_argument("--timeout", type=float, default=0.0, help="seconds before SIGTERM (0: none)")
-    run.add_argument("--grace", type=float, default=40.0, help="seconds between SIGTERM and SIGKILL")
-    run.add_argument("--interval", type=float, default=1.0)
-    run.add_argument(
-        "--watch-pid",
-        type=int,
-        action="append",
-        default=[],
-        help="also sample this process's tree (servers started outside CMD); the monitor never ends it",
-    )
-    run.add_argument("cmd", nargs=argparse.REMAINDER)
-    merge = sub.add_parser("merge")
-    merge.add_argument("--arm", required=True)
-    merge.add_argument("--stdout", required=True)
-    merge.add_argument("--stats", required=True)
-    merge.add_argument("--gpu-log", required=True)
-    merge.add_argument("--tflop-per-page", type=float, help="model TFLOP of one page (flops.py's total_tflop)")
-    merge.add_argument("--extra", help="a JSON object to add")
-    merge.add_argument("--serve-logs", nargs="*", help="the arm's vllm serve logs, for the requests per API server")
-    args = parser.parse_args()
-    if args.verb == "run":
-        if args.cmd and args.cmd[0] == "--":
-            args.cmd = args.cmd[1:]
-        if not args.cmd:
-            parser.error("run needs a command after --")
-        return cmd_run(args)
-    return cmd_merge(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    if serve_logs:
+        result["requests_per_api_server"] = requests_per_api_server(list(serve_logs))
+    result.update(extra or {})
+    return result

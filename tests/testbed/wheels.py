@@ -34,6 +34,7 @@ def sources_digest() -> str:
     core and vLLM), the interpreter the stand-ins point at and the uv cache the synced environments live in."""
     digest = hashlib.sha256(f"{VENV_PYTHON.resolve()}\0{SCRIPTS_UV_CACHE}".encode())
     inputs = [REPO_ROOT / "pyproject.toml", REPO_ROOT / "tools" / "testbed" / "core_wheels.py"]
+    inputs.append(REPO_ROOT / "tools" / "core_wheel.py")
     inputs += sorted(REPO_ROOT.glob("*.py"))
     inputs += sorted(path for path in (REPO_ROOT / "src").rglob("*") if path.is_file() and is_source(path))
     for path in inputs:

@@ -13,57 +13,23 @@ script. Its version contains "cpu", which vLLM reads to pick its CPU platform.
 
 from __future__ import annotations
 
-import base64
-import fcntl
-import hashlib
 import re
-import shutil
-import subprocess
 import sys
 import sysconfig
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tools.core_wheel import build_core_wheel, record_hash  # noqa: E402  (the checkout's root is on the path only from here on)
+
 VLLM_PIN = re.compile(r'^#\s+"vllm==([^";]+)(?:;[^"]*)?",$', re.M)
-
-
-def uv_command() -> list[str]:
-    """uv from PATH, else the one installed beside this python (the test bed's: requirements-test.txt)."""
-    found = shutil.which("uv")
-    return [found] if found else [sys.executable, "-m", "uv"]
-
-
-@contextmanager
-def building(root: Path) -> Iterator[None]:
-    """One build of this tree at a time, across processes: setuptools writes its scratch (build/, src/*.egg-info)
-    into the tree and the build deletes it after, so a second build beside the first (the demo's, the release's, the
-    test suite's on another worker) would lose its scratch mid-build."""
-    with (root / "pyproject.toml").open("rb") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
-def build_core_wheel(folder: Path) -> Path:
-    """The core's wheel, built from this checkout by uv with the test bed's own setuptools (no build isolation,
-    so no download: the demo runs with a bare environment)."""
-    command = [*uv_command(), "build", "--wheel", "--quiet", "--no-build-isolation", "--python", sys.executable]
-    with building(ROOT):
-        subprocess.run([*command, "--out-dir", str(folder), str(ROOT)], check=True, cwd=folder)
-        for left in [ROOT / "build", *(ROOT / "src").glob("*.egg-info")]:
-            shutil.rmtree(left)  # setuptools' scratch in the tree: its metadata would make src/ look installed
-    return next(folder.glob("ocr_vllm_core-*.whl"))
 
 
 def pinned_vllm_versions() -> set[str]:
     """The vLLM releases the offline scripts' headers pin."""
     return {pin for script in ROOT.glob("*.py") for pin in VLLM_PIN.findall(script.read_text())}
-
-
-def record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 def write_stand_in(folder: Path, pin: str, site: str) -> Path:
@@ -93,7 +59,7 @@ def build(folder: Path) -> Path:
     site = sysconfig.get_path("purelib")
     for pin in sorted(pinned_vllm_versions()):
         write_stand_in(folder, pin, site)
-    return build_core_wheel(folder)
+    return build_core_wheel(ROOT, folder, isolated=False)
 
 
 if __name__ == "__main__":

@@ -1,22 +1,17 @@
-"""Collects the bench arms' merged results into the issue-30 file, bench/results/h200-efficiency-<date>.json.
+"""The results file of one arms file's run: every arm's figures in the shape bench/results/ keeps, with what each
+figure means, and the full merged result of each arm one JSON line apiece beside it.
 
-    python3 bench/gpu/efficiency.py OUT.json RESULT.json|ROWS.jsonl ...
-
-Each input is one arm's merged result (monitor.py merge) or a JSON line per arm (sweep.sh, hand_replicas.sh).
 Each arm of the file: `arm`, `recipe`, `shape`, `pages`, `defaults` (true when the arm ran the recipe's own engine
 settings), `sustained_pages_per_s`, `billed_pages_per_s`, `pages_per_s`, `gpu_util_sustained`, `mfu_sustained`,
 `ok`, `startup` (each spawned replica's start-up timeline), `engine_cache`, `cpu_sustained`,
 `engine_queues_sustained`, `py_spy` (where the arm ran under it), and the core that ran (`core`: version
-and folder; a checkout's src/ has no installed version, so the version is pyproject.toml's, marked so). An existing
-OUT.json keeps its arms, so the calls of one warm machine add up to one file; an arm read again (same arm and start
-time) replaces its earlier copy.
+and folder; a checkout's src/ has no installed version, so the version is pyproject.toml's, marked so).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -42,7 +37,7 @@ FIELDS = (
 )
 DEFINITIONS = {
     "sustained_pages_per_s": "pages whose request was sent once every planned replica served and that finished "
-    "before the last page was sent, over that interval (ocr_core/rates.py); a lower bound, null when the window "
+    "before the last page was sent, over that interval (the core's rates); a lower bound, null when the window "
     "held every page at once",
     "billed_pages_per_s": "rows done over the recipe process's wall time, start to exit, start-up and publishing "
     "included; for the hand driver, pages over the arm's elapsed time (its server's start included)",
@@ -52,9 +47,8 @@ DEFINITIONS = {
     "bf16 datasheet peak)",
     "startup": "per spawned replica, seconds from launch to healthy by phase, read from its serve log: imports (the "
     "vllm command's), processes (the API servers and engine core it spawns, up), setup (tokenizer, processor, "
-    "distributed init; the three were one phase, start, before 2026-12-02 late), load, compile, warmup (vLLM's "
-    "initial profiling/warmup run), "
-    "kv_cache_and_graphs, api_up; waited_s before its launch (ocr_core/serving/startup_log.py)",
+    "distributed init), load, compile, warmup (vLLM's initial profiling/warmup run), "
+    "kv_cache_and_graphs, api_up; waited_s before its launch (the core's start-up log reader)",
     "engine_cache": "--engine-cache's key, outcome (hit, miss or off), notes and bytes loaded and written",
     "cpu_sustained": "CPU seconds of the arm's process tree by role (api_server, engine_core, other) and per process, "
     "and cores (CPU seconds over the interval), from /proc samples stamped inside the sustained interval only",
@@ -78,40 +72,24 @@ def core_of(summary: dict) -> dict | None:
     return {**core, "version": f"{source_version()} (src/ of the checkout, not installed)"}
 
 
-def read_rows(path: Path) -> list[dict]:
-    text = path.read_text()
-    try:
-        return [json.loads(text)]
-    except ValueError:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
 def arm_of(row: dict) -> dict:
     arm = {key: row.get(key) for key in FIELDS}
-    arm["arm"] = row.get("setting") or row.get("arm")
     arm["core"] = core_of(row.get("summary") or {})
     return arm
 
 
-def main() -> int:
-    if len(sys.argv) < 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    out = Path(sys.argv[1])
-    kept = json.loads(out.read_text())["arms"] if out.exists() else []
-    new = [arm_of(row) for path in sys.argv[2:] for row in read_rows(Path(path))]
-    fresh = {(arm["arm"], arm["started_at"]) for arm in new}
-    arms = [arm for arm in kept if (arm["arm"], arm["started_at"]) not in fresh] + new
+def write(folder: Path, name: str, header: dict, rows: list[dict]) -> Path:
+    """`folder/NAME.json` (the results file) and `folder/NAME.jsonl` (each arm's whole merged result)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{name}.jsonl", "w") as lines:
+        lines.writelines(json.dumps(row) + "\n" for row in rows)
     document = {
-        "benchmark": "h200-efficiency",
+        "benchmark": name,
         "date": datetime.now(timezone.utc).date().isoformat(),
-        "issue": 30,
+        **header,
         "definitions": DEFINITIONS,
-        "arms": arms,
+        "arms": [arm_of(row) for row in rows],
     }
-    out.write_text(json.dumps(document, indent=1) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(document, indent=1) + "\n")
+    return path

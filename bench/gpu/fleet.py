@@ -1,0 +1,173 @@
+"""`vllm serve` replicas started by hand for a bench arm: started together or one after another, each in its own
+session (so one signal ends its whole group), waited for, read back from their logs, and ended.
+
+A replicas arm starts them before its runs and hands their process groups to the monitor, so the runs' figures
+count the servers' CPU and queues; the hand arm starts one the same way inside its driver (hand_driver.py --serve).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+FIRST_PORT = 8020
+# What each engine's log says of its start: which phase a warm cache shortens.
+START_FIGURES = {
+    "profiling_warmup_s": r"Initial profiling/warmup run took ([\d.]+) s",
+    "torch_compile_s": r"torch.compile took ([\d.]+) s",
+    "model_loading_gib": r"Model loading took ([\d.]+) GiB",
+    "kv_cache_tokens": r"GPU KV cache size: ([\d,]+) tokens",
+    "init_engine_s": r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+)",
+}
+PLAN_FLAGS = """import sys
+from ocr_core import detect_machine, installed_vllm_version, plan_scale
+plan = plan_scale(detect_machine(), 0.8, None, replicas=int(sys.argv[1]), vllm_version=installed_vllm_version())
+print(' '.join(plan.serve_args()))"""
+
+
+@dataclass
+class Fleet:
+    """The replicas of one arm: their URLs, process groups, logs and how long each took to serve."""
+
+    urls: list[str]
+    groups: list[int]
+    logs: list[Path]
+    ready_s: dict[str, float]
+
+    def servers(self, use: int) -> str:
+        return ",".join(self.urls[:use])
+
+
+def planned_flags(python: str, replicas: int, env: Mapping[str, str]) -> list[str]:
+    """The machine plan's serve flags for this many replicas, as the core installed for the recipes plans them."""
+    done = subprocess.run(
+        [python, "-c", PLAN_FLAGS, str(replicas)], env=dict(env), capture_output=True, text=True, check=True
+    )
+    return done.stdout.split()
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+def wait_ready(urls: Sequence[str], groups: Sequence[int], seconds: float) -> dict[str, float]:
+    """Seconds until each URL answered /health; a URL whose server exited or never answered is left out."""
+    began = time.monotonic()
+    ready: dict[str, float] = {}
+    while len(ready) < len(urls) and time.monotonic() - began < seconds:
+        for url in urls:
+            if url not in ready and healthy(url):
+                ready[url] = round(time.monotonic() - began, 1)
+        if not any(alive(group) for url, group in zip(urls, groups, strict=True) if url not in ready):
+            break
+        time.sleep(1)
+    return ready
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def start_one(command: Sequence[str], port: int, log: Path, env: Mapping[str, str]) -> int:
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            [*command, "--host", "127.0.0.1", "--port", str(port)],
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return process.pid
+
+
+def stop(groups: Sequence[int], grace_s: float = 5.0) -> None:
+    """SIGTERM to each replica's process group, then SIGKILL to what is left after the grace."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, sig)
+        deadline = time.monotonic() + grace_s
+        while sig == signal.SIGTERM and time.monotonic() < deadline and any(map(alive, groups)):
+            time.sleep(0.5)
+    for group in groups:  # reap the leaders this process started
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(group, os.WNOHANG)
+
+
+@contextmanager
+def replicas(
+    command: Sequence[str],
+    count: int,
+    one_by_one: bool,
+    logs: Path,
+    env: Mapping[str, str],
+    ready_s: float = 420,
+    first_port: int = FIRST_PORT,
+) -> Iterator[Fleet]:
+    """`count` replicas of `command` on ports from `first_port`, ended on the way out however the block ends."""
+    fleet = Fleet([], [], [], {})
+    try:
+        for index in range(count):
+            port = first_port + index
+            fleet.logs.append(logs / f"serve-{port}.log")
+            fleet.groups.append(start_one(command, port, fleet.logs[-1], env))
+            fleet.urls.append(f"http://127.0.0.1:{port}")
+            if one_by_one:
+                fleet.ready_s |= wait_ready(fleet.urls[-1:], fleet.groups[-1:], ready_s)
+                if fleet.urls[-1] not in fleet.ready_s:
+                    raise RuntimeError(f"replica on {port} never became healthy; see {fleet.logs[-1]}")
+        if not one_by_one:
+            fleet.ready_s = wait_ready(fleet.urls, fleet.groups, ready_s)
+        yield fleet
+    finally:
+        stop(fleet.groups)
+
+
+def engine_starts(logs: Sequence[Path]) -> list[dict]:
+    """Per replica log, the start figures its engine printed (START_FIGURES)."""
+    starts = []
+    for path in logs:
+        text = path.read_text(errors="replace") if path.exists() else ""
+        figures = {
+            key: [float(found.replace(",", "")) for found in re.findall(pattern, text)]
+            for key, pattern in START_FIGURES.items()
+        }
+        starts.append({"log": path.name, **figures})
+    return starts
+
+
+@contextmanager
+def mps_daemon(work: Path, env: dict[str, str], say) -> Iterator[None]:
+    """A CUDA MPS control daemon for the block, its pipe and log folders in `env` for the replicas."""
+    control = shutil.which("nvidia-cuda-mps-control") or "/usr/local/nvidia/bin/nvidia-cuda-mps-control"
+    pipes = {"CUDA_MPS_PIPE_DIRECTORY": work / "mps-pipe", "CUDA_MPS_LOG_DIRECTORY": work / "mps-log"}
+    for folder in pipes.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    env.update({key: str(value) for key, value in pipes.items()})
+    started = subprocess.run([control, "-d"], env=env, check=False).returncode == 0 if Path(control).exists() else False
+    say("MPS daemon started" if started else "MPS daemon did not start")
+    try:
+        yield
+    finally:
+        if started:
+            subprocess.run([control], input="quit\n", text=True, env=env, check=False)
+        for key in pipes:
+            env.pop(key, None)

@@ -1,0 +1,102 @@
+"""What bench.py prints and how a run outlives a device call: each arm's line, the table at the end, the dry run's
+list of commands, and the detach / wait pair (a call's 600 s is shorter than a long arms file).
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import commands
+from arms import ArmsFile, HandArm, RecipeArm, ReplicasArm, Wipe
+
+# The kit's folders under --work, in commands.Paths' order after python and root.
+PLACES = ("pages", "models", "outputs", "logs")
+KEPT = ("*.json", "*.jsonl", "*.tar.gz", "job.log")
+
+
+def line(row: dict) -> str:
+    """One arm's figures: the rates, the GPU, the front end."""
+    summary = row.get("summary") or {}
+    held = row.get("cpu_sustained") or {}
+    return (
+        f"ok={row.get('ok')} sustained={row.get('sustained_pages_per_s')} billed={row.get('billed_pages_per_s')} "
+        f"pages/s={row.get('pages_per_s')} gpu_util_sustained={row.get('gpu_util_sustained')} "
+        f"mfu_sustained={row.get('mfu_sustained')} busy={row.get('gpu_util_mean_inference')} "
+        f"peak_in_flight={summary.get('peak_in_flight')} errors={summary.get('errors', summary.get('failed'))} "
+        f"elapsed_s={row.get('elapsed_s')} host_pss_gib={row.get('host_tree_pss_peak_gib')} "
+        f"cores_sustained={held.get('cores_by_role')} queues_sustained={row.get('engine_queues_sustained')}"
+    )
+
+
+def table(rows: list[dict]) -> str:
+    return "\n".join(f"{row['arm']:24s} {line(row)}" for row in rows) or "no arm ran"
+
+
+def dry_run(plan: ArmsFile, paths: commands.Paths) -> str:
+    """Each arm's commands as bench.py would run them (a replicas arm's planned flags are the machine's)."""
+    bench = plan.bench
+    out = [f"{plan.path}: {bench}"]
+    for arm in plan.arms:
+        if isinstance(arm, Wipe):
+            out.append("wipe: the machine's compile and kernel caches")
+        elif isinstance(arm, RecipeArm):
+            out.append(f"{arm.name}: {shell(commands.recipe_command(paths, bench, arm))}")
+        elif isinstance(arm, HandArm):
+            out.append(f"{arm.name}: {shell(commands.hand_command(paths, bench, arm))}")
+        elif isinstance(arm, ReplicasArm):
+            planned = ["<the machine plan's flags>"] if arm.plan else []
+            mps = " under CUDA MPS" if arm.mps else ""
+            serve = shell(commands.replica_command(paths, bench, arm, planned))
+            out.append(f"{arm.name}: {arm.replicas} x ({serve}), started {arm.start}{mps}")
+            for run in arm.runs:
+                servers = ",".join(f"http://127.0.0.1:{8020 + i}" for i in range(run.use))
+                out.append(f"  {arm.name}-{run.name}: {shell(commands.run_command(paths, bench, arm, run, servers))}")
+    missing = sorted(
+        {arm.recipe for arm in plan.arms if hasattr(arm, "recipe") and not (paths.root / arm.recipe).exists()}
+    )
+    if missing:
+        raise SystemExit(f"{plan.path}: no recipe {missing} in {paths.root}")
+    return "\n".join(out)
+
+
+def shell(words: list[str]) -> str:
+    return shlex.join(words)
+
+
+def detach(argv: list[str], out: Path) -> int:
+    """The same command line without --detach, in a session of its own, its output in OUT/job.out."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "DONE").unlink(missing_ok=True)
+    rest = [word for word in argv if word != "--detach"]
+    with open(out / "job.out", "w") as log:
+        child = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("bench.py")), *rest],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    print(f"bench: running as pid {child.pid}; poll with python bench/gpu/bench.py --wait {out}")
+    return 0
+
+
+def wait(folder: Path, seconds: int, copy_to: Path) -> int:
+    """Waits up to `seconds` for the detached run writing `folder` to end, then copies its files to `copy_to`."""
+    deadline = time.monotonic() + seconds
+    while not (folder / "DONE").exists() and time.monotonic() < deadline:
+        time.sleep(5)
+    copy_to.mkdir(parents=True, exist_ok=True)
+    for pattern in KEPT:
+        for path in folder.glob(pattern):
+            if path.resolve().parent != copy_to.resolve():
+                shutil.copy2(path, copy_to / path.name)
+    log = folder / "job.log"
+    print("".join(log.read_text().splitlines(True)[-40:]) if log.exists() else f"no {log} yet")
+    done = (folder / "DONE").exists()
+    print("bench: done" if done else f"bench: still running after {seconds} s; wait again in the next call")
+    return 0 if done else 4
