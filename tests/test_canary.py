@@ -22,6 +22,7 @@ from ocr_core.judging.canary import (
     degenerate_kind,
     repeated_unit,
 )
+from ocr_core.planning.page_rules import rules_of
 from ocr_core.shapes.llm_batches import OfflineRunner
 from ocr_core.shapes.tally import ProgressBar
 from ocr_core.store.progress import ResultLog, RowResult, read_results
@@ -135,7 +136,12 @@ def test_the_offline_runner_stops_on_the_canary(tmp_path):
     facts, args = recipe()
     log = ResultLog(tmp_path, "20260101T000000Z-aaaaaa", flush_rows=1000)
     runner = OfflineRunner(
-        FakeLLM(lambda n: completion("!!!!!!!!")), facts, args, log, ProgressBar(40, 0), Canary(log, CONTEXT)
+        FakeLLM(lambda n: completion("!!!!!!!!")),
+        facts,
+        rules_of(facts, args),
+        log,
+        ProgressBar(40, 0),
+        Canary(log, CONTEXT),
     )
     rows = [RowInput(index, f"train-{index}", {"bytes": PAGE, "path": None}) for index in range(40)]
     with pytest.raises(JobFailed, match="canary"):

@@ -20,6 +20,7 @@ from ocr_core.inputs.pdf import BadPdf, PdfPage, RenderSize, looks_like_pdf, pre
 from ocr_core.inputs.pdf_rows import page_files
 from ocr_core.inputs.source import InputSelection, load_source
 from ocr_core.judging.canary import Canary, CanaryContext
+from ocr_core.planning.page_rules import rules_of
 from ocr_core.publishing.cost import JOB_PRICES_USD_PER_HOUR
 from ocr_core.shapes.llm_batches import OfflineRunner
 from ocr_core.shapes.tally import ProgressBar
@@ -192,7 +193,7 @@ def test_the_offline_runner_sends_rendered_pages_and_fails_a_bad_pdf_alone(tmp_p
 
     engine.chat = keep_images
     canary = Canary(log, CanaryContext("m", "i", "c"))
-    runner = OfflineRunner(engine, facts, args, log, ProgressBar(6, 0), canary)
+    runner = OfflineRunner(engine, facts, rules_of(facts, args), log, ProgressBar(6, 0), canary)
     runner.run(load_source(InputSelection(str(pdf_folder(tmp_path / "in"))), pdf_size=SMALL).rows(set()), 4)
     results = {row["row_id"]: row for row in read_results(tmp_path / "progress").to_pylist()}
     assert sorted(results) == sorted(FOLDER_IDS)

@@ -700,7 +700,14 @@ def test_each_server_of_a_fleet_passes_its_own_canary(tmp_path):
 
     transport = httpx.MockTransport(server)
     pump = Pump(
-        fleet, facts, rules_of(facts, settings), Window(4, 4), log, ProgressBar(12, 0), transport, canary=canary
+        fleet,
+        facts,
+        rules_of(facts, settings),
+        Window(4, 4),
+        log,
+        ProgressBar(12, 0),
+        transport=transport,
+        canary=canary,
     )
     with pytest.raises(JobFailed) as stopped:
         asyncio.run(pump.run(iter(rows(12))))
