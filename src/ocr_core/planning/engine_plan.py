@@ -77,8 +77,9 @@ class ReplicaLaunch:
     env: Mapping[str, str]
     api_servers: int = 1
 
-    def environment(self, extra: Mapping[str, str] = {}) -> dict[str, str]:
-        env = {**self.env, **extra}
+    def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The replica's variables, then `extra` (the engine cache's folders), then the GPU it may see."""
+        env = {**self.env, **(extra or {})}
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
         return env
