@@ -84,8 +84,12 @@ def test_every_row_of_a_folder_with_a_file_that_is_not_an_image_opens(server, tm
     read = [rows[index] for index in range(len(rows))]
     broken = [row for row in read if row["source_file"] == note.name]
     assert len(broken) == 1 and broken[0]["image"] is None
-    assert "not a readable image" in broken[0]["error"] and broken[0]["markdown"] is None
-    assert all(row["image"] is not None and row["error"] is None for row in read if row is not broken[0])
+    begin = note.read_bytes()[:16]
+    assert (
+        broken[0]["ocr_error"]
+        == f"bad image: not a readable image: in no image format Pillow reads (its bytes begin {begin!r})"
+    )
+    assert all(row["image"] is not None and row["ocr_error"] is None for row in read if row is not broken[0])
 
 
 def test_a_refused_run_leaves_no_new_output_folder_behind(server, tmp_path, capsys):
