@@ -115,3 +115,13 @@ def test_a_run_stopped_after_its_first_results_keeps_the_folder_it_created(serve
     assert code == 0, err[-2000:]
     code, _, err = run_main(SCRIPT, [str(SAMPLES), str(out), *served(server, "--columns", "nosuch")], capsys)
     assert code == 2 and (out / "README.md").exists()
+
+
+def test_a_run_refused_by_the_server_it_meets_leaves_no_new_output_folder(server, tmp_path, capsys):
+    """Refused once the pages' reader had opened the progress folder (a --server of another model): it left the
+    manifest and the progress folder's read lock behind."""
+    out = tmp_path / "out"
+    argv = [str(SAMPLES), str(out), *served(server, "--model", "another/model")]
+    code, summary, err = run_main(SCRIPT, argv, capsys)
+    assert code == 2 and "another/model" in summary["failure"], err[-2000:]
+    assert not out.exists()

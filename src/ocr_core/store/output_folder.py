@@ -16,6 +16,7 @@ from ..errors import CommandError
 from .lease import LEASE_PREFIX
 from .manifest import MANIFEST
 from .output import PROGRESS_ROOT, Destination
+from .progress import FOLDER_LOCK
 
 
 class OutputError(CommandError):
@@ -63,5 +64,5 @@ def remove_unused_output(destination: Destination) -> None:
 def only_progress_bookkeeping(path: Path) -> bool:
     """A lock file or a manifest in the progress folder: what a run writes before its first result."""
     name = path.name
-    is_lock = name.startswith(f".{LEASE_PREFIX}") and name.endswith(".lock")
+    is_lock = name == FOLDER_LOCK or (name.startswith(f".{LEASE_PREFIX}") and name.endswith(".lock"))
     return path.parts[0] == PROGRESS_ROOT and (is_lock or name == MANIFEST)
