@@ -20,8 +20,8 @@ from tests.testbed.fake_server import fake_server
 
 SCRIPT = "lighton-ocr3-saturate.py"
 PAGES = Path(__file__).resolve().parents[1] / "samples" / "pages"
-NOT_CREATABLE = "/sys/ocr-vllm-test-out"
-"""A folder even root cannot create (sysfs refuses it), where a chmod'ed folder would not stop root."""
+NOT_CREATABLE = ["/sys/ocr-vllm-test-out", "/proc/ocr-vllm-test-out"]
+"""Folders even root cannot create (sysfs and procfs refuse them), where a chmod'ed folder would not stop root."""
 
 
 @pytest.fixture
@@ -30,12 +30,13 @@ def server():
         yield running
 
 
-def test_an_output_that_cannot_be_created_is_a_command_to_change(server, tmp_path, capsys):
+@pytest.mark.parametrize("output", NOT_CREATABLE)
+def test_an_output_that_cannot_be_created_is_a_command_to_change(server, tmp_path, capsys, output):
     """It ended with exit 1, "internal error: OSError ..." and the advice to rerun the same command."""
-    code, summary, err = run_main(SCRIPT, [str(SAMPLES), NOT_CREATABLE, *served(server)], capsys)
+    code, summary, err = run_main(SCRIPT, [str(SAMPLES), output, *served(server)], capsys)
     assert code == 2, err[-2000:]
     assert summary["exit_code"] == 2 and "internal error" not in summary["failure"]
-    assert NOT_CREATABLE in summary["failure"] and "writable folder" in summary["failure"]
+    assert output in summary["failure"] and "writable folder" in summary["failure"]
     assert "rerun the same command" not in err.lower()
     assert server.state.answered == 0
 
