@@ -8,10 +8,13 @@ engine still rejects is split in halves down to the single page at fault.
 
 from __future__ import annotations
 
+import builtins
 import os
+import re
 import shlex
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -253,11 +256,12 @@ def stdout_to_stderr() -> TextIO:
 def open_llm(facts: ModelFacts, settings: Settings, where: str) -> Any:
     """Builds the engine from serve_args; the FlashInfer sampler needs nvcc, which the vLLM images lack. `where`
     says where the run can go when this machine has no vLLM or no GPU. vLLM's own INFO and WARNING lines (about 60
-    of them while the engine starts) stay off the terminal unless --verbose, as a server recipe keeps them in its
-    server log; the variable is read when vLLM is first imported, here, and its engine processes inherit it."""
+    of them while the engine starts), and torch's and Python's warnings about vLLM's own code, stay off the terminal
+    unless --verbose, as a server recipe keeps them in its server log (quiet_engine_notices); the variables are read
+    when vLLM is first imported, here, and its engine processes inherit them."""
     os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
     if not settings.verbose:
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+        quiet_engine_notices()
     check_gpu(where)
     from vllm import LLM
 
@@ -270,6 +274,23 @@ def open_llm(facts: ModelFacts, settings: Settings, where: str) -> Any:
         raise JobFailed(
             f"the vLLM engine could not be built: {type(exc).__name__}: {exc}{build_failure_hint(exc, settings)}"
         ) from exc
+
+
+ENGINE_WARNINGS = ("ignore:`torch.distributed.reduce_op` is deprecated:FutureWarning",)
+"""Python warnings vLLM's import raises in every engine process, about its own code (`-W` options)."""
+
+
+def quiet_engine_notices() -> None:
+    """Keeps the engine's notices off the terminal, in this process and the engine processes it starts: vLLM's log
+    below ERROR (VLLM_LOGGING_LEVEL), torch's C++ warnings (TORCH_CPP_LOG_LEVEL: the CPU build's NUMA binding
+    notice) and ENGINE_WARNINGS, passed to the spawned engine processes through sys.warnoptions as their -W."""
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    for option in ENGINE_WARNINGS:
+        if option not in sys.warnoptions:
+            sys.warnoptions.append(option)
+        action, message, category = option.split(":")
+        warnings.filterwarnings(action, message=re.escape(message), category=getattr(builtins, category))
 
 
 def build_failure_hint(exc: BaseException, settings: Settings) -> str:
