@@ -55,14 +55,11 @@ def output_features(source: Source, columns: Columns) -> datasets.Features:
 
 
 def image_columns(source: Source, columns: Columns) -> tuple[str, ...]:
-    """The output's columns that `datasets` decodes as images and that may hold bytes that do not decode: the input's
-    other image columns, kept as they came. The page column is not one of them (`readable_pages`)."""
+    """The output's columns that `datasets` decodes as images, for the card's way through the rows undecoded: an
+    input's other image columns keep their bytes as they came; the page column holds null where its page did not
+    decode (`readable_pages`)."""
     features = output_features(source, columns)
-    return tuple(
-        name
-        for name, feature in features.items()
-        if isinstance(feature, datasets.Image) and name != page_image_column(source, columns)
-    )
+    return tuple(name for name, feature in features.items() if isinstance(feature, datasets.Image))
 
 
 def page_image_column(source: Source, columns: Columns) -> str | None:
@@ -145,10 +142,10 @@ def readable_pages(table: pa.Table, column: str, errors: list[str | None]) -> pa
     opens as `load_dataset` returns it (a `.jpg` holding text raised on reading its row); the row's error column
     says why its page could not be read. Only rows with an error are tried: a page that was read decodes."""
     cells = table[column]
-    unreadable = [index for index, error in enumerate(errors) if error is not None and not decodes(cells[index])]
+    unreadable = {index for index, error in enumerate(errors) if error is not None and not decodes(cells[index])}
     if not unreadable:
         return table
-    mask = pa.array([index in set(unreadable) for index in range(len(table))])
+    mask = pa.array([index in unreadable for index in range(len(table))])
     cleared = pc.if_else(mask, pa.scalar(None, cells.type), cells)
     return table.set_column(table.column_names.index(column), column, cleared)
 
