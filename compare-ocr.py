@@ -15,8 +15,9 @@ It reports how many pages are byte-identical and how similar the others are (sim
 distance / length of the longer text), and with --ground-truth the character error rate of A and of B in two
 lanes: `nfc` (exact text, only whitespace runs collapsed) and `normalized` (NFKC, casefolded, markup stripped,
 line-end hyphenation joined), so a model is not charged for writing a table as HTML rather than as pipes.
-A row that failed on either side (no text, or the `[OCR ERROR]` the recipes write) is an error row: counted as
-such, and neither compared nor scored.
+A row that failed on either side (no text, the `[OCR ERROR]` the recipes write, or a value in the side's error
+column, as the run's summary counts it: a multi-frame image keeps frame 1's text and says so there) is an error
+row: counted as such, and neither compared nor scored.
 
 Examples:
     uv run compare-ocr.py ./out-ovis ./out-lighton --ground-truth text --min-gt-chars 20 --json report.json
@@ -44,6 +45,8 @@ LANES = ("nfc", "normalized")
 # What the recipes write as the text of a page that failed (its reason in the error column, ocr_error by default);
 # ocr-bench leaves it out of judging too. Such a row, or one with no text at all, is an error row: never compared.
 FAILED_TEXT = "[OCR ERROR]"
+# The recipes' error column (--error-column): a value there makes the row an error row, as the run's summary counts.
+DEFAULT_ERROR_COLUMN = "ocr_error"
 
 
 class CompareError(ValueError):
@@ -95,8 +98,10 @@ def parse_ref(ref: str) -> DatasetRef:
     return DatasetRef(str(Path(path).expanduser().resolve()) if local else path, config, local)
 
 
-def load_columns(ref: DatasetRef, split: str, columns: list[str]) -> dict[str, list[Any]]:
-    """Reads only the text columns needed, as Python lists.
+def load_columns(
+    ref: DatasetRef, split: str, columns: list[str], optional: tuple[str, ...] = ()
+) -> dict[str, list[Any]]:
+    """Reads only the text columns needed, as Python lists, and the `optional` ones the dataset has.
 
     A local folder gets a fresh cache dir: `datasets` keys its cache on the folder's name, so a second folder
     with the same name (say two runs' `out/`) would otherwise silently load the first one's rows.
@@ -114,7 +119,15 @@ def load_columns(ref: DatasetRef, split: str, columns: list[str]) -> dict[str, l
         missing = [column for column in columns if column not in dataset.column_names]
         if missing:
             raise CompareError(f"{label} has no column {missing[0]!r}; its columns are {dataset.column_names}")
-        return {column: list(dataset[column]) for column in dict.fromkeys(columns)}
+        present = [column for column in optional if column in dataset.column_names]
+        return {column: list(dataset[column]) for column in dict.fromkeys([*columns, *present])}
+
+
+def without_error_rows(texts: list[str | None], errors: list[Any] | None) -> list[str | None]:
+    """A side's texts with None where its error column holds a value: an error row, whatever text it kept."""
+    if errors is None:
+        return texts
+    return [None if error is not None else text for text, error in zip(texts, errors)]
 
 
 def align_by_position(a: list[str | None], b: list[str | None], truth: list[str | None] | None) -> Pairs:
@@ -164,21 +177,30 @@ def load_pairs(args: argparse.Namespace) -> Pairs:
         if args.column_b == args.column_a:
             raise CompareError("B is missing: give a second dataset, or --column-b naming a second column of A")
         columns_a.append(args.column_b)
-    data_a = load_columns(ref_a, args.split, [column for column in columns_a if column])
+    error_b = error_column_b(args)
+    optional_a = (args.error_column_a, error_b) if args.b is None and error_b else (args.error_column_a,)
+    data_a = load_columns(ref_a, args.split, [column for column in columns_a if column], optional_a)
     if args.b is None:
-        data_b = {args.column_b: data_a[args.column_b]}
-        if args.id_column:
-            data_b[args.id_column] = data_a[args.id_column]
+        data_b = {column: data_a[column] for column in (args.column_b, args.id_column, error_b) if column in data_a}
     else:
         columns_b = [args.column_b, args.id_column]
-        data_b = load_columns(parse_ref(args.b), args.split, [column for column in columns_b if column])
-    a, b = data_a[args.column_a], data_b[args.column_b]
+        data_b = load_columns(parse_ref(args.b), args.split, [column for column in columns_b if column], (error_b,))
+    a = without_error_rows(data_a[args.column_a], data_a.get(args.error_column_a))
+    b = without_error_rows(data_b[args.column_b], data_b.get(error_b) if error_b else None)
     truth = data_a[args.ground_truth] if args.ground_truth else None
     if args.id_column:
         pairs = align_by_id(a, b, truth, data_a[args.id_column], data_b[args.id_column])
     else:
         pairs = align_by_position(a, b, truth)
     return truncate(pairs, args.max_samples)
+
+
+def error_column_b(args: argparse.Namespace) -> str | None:
+    """B's error column: the one named, or the recipes' default for a dataset B; a second column of A has none
+    unless --error-column-b names it (A's own error column says how A's text column fared, not B's)."""
+    if args.error_column_b:
+        return args.error_column_b
+    return None if args.b is None else DEFAULT_ERROR_COLUMN
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -397,6 +419,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("b", nargs="?", help="dataset B (default: A itself, with --column-b naming another column)")
     parser.add_argument("--column-a", default="markdown", help="text column of A (default: markdown)")
     parser.add_argument("--column-b", default="markdown", help="text column of B (default: markdown)")
+    parser.add_argument(
+        "--error-column-a",
+        default=DEFAULT_ERROR_COLUMN,
+        help=f"error column of A, read where A has it: a row with a value there is an error row (default: "
+        f"{DEFAULT_ERROR_COLUMN})",
+    )
+    parser.add_argument(
+        "--error-column-b",
+        help=f"error column of B (default: {DEFAULT_ERROR_COLUMN} of a dataset B; none for a second column of A)",
+    )
     parser.add_argument("--split", default="train", help="split of both datasets (default: train)")
     parser.add_argument("--id-column", help="pair rows by this column, present in both (default: by position)")
     parser.add_argument("--ground-truth", metavar="COLUMN", help="column of A holding the reference text")

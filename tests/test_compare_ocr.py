@@ -280,3 +280,32 @@ def test_failed_pages_are_error_rows_not_compared_nor_scored(tmp_path):
     assert (report["compared"], report["identical"]["count"], report["differing"]) == (2, 1, 1)
     nfc_a = report["ground_truth"]["lanes"]["nfc"]["a"]
     assert (nfc_a["pages"], nfc_a["micro_cer"]) == (2, 0.0), "the marker was scored as the model's text"
+
+
+def test_a_row_with_text_and_an_error_is_an_error_row_as_the_runs_summary_counts_it(tmp_path):
+    """A multi-frame TIFF's row keeps frame 1's text with a note in ocr_error; the run's summary counts it among its
+    errors, and compare-ocr compared it as a clean row."""
+    note = "only frame 1 of 3 of this multi-frame image was read; split it into one row per page"
+    side_a = {"markdown": ["alpha page", "frame one", "gamma page"], "ocr_error": [None, note, None]}
+    side_b = {"markdown": ["alpha page", "frame one", "gamma page"], "ocr_error": [None, None, None]}
+    report_path = tmp_path / "r.json"
+    folder_a, folder_b = write_dataset(tmp_path / "a", side_a), write_dataset(tmp_path / "b", side_b)
+    assert compare.main([str(folder_a), str(folder_b), "--json", str(report_path)]) == 0
+    report = json.loads(report_path.read_text())
+    assert report["error_rows"] == {"total": 1, "a": 1, "b": 0}
+    assert (report["compared"], report["identical"]["count"]) == (2, 2)
+
+
+def test_a_second_column_of_a_reads_its_own_error_column_only_when_named(tmp_path):
+    side = {
+        "markdown": ["alpha", "beta", "gamma"],
+        "ocr_error": [None, "only frame 1 of 2 of this multi-frame image was read", None],
+        "v2": ["alpha", "beta", "gamma"],
+        "v2_error": [None, None, "bad image: not a readable image"],
+    }
+    folder, report_path = write_dataset(tmp_path / "a", side), tmp_path / "r.json"
+    assert compare.main([str(folder), "--column-b", "v2", "--json", str(report_path)]) == 0
+    assert json.loads(report_path.read_text())["error_rows"] == {"total": 1, "a": 1, "b": 0}
+    argv = [str(folder), "--column-b", "v2", "--error-column-b", "v2_error", "--json", str(report_path)]
+    assert compare.main(argv) == 0
+    assert json.loads(report_path.read_text())["error_rows"] == {"total": 2, "a": 1, "b": 1}

@@ -104,6 +104,7 @@ def test_a_mistyped_flag_through_make_run_rebuilds_and_reinstalls_nothing(tmp_pa
 
     usage = make_run("ARGS=--help")
     assert usage.returncode == 0 and "--max-samples" in usage.stdout, usage.stderr[-3000:]
+    make_run(f"INPUT={SAMPLES}", f"OUTPUT={tmp_path / 'out'}", "ARGS=--max-sampels 3")
     wheel = clone / "dist" / "ocr_vllm_core-0.2.0-py3-none-any.whl"
     found = subprocess.run(
         ["uv", "python", "find", "--script", str(clone / SCRIPT)], env={**user_env(), "UV_NO_SOURCES": "1"},

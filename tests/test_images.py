@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import shutil
 from pathlib import Path
 
 import datasets
@@ -304,3 +305,32 @@ def test_paths_in_a_hub_dataset_never_read_files_of_the_jobs_machine(tmp_path, m
         with pytest.raises(BadImage, match="outside"):
             cell_bytes(cell)
     assert gray_levels(prepare_image(cell_bytes(cells[4]))) == (255, 255), "the dataset's own file is read"
+
+
+def test_a_folder_says_once_which_files_it_skips(tmp_path, capsys):
+    """Files neither images nor PDFs were left out of a folder input without a word."""
+    pages = Path(__file__).resolve().parents[1] / "samples" / "pages"
+    folder = tmp_path / "scans"
+    shutil.copytree(pages, folder)
+    (folder / "notes.txt").write_text("scanned on Tuesday")
+    (folder / "box" / "index.docx").parent.mkdir()
+    (folder / "box" / "index.docx").write_bytes(b"PK")
+    (folder / ".hidden.txt").write_text("an editor's file")
+    capsys.readouterr()
+    source = load_source(InputSelection(str(folder)))
+    err = capsys.readouterr().err
+    assert len(source.ids) == 12
+    assert err.count("skipping") == 1
+    assert "skipping 2 file(s) that are neither images nor PDFs, e.g. box/index.docx" in err
+
+
+def test_a_folder_of_pdfs_says_which_files_it_skips(tmp_path, capsys):
+    folder = tmp_path / "scans"
+    folder.mkdir()
+    (folder / "letters.pdf").write_bytes(
+        (Path(__file__).resolve().parents[1] / "samples/pdf/sample-pages.pdf").read_bytes()
+    )
+    (folder / "notes.txt").write_text("scanned on Tuesday")
+    capsys.readouterr()
+    load_source(InputSelection(str(folder)))
+    assert "skipping 1 file(s) that are neither images nor PDFs, e.g. notes.txt" in capsys.readouterr().err

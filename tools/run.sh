@@ -61,6 +61,12 @@ shipped="$(core_files "${python:-false}" -c "$read_record" "$wheel")"
 reinstall=()
 if [[ -z $installed || $installed != "$shipped" ]]; then reinstall=(--reinstall-package ocr-vllm-core); fi
 ships=()
+core_only=false
+for arg in "$@"; do
+    case $arg in
+        --dry-run | --help | -h) core_only=true ;;
+    esac
+done
 for arg in "$@"; do
     case $arg in
         --jobs | --jobs=*) ships=(--core-wheel "$wheel") ;;
@@ -69,4 +75,10 @@ for arg in "$@"; do
 done
 set -- "$@" ${ships[@]+"${ships[@]}"}
 export UV_NO_SOURCES=1 OCR_VLLM_CLONE="$repo"
+if $core_only; then
+    # --help and a --dry-run launch run nothing but the core: `python SCRIPT` skips the header, so an offline
+    # recipe's vLLM (and its CUDA torch) is not installed for them; a real run still gets the header's every pin.
+    exec uv run --quiet --no-project --find-links "$repo/dist" --reinstall-package ocr-vllm-core \
+        --with "ocr-vllm-core==$version" python "$repo/$script" "$@"
+fi
 exec uv run --quiet --find-links "$repo/dist" ${reinstall[@]+"${reinstall[@]}"} --script "$repo/$script" "$@"

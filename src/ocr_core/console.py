@@ -44,3 +44,7 @@ def silence_notices() -> None:
 def say(message: str) -> None:
     """Logs to stderr without tearing the progress bar; stdout is kept for the final summary. Never a secret."""
     tqdm.write(redact(message), file=sys.stderr)
+
+
+# At import too: a spawned engine process imports the recipe (and so this module) before vLLM, and has no run_recipe.
+silence_notices()

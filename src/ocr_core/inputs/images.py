@@ -16,7 +16,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 URL_PLACEHOLDER = "@@page-image-data-url@@"
 MIME_BY_FORMAT = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
@@ -152,6 +152,10 @@ def open_image(data: bytes) -> Image.Image:
         return Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as exc:
         raise BadImage(f"image is too large to decode safely: {exc}") from exc
+    except UnidentifiedImageError as exc:
+        raise BadImage(
+            f"not a readable image: in no image format Pillow reads (its bytes begin {data[:16]!r})"
+        ) from exc
     except IMAGE_DATA_ERRORS as exc:
         raise BadImage(f"not a readable image: {exc}") from exc
 

@@ -31,6 +31,9 @@ BROKEN_SHOWN = 3
 IMAGE_SUFFIXES = frozenset(ImageFolder.EXTENSIONS)
 
 
+FOLDER_OWN_FILES = frozenset({"readme.md", "metadata.csv", "metadata.jsonl", "metadata.parquet"})
+
+
 @dataclass
 class PdfDocuments:
     """The files behind a page table: each row's document and page number, and where each document lives. A row
@@ -83,15 +86,34 @@ def page_files(path: Path) -> list[Path] | None:
         return [path] if path.suffix.lower() == ".pdf" else None
     if not path.is_dir() or (path / "state.json").exists() or (path / "dataset_dict.json").exists():
         return None
-    files = [
-        file
-        for file in sorted(path.rglob("*"))
-        if file.is_file() and not any(part.startswith(".") for part in file.relative_to(path).parts)
-    ]
+    files = folder_files(path)
     pdfs = [file for file in files if file.suffix.lower() == ".pdf"]
     if not pdfs or any(file.suffix.lower() in DATA_SUFFIXES for file in files):
         return None
     return [file for file in files if file.suffix.lower() == ".pdf" or file.suffix.lower() in IMAGE_SUFFIXES]
+
+
+def folder_files(path: Path) -> list[Path]:
+    """A folder's files in path order, hidden ones (and those in hidden folders) left out."""
+    return [
+        file
+        for file in sorted(path.rglob("*"))
+        if file.is_file() and not any(part.startswith(".") for part in file.relative_to(path).parts)
+    ]
+
+
+def report_skipped(folder: Path) -> None:
+    """Says once how many files of a folder of pages are neither page images nor PDFs, and names one: they are left
+    out of the input (a folder's card and metadata file are its own, not pages)."""
+    skipped = [file.relative_to(folder).as_posix() for file in folder_files(folder) if not is_read(file)]
+    if skipped:
+        say(f"skipping {len(skipped)} file(s) that are neither images nor PDFs, e.g. {skipped[0]}")
+
+
+def is_read(file: Path) -> bool:
+    """Whether a folder input reads this file: a page image, a PDF, or the folder's card or metadata."""
+    suffix = file.suffix.lower()
+    return suffix == ".pdf" or suffix in IMAGE_SUFFIXES or file.name.lower() in FOLDER_OWN_FILES
 
 
 def counted_pages(documents: Iterable[tuple[bytes | str | OutsidePath | None, str]], broken: list[str]) -> list[int]:

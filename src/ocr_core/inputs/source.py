@@ -33,7 +33,7 @@ from ..settings import Settings
 from .addresses import InputError, input_problem
 from .cells import HubFiles, anchored, local_folder
 from .pdf import PdfiumMissing, RenderSize, looks_like_pdf
-from .pdf_rows import SOURCE_FILE, PdfDocuments, file_pages, page_files, pdf_dataset_pages
+from .pdf_rows import SOURCE_FILE, PdfDocuments, file_pages, page_files, pdf_dataset_pages, report_skipped
 from .selection import row_ids, select_rows, shard_span
 
 READ_BATCH = 64
@@ -164,6 +164,8 @@ def load_source(wanted: InputSelection, revision: str | None = None, pdf_size: R
             if id_column:
                 raise InputError("--id-column applies to a dataset; PDF files are keyed by file name and page")
             dataset, pdfs, page_ids = file_pages(files, path if path.is_dir() else path.parent, size)
+            if path.is_dir():
+                report_skipped(path)
             features = dataset.features
         else:
             sliced = None
@@ -173,6 +175,7 @@ def load_source(wanted: InputSelection, revision: str | None = None, pdf_size: R
             dataset, features, pdfs, page_ids = dataset_rows(opened, name, split, image_column, id_column, size, folder)
             if isinstance(folder, Path) and opened.info.builder_name == "imagefolder":
                 dataset, features = with_source_files(dataset, features, image_column, folder)
+                report_skipped(folder)
     except PdfiumMissing as exc:
         raise InputError(str(exc)) from exc
     except CommandError:

@@ -36,6 +36,7 @@ from ..store.manifest import (
 )
 from ..store.mirror import ProgressMirror
 from ..store.output import Destination
+from ..store.output_folder import make_output_folder, remove_unused_output
 from ..store.progress import finished_ids, new_run_id, read_results
 from .claim import claim_lease, hold_lease, replace_results, replace_unused_settings
 from .ownership import check_ownership, hub_token, open_destination
@@ -94,6 +95,7 @@ def prepare_job(settings: Settings, facts: ModelFacts, launch: Launch, hub: HubC
     destination = open_destination(settings, hub)
     listing = destination.listing()
     check_ownership(destination, listing, settings.overwrite)
+    make_output_folder(destination)
     run_id = destination.slice_tag + new_run_id()
     locks = LocalLocks(destination.progress_dir, lease_key(settings.shard))
     locks.acquire(destination.where())
@@ -111,7 +113,8 @@ def prepare_job(settings: Settings, facts: ModelFacts, launch: Launch, hub: HubC
 
 def release(destination: Destination, lease: Lease | None, locks: LocalLocks, mirror: ProgressMirror | None) -> None:
     """Gives this run's slice of OUTPUT back: the lease's renewals stop, then the Hub lease file (if it was written)
-    and the local locks go."""
+    and the local locks go; a local OUTPUT this run created goes too while it holds only the run's own locks and
+    manifest."""
     try:
         if mirror is not None:
             mirror.stop()
@@ -122,6 +125,7 @@ def release(destination: Destination, lease: Lease | None, locks: LocalLocks, mi
         say(f"warning: could not remove this run's lease from the Hub ({type(exc).__name__}: {exc}); it expires")
     finally:
         locks.release()
+        remove_unused_output(destination)
 
 
 @dataclass(frozen=True)

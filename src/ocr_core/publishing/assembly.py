@@ -55,10 +55,17 @@ def output_features(source: Source, columns: Columns) -> datasets.Features:
 
 
 def image_columns(source: Source, columns: Columns) -> tuple[str, ...]:
-    """The output's columns that `datasets` decodes as images: a page that could not be read keeps its bytes there
-    as they came, so a reader who decodes every row fails on it."""
+    """The output's columns that `datasets` decodes as images, for the card's way through the rows undecoded: an
+    input's other image columns keep their bytes as they came; the page column holds null where its page did not
+    decode (`readable_pages`)."""
     features = output_features(source, columns)
     return tuple(name for name, feature in features.items() if isinstance(feature, datasets.Image))
+
+
+def page_image_column(source: Source, columns: Columns) -> str | None:
+    """The output's column of the page images this run read, when it carries them as images."""
+    feature = output_features(source, columns).get(source.image_column)
+    return source.image_column if isinstance(feature, datasets.Image) else None
 
 
 def rows_per_shard(source: Source) -> int:
@@ -115,6 +122,9 @@ def shard_table(
     previous_info = table[INFO_COLUMN].to_pylist() if INFO_COLUMN in table.column_names else None
     table = table.select(kept_input_columns(source, columns))
     picked = results.take([position[row_id] for row_id in ids]) if ids else RESULT_SCHEMA.empty_table()
+    pages = page_image_column(source, columns)
+    if pages is not None:
+        table = readable_pages(table, pages, picked["error"].to_pylist())
     table = table.append_column(columns.output, text_or_failed(picked, columns.failed_text))
     table = table.append_column(columns.error, picked["error"])
     extras = [json.loads(value) if value else {} for value in picked["extra"].to_pylist()]
@@ -125,6 +135,31 @@ def shard_table(
         for record, server in zip(picked["provenance"].to_pylist(), picked["server"].to_pylist(), strict=True)
     ]
     return table.append_column(INFO_COLUMN, pa.array(info_values(previous_info, entries), pa.string()))
+
+
+def readable_pages(table: pa.Table, column: str, errors: list[str | None]) -> pa.Table:
+    """The page column with null in each row whose image does not decode, so every row of the published dataset
+    opens as `load_dataset` returns it (a `.jpg` holding text raised on reading its row); the row's error column
+    says why its page could not be read. Only rows with an error are tried: a page that was read decodes."""
+    cells = table[column]
+    unreadable = {index for index, error in enumerate(errors) if error is not None and not decodes(cells[index])}
+    if not unreadable:
+        return table
+    mask = pa.array([index in unreadable for index in range(len(table))])
+    cleared = pc.if_else(mask, pa.scalar(None, cells.type), cells)
+    return table.set_column(table.column_names.index(column), column, cleared)
+
+
+def decodes(cell: pa.Scalar) -> bool:
+    """Whether a reader's `datasets.Image()` opens this image cell (a null cell is an empty page, not a broken one)."""
+    value = cell.as_py()
+    if value is None:
+        return True
+    try:
+        datasets.Image().decode_example(value)
+    except Exception:
+        return False
+    return True
 
 
 def text_or_failed(results: pa.Table, failed_text: str | None) -> pa.ChunkedArray:

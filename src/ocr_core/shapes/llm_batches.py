@@ -8,9 +8,12 @@ engine still rejects is split in halves down to the single page at fault.
 
 from __future__ import annotations
 
+import builtins
 import os
+import re
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -247,12 +250,13 @@ def stdout_to_stderr() -> TextIO:
 
 def open_llm(engine: EngineRequest, verbose: bool) -> Any:
     """Builds the engine from the request's flags; the FlashInfer sampler needs nvcc, which the vLLM images lack.
-    vLLM's own INFO and WARNING lines (about 60
-    of them while the engine starts) stay off the terminal unless --verbose, as a server recipe keeps them in its
-    server log; the variable is read when vLLM is first imported, here, and its engine processes inherit it."""
+    vLLM's own INFO and WARNING lines (about 60 of them while the engine starts), and torch's and Python's warnings
+    about vLLM's own code, stay off the terminal unless --verbose, as a server recipe keeps them in its server log
+    (quiet_engine_notices); the variables are read when vLLM is first imported, here, and its engine processes
+    inherit them."""
     os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
     if not verbose:
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+        quiet_engine_notices()
     check_gpu()
     from vllm import LLM
 
@@ -264,6 +268,23 @@ def open_llm(engine: EngineRequest, verbose: bool) -> Any:
         raise JobFailed(
             f"the vLLM engine could not be built: {type(exc).__name__}: {exc}{build_failure_hint(exc, engine)}"
         ) from exc
+
+
+ENGINE_WARNINGS = ("ignore:`torch.distributed.reduce_op` is deprecated:FutureWarning",)
+"""Python warnings vLLM's import raises in every engine process, about its own code (`-W` options)."""
+
+
+def quiet_engine_notices() -> None:
+    """Keeps the engine's notices off the terminal, in this process and the engine processes it starts: vLLM's log
+    below ERROR (VLLM_LOGGING_LEVEL), torch's C++ warnings (TORCH_CPP_LOG_LEVEL: the CPU build's NUMA binding
+    notice) and ENGINE_WARNINGS, passed to the spawned engine processes through sys.warnoptions as their -W."""
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    for option in ENGINE_WARNINGS:
+        if option not in sys.warnoptions:
+            sys.warnoptions.append(option)
+        action, message, category = option.split(":")
+        warnings.filterwarnings(action, message=re.escape(message), category=getattr(builtins, category))
 
 
 def build_failure_hint(exc: BaseException, engine: EngineRequest) -> str:

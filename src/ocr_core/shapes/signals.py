@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,12 +21,20 @@ class Interrupted(BaseException):
     """A stop signal in synchronous code; a BaseException, so no `except Exception` on the way swallows it."""
 
 
-class StopSignals:
-    """Turns SIGTERM, SIGINT and SIGHUP into one orderly stop; a later signal only says the stop is under way."""
+SAME_PRESS_S = 1.0
+"""A SIGINT this soon after the first is the same Ctrl-C: `uv run` forwards the terminal's SIGINT to the script,
+which the terminal's process group already delivered, so one press arrives twice."""
 
-    def __init__(self) -> None:
+
+class StopSignals:
+    """Turns SIGTERM, SIGINT and SIGHUP into one orderly stop; a later signal only says the stop is under way, and
+    the echo of one Ctrl-C (SAME_PRESS_S) says nothing. `clock` is the monotonic clock (tests pass their own)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.signum: int | None = None
         self.previous: dict[int, Any] = {}
+        self.clock = clock
+        self.stopped_at = 0.0
 
     def install(self) -> None:
         for signum in STOP_SIGNALS:
@@ -57,9 +66,12 @@ class StopSignals:
 
     def first(self, signum: int) -> bool:
         if self.signum is not None:
-            say(f"{signal.Signals(signum).name} again: already stopping, saving finished rows first")
+            echo = signum == self.signum == signal.SIGINT and self.clock() - self.stopped_at < SAME_PRESS_S
+            if not echo:
+                say(f"{signal.Signals(signum).name} again: already stopping, saving finished rows first")
             return False
         self.signum = signum
+        self.stopped_at = self.clock()
         say(f"stopped by {signal.Signals(signum).name}; {KEPT}")
         return True
 

@@ -116,6 +116,8 @@ class Destination:
         self.create_pr = create_pr
         self.work_dir = work_dir or Path(tempfile.gettempdir()) / "ocr-work"
         self.mirror_progress = hub is not None
+        self.created_here = False
+        """Whether this run created the local OUTPUT folder (output_folder.make_output_folder)."""
 
     @property
     def local(self) -> bool:
