@@ -46,7 +46,7 @@ EVENTS = [
     kernel("fwd_kernel", 70, 20, 3),  # overlaps the one before: the GPU is busy 60-90
     span("user_annotation", "execute_context_0(0)_generation_2(2)", 250, 50),
     span("user_annotation", "gpu_model_runner: forward", 255, 40),
-    launch(260, 4),
+    span("cuda_driver", "cuLaunchKernelEx", 260, 2, correlation=4),  # a Triton kernel: launched through the driver
     kernel("fwd_kernel", 270, 20, 4),
     span("user_annotation", "execute_context_9(9)_generation_9(9)", 0, 300, tid=2),  # another thread's: not the main
     {"ph": "i", "name": "an instant event", "ts": 5},
@@ -78,7 +78,7 @@ def test_gaps_and_what_the_host_did_in_them(trace_summary):
     events = dict(host["top_events_ms"])
     assert events["user_annotation: execute_context_1(2985)_generation_2(2)"] == 0.04
     assert events["user_annotation: gpu_model_runner: forward"] == 0.03  # 10 in the first gap, 15 + 5 in the second
-    assert events["cuda_runtime: cudaLaunchKernel"] == 0.006
+    assert events["cuda_runtime: cudaLaunchKernel"] == 0.004 and events["cuda_driver: cuLaunchKernelEx"] == 0.002
     assert not any("execute_context_9" in name for name in events), "only the engine's main thread counts"
 
 

@@ -24,8 +24,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
-LAUNCH_CATEGORY = "cuda_runtime"
-HOST_CATEGORIES = {"user_annotation", "cpu_op", "cuda_runtime"}
+# Kernels are launched through the runtime (cudaLaunchKernel, cudaGraphLaunch) or the driver (Triton's cuLaunchKernel).
+LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
+HOST_CATEGORIES = {"user_annotation", "cpu_op", "cuda_runtime", "cuda_driver"}
 STEP_PREFIX = "execute_context_"
 FORWARD = "gpu_model_runner: forward"
 # Idle stretches of the GPU by length, in microseconds: launch-latency gaps against host-bound ones.
@@ -150,7 +151,7 @@ def summarize(events: list[dict], top: int = 25) -> dict:
     launches = {
         e["args"]["correlation"]: e["ts"]
         for e in spans
-        if e.get("cat") == LAUNCH_CATEGORY and "correlation" in e.get("args", {})
+        if e.get("cat") in LAUNCH_CATEGORIES and "correlation" in e.get("args", {})
     }
     regions = step_regions(steps, forwards)
     region_starts = [r["start"] for r in regions]
