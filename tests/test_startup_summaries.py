@@ -29,6 +29,7 @@ import time:     50000 |      50000 | json
 """
 
 STACKS = (
+    'process 9:"python3 vllm serve --limit-mm-per-prompt {"image": 1}";thread (9): MainThread;<module> (vllm:8) 7\n'
     'process 10:"python3 vllm serve";thread (10): MainThread;<module> (vllm:8);_find_and_load (<frozen '
     "importlib._bootstrap>:1);<module> (vllm/config.py:3);_find_and_load (<frozen importlib._bootstrap>:1);"
     "<module> (torch/__init__.py:9) 30\n"
@@ -68,6 +69,7 @@ def test_startup_spy_splits_each_process_main_thread_into_imports_and_the_rest(k
     assert serve["main_thread_s"] == 5.0 and serve["imports_s"] == 3.0, "the other thread's 40 samples are left out"
     assert serve["top_imports_s"] == [["vllm/config.py", 3.0]]
     assert ["main (vllm/cli/main.py)", 2.0] in serve["outside_imports_on_stack_s"]
+    assert summary['9 python3 vllm serve --limit-mm-per-prompt {"image": 1}']["main_thread_s"] == 0.7, "quotes inside"
     (child,) = [name for name in summary if name.startswith("12 ")]
     assert "spawn_main(tracker_fd=5)" in child, "a command line with ';' stays whole"
     assert summary[child]["imports_s"] == 1.0

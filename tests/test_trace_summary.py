@@ -90,6 +90,17 @@ def test_top_kernels_and_the_table(trace_summary):
     assert "| `fwd_kernel` | 3 | 0.06 |" in trace_summary.table(summary)
 
 
+def test_steps_split_by_kind_and_no_encoder_share_without_the_forward_annotation(trace_summary):
+    """vLLM records 'gpu_model_runner: forward' only with VLLM_CUSTOM_SCOPES_FOR_PROFILING=1 (the H200 trace of
+    2026-12-03 had none, and every kernel read as the encoder's); steps with a prefill still split from the rest."""
+    kinds = trace_summary.summarize(EVENTS)["steps_by_kind"]
+    assert kinds["with prefill"]["steps"] == 1 and kinds["with prefill"]["kernel_us"]["p50"] == 70
+    assert kinds["decode only"]["steps"] == 0, "the last step has no period and is left out"
+    bare = trace_summary.summarize([e for e in EVENTS if e["name"] != "gpu_model_runner: forward"])
+    assert bare["encoder_share_of_kernel_time"] is None and "VLLM_CUSTOM_SCOPES_FOR_PROFILING" in bare["note"]
+    assert bare["kernel_time_by_region_ms"] == {"inside step": 0.09}
+
+
 def test_a_gzipped_trace_loads_and_one_without_kernels_says_so(trace_summary, tmp_path):
     path = tmp_path / "engine.pt.trace.json.gz"
     with gzip.open(path, "wt") as handle:

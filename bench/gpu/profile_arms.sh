@@ -146,12 +146,14 @@ if [ "${IMPORT_STUDY:-1}" = 1 ]; then import_study && log "imports: done"; fi
 while IFS= read -r spec; do
     [ -n "$spec" ] || continue
     name=${spec%%|*}
-    extra=()
+    extra=(env)
     if [[ $importtime_phases == *" $name "* ]]; then
         rm -rf "$results/imports-$name" && mkdir -p "$results/imports-$name"
-        extra=(env PYTHONPROFILEIMPORTTIME=1 IMPORTTIME_DIR="$results/imports-$name"
-               PYTHONPATH="$here/importtime_site${PYTHONPATH:+:$PYTHONPATH}")
+        extra+=(PYTHONPROFILEIMPORTTIME=1 IMPORTTIME_DIR="$results/imports-$name"
+                PYTHONPATH="$here/importtime_site${PYTHONPATH:+:$PYTHONPATH}")
     fi
+    # vLLM annotates its model runner's phases (the forward, for the encoder's share) only with this set.
+    [ "${profile_run%%-*}" = "$name" ] && extra+=(VLLM_CUSTOM_SCOPES_FOR_PROFILING=1)
     rm -f "$results/phase-ended"
     if [[ $spy_start_phases == *" $name "* ]] && [ -n "$pyspy" ]; then spy_start "$name" & fi
     if [ "${profile_run%%-*}" = "$name" ]; then profile_window & fi
@@ -161,7 +163,7 @@ while IFS= read -r spec; do
     touch "$results/phase-ended"
     wait
     rm -f "$results/phase-ended"
-    if [ -n "${extra[*]}" ]; then
+    if [[ $importtime_phases == *" $name "* ]]; then
         "$py" "$here/importtime_summary.py" "$results/imports-$name"/*.txt > "$results/imports-$name-summary.json" 2>> "$results/job.log"
     fi
     # The trace (hundreds of MB) is read beside the next phase, on one core.

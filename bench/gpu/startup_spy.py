@@ -19,9 +19,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 LINE = re.compile(r"^(.*) (\d+)$")
-# py-spy names a process by its parents too (`process 1:"...";process 2:"..."`); a command line may hold `;`.
-PROCESSES = re.compile(r'^((?:process \d+:"[^"]*";)+)(.*)$')
-PROCESS = re.compile(r'process (\d+):"([^"]*)"')
+# py-spy names a process by its parents too (`process 1:"...";process 2:"..."`), then the thread; a command line
+# may hold `;` and `"` (a JSON serve flag), so the process part ends at the last `";thread (`.
+PROCESS = re.compile(r'process (\d+):"')
+THREAD_START = '";thread ('
 THREAD = re.compile(r"^thread \(\w+\)(: .*)?$")
 IMPORT = "_find_and_load"
 LINENO = re.compile(r":\d+\)$")
@@ -33,11 +34,12 @@ def frame_name(frame: str) -> str:
 
 def split(stack: str) -> tuple[str, list[str]]:
     """(process, code frames) of one folded stack: its own process (the last named) and its thread taken off."""
-    match = PROCESSES.match(stack)
     process, rest = "?", stack
-    if match:
-        pid, cmdline = PROCESS.findall(match.group(1))[-1]
-        process, rest = f"{pid} {cmdline[:120]}", match.group(2)
+    end = stack.rfind(THREAD_START)
+    if stack.startswith("process ") and end >= 0:
+        head, rest = stack[: end + 1], stack[end + 2 :]
+        last = list(PROCESS.finditer(head))[-1]
+        process = f"{last.group(1)} {head[last.end() : -1][:120]}"
     frames = rest.split(";")
     if frames and THREAD.match(frames[0].strip()):
         frames = frames[1:]

@@ -32,6 +32,11 @@ FORWARD = "gpu_model_runner: forward"
 # Idle stretches of the GPU by length, in microseconds: launch-latency gaps against host-bound ones.
 GAP_EDGES_US = (10, 100, 1000, 10000)
 NAME_CHARS = 140
+NO_FORWARD = (
+    "no 'gpu_model_runner: forward' annotation in the trace (vLLM records it only with"
+    " VLLM_CUSTOM_SCOPES_FOR_PROFILING=1): the encoder's share is unknown; steps_by_kind splits steps with a"
+    " prefill (where the encoder runs) from decode-only ones instead"
+)
 
 
 def load(path: Path) -> list[dict]:
@@ -163,6 +168,8 @@ def summarize(events: list[dict], top: int = 25) -> dict:
         index = bisect.bisect_right(region_starts, launched) - 1
         if index < 0 or launched >= regions[index]["end"]:
             return None, "outside steps"
+        if not forwards:
+            return index, "inside step"
         return index, "before forward" if launched < regions[index]["forward"] else "forward and after"
 
     per_step_kernel = defaultdict(float)
@@ -214,7 +221,9 @@ def summarize(events: list[dict], top: int = 25) -> dict:
         "kernels": len(kernels),
         "steps": step_figures,
         "kernel_time_by_region_ms": {k: round(v / 1000, 3) for k, v in by_region.most_common()},
-        "encoder_share_of_kernel_time": round(by_region["before forward"] / all_kernel, 4) if all_kernel else None,
+        "encoder_share_of_kernel_time": round(by_region["before forward"] / all_kernel, 4) if forwards else None,
+        "note": None if forwards else NO_FORWARD,
+        "steps_by_kind": by_kind(regions, step_rows),
         "gaps": {
             "count": len(idle),
             "idle_ms": round(sum(lengths) / 1000, 3),
@@ -233,6 +242,23 @@ def summarize(events: list[dict], top: int = 25) -> dict:
             }
             for name, durs in ranked
         ],
+    }
+
+
+def by_kind(regions: list[dict], step_rows: list[dict]) -> dict:
+    """Steps with a prefill (`execute_context_N(...)` with N > 0: a new page's encoder and prefill run there) against
+    decode-only steps: their count, period and kernel time."""
+    kinds: dict[str, list[dict]] = {"with prefill": [], "decode only": []}
+    for region, row in zip(regions, step_rows):
+        prefill = not region["name"].startswith(f"{STEP_PREFIX}0(")
+        kinds["with prefill" if prefill else "decode only"].append(row)
+    return {
+        kind: {
+            "steps": len(rows),
+            "period_us": quantiles([r["period"] for r in rows]),
+            "kernel_us": quantiles([r["kernel"] for r in rows]),
+        }
+        for kind, rows in kinds.items()
     }
 
 
