@@ -2,9 +2,9 @@
 # On the device, after install.sh: issue 51's measurements as one job that outlives a device call (start it with
 # setsid; poll with `wait`), each step logged with its time in $RESULTS/job.log:
 #   1. imports: `python -X importtime` of what `vllm serve` and its spawned processes import, on the fresh install
-#      (no bytecode: install.sh installs with --no-compile), again with the bytecode that first run wrote, and once
-#      without -X importtime (its own cost); what the recipe imports before it starts a replica; then how long
-#      compiling the rest of vLLM ahead (compileall) takes (IMPORT_STUDY=0 leaves this step out);
+#      (no bytecode: install.sh installs with --no-compile), then how long compiling vLLM ahead (compileall) takes,
+#      the same imports again with that bytecode, once more without -X importtime (its own cost), and what the
+#      recipe imports before it starts a replica (IMPORT_STUDY=0 leaves this step out);
 #   2. fleet_arms.sh phases, one invocation each (PHASES, one per line, fleet_arms' 'NAME|REPLICAS|MPS|FLAGS|RUNS'),
 #      the shipped plan's flags plus the phase's; a phase named in IMPORTTIME_PHASES runs every Python process with
 #      PYTHONPROFILEIMPORTTIME=1 and its own stderr file (importtime_site/sitecustomize.py); in one named in
@@ -63,21 +63,24 @@ import_study() {  # step 1: the imports of a start, with and without bytecode
     mkdir -p "$d"
     mods="import vllm.entrypoints.cli.main, vllm.entrypoints.cli.serve, vllm.entrypoints.openai.api_server, vllm.v1.engine.core"
     log "imports: .pyc files in the install before: $(find "$site" -name '*.pyc' | wc -l)"
-    (cd /tmp && for label in nopyc pyc; do
-        start=$EPOCHREALTIME
-        PYTHONPATH=$site "$py" -X importtime -c "$mods" 2> "$d/imports-$label.txt"
-        log "imports: $label with -X importtime: $(since "$start") s wall"
-    done
+    # The H200 image sets PYTHONDONTWRITEBYTECODE (its spawned processes run `python3 -B`): an import writes no
+    # .pyc, so the second run has bytecode only because compileall wrote it in between.
+    (cd /tmp
+    start=$EPOCHREALTIME
+    PYTHONPATH=$site "$py" -X importtime -c "$mods" 2> "$d/imports-nopyc.txt"
+    log "imports: without .pyc, with -X importtime: $(since "$start") s wall"
+    start=$EPOCHREALTIME
+    "$py" -m compileall -q -j 16 "$site/vllm" > /dev/null 2>&1
+    log "imports: compileall -j 16 of $site/vllm: $(since "$start") s; .pyc files: $(find "$site" -name '*.pyc' | wc -l)"
+    start=$EPOCHREALTIME
+    PYTHONPATH=$site "$py" -X importtime -c "$mods" 2> "$d/imports-pyc.txt"
+    log "imports: with vLLM's .pyc, with -X importtime: $(since "$start") s wall"
     start=$EPOCHREALTIME
     PYTHONPATH=$site "$py" -c "$mods"
-    log "imports: pyc without -X importtime: $(since "$start") s wall"
+    log "imports: with vLLM's .pyc, without -X importtime: $(since "$start") s wall"
     start=$EPOCHREALTIME
     PYTHONPATH=$site:$root/src "$py" -X importtime "$root/lighton-ocr3-saturate.py" > /dev/null 2> "$d/imports-recipe.txt"
     log "imports: the recipe to its usage: $(since "$start") s wall")
-    log "imports: .pyc files after: $(find "$site" -name '*.pyc' | wc -l)"
-    start=$EPOCHREALTIME
-    "$py" -m compileall -q -j 16 "$site/vllm" > /dev/null 2>&1
-    log "imports: compileall -j 16 of the rest of $site/vllm: $(since "$start") s; .pyc files: $(find "$site" -name '*.pyc' | wc -l)"
     "$py" "$here/importtime_summary.py" "$d"/imports-*.txt > "$d/summary.json" 2>> "$results/job.log"
 }
 
