@@ -11,8 +11,11 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,6 +78,12 @@ def run_bench(arms: str, out: Path, work: Path, *flags: str, **env: str) -> subp
     command = [str(VENV_PYTHON), "bench/gpu/bench.py", str(work.parent / f"{out.name}.toml"), "--out", str(out)]
     command += ["--work", str(work), "--fake", *flags]
     return subprocess.run(command, cwd=REPO_ROOT, env=plain_env(**env), capture_output=True, text=True, timeout=1500)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def fake_py_spy(path: Path) -> Path:
@@ -212,6 +221,73 @@ def test_every_shipped_arms_file_reads_and_names_recipes_that_exist(arms):
     )
     assert done.returncode == 0, done.stderr
     assert "--load-format dummy" in done.stdout
+
+
+def gpu_module(name: str):
+    """A module of bench/gpu, which imports its siblings by their plain names."""
+    sys.path.insert(0, str(REPO_ROOT / "bench" / "gpu"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(REPO_ROOT / "bench" / "gpu"))
+
+
+def test_the_profile_arms_file_profiles_replica_one_with_encoder_graphs_and_two_replicas():
+    """arms/profile.toml as the dry run reads it: the profiled arm's replicas get --profiler-config, the encoder
+    graph arms their budgets, and a two-replica arm is there."""
+    done = subprocess.run(
+        [str(VENV_PYTHON), "bench/gpu/bench.py", "bench/gpu/arms/profile.toml", "--dry-run"],
+        cwd=REPO_ROOT,
+        env=plain_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    arms = {line.split(":")[0]: line for line in done.stdout.splitlines() if not line.startswith(" ")}
+    assert "--profiler-config" in arms["base"] and "--profiler-config" not in arms["enc"]
+    assert '"encoder_cudagraph_token_budgets":[2976,5952,8928,11904]' in arms["enc"]
+    assert arms["r2"].startswith("r2: 2 x") and arms["r2enc"].startswith("r2enc: 2 x")
+    assert "torch profiler on replica 1 in run prof" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ('torch_profile = {run = "prof", at = 3}', "unknown key(s) ['at']"),
+        ('torch_profile = {run = "nope"}', "torch_profile's run 'nope' is not one of the runs ['a']"),
+        ('py_spy_flags = ["--idle", "--native"]', "py_spy_flags are some of ['--idle', '--gil']"),
+    ],
+)
+def test_a_replicas_arm_refuses_a_misspelled_profiling_key(tmp_path, key, message):
+    arms = tmp_path / "typo.toml"
+    arms.write_text(
+        f'[[arm]]\nkind = "replicas"\nname = "p"\nreplicas = 1\nruns = [{{name = "a", pages = 8, use = 1}}]\n{key}\n'
+    )
+    with pytest.raises(gpu_module("arms").ArmsError, match=re.escape(message)):
+        gpu_module("arms").load(arms)
+
+
+def test_the_torch_profiler_window_starts_and_stops_profiling_on_the_fake_engine(tmp_path):
+    """profiling.Window's two POSTs as the fake engine answers them: 200 each, and neither counted as a request."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(VENV_PYTHON), "bench/gpu/fake_vllm.py", "serve", "m", "--port", str(port)], cwd=REPO_ROOT
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert url in gpu_module("fleet").wait_ready([url], [server.pid], 60), "the fake engine never served"
+        window = gpu_module("profiling").Window(url, 0, 0.1)
+        window.start()
+        record = window.finish()
+        assert record["start_profile"] == 200 and record["stop_profile"] == 200, record
+        assert record["start_unix"] <= record["stop_unix"]
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+            metrics = answer.read().decode()
+        assert "vllm:request_success_total 0" in metrics, "a profiler call is not a completion"
+    finally:
+        server.kill()
+        server.wait()
 
 
 def test_an_arms_file_with_an_unknown_key_is_refused_with_the_keys_it_takes(tmp_path):

@@ -2,8 +2,9 @@
 
     python3 bench/gpu/fake_vllm.py serve MODEL [...] --port 8001
 
-Answers /health, /v1/models, /version, /metrics and /v1/chat/completions (max_tokens distinct filler words after
-a short sleep, FAKE_VLLM_SECONDS), so recipes and the hand driver run end to end. It measures nothing. It counts
+Answers /health, /v1/models, /version, /metrics, /v1/chat/completions (max_tokens distinct filler words after
+a short sleep, FAKE_VLLM_SECONDS) and /start_profile and /stop_profile (200, nothing profiled), so recipes, the
+hand driver and a torch-profiler window run end to end. It measures nothing. It counts
 the requests in progress as running and names itself like an engine core (`VLLM::EngineCor`), so the bench's role
 split and its py-spy target (pyspy.py) find it.
 """
@@ -51,6 +52,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if self.path in ("/start_profile", "/stop_profile"):  # a profiler window (profiling.py): no request
+            self.reply(200, b"")
+            return
         tokens = int(body.get("max_tokens") or 16)
         with STATE["lock"]:
             STATE["running"] += 1
