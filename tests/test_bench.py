@@ -87,10 +87,12 @@ def free_port() -> int:
 
 
 def fake_py_spy(path: Path) -> Path:
-    """A `py-spy record` stand-in: writes one folded stack for the pid it is given, where --output says."""
+    """A `py-spy record` stand-in: writes one folded stack where --output (or -o) says, and its arguments to
+    spy-args beside it."""
     path.write_text(
         "#!/bin/sh\n"
-        'while [ $# -gt 0 ]; do [ "$1" = --output ] && out=$2; shift; done\n'
+        f'echo "$@" >> {path.parent / "spy-args"}\n'
+        'while [ $# -gt 0 ]; do case "$1" in --output|-o) out=$2;; esac; shift; done\n'
         'echo "Thread 1;main (fake.py:1);serve (fake.py:2) 5" > "$out"\n'
     )
     path.chmod(0o755)
@@ -150,6 +152,10 @@ plan = false
 shape = "qwen3_5"
 serve_flags = ["--api-server-count", "1"]
 runs = [{name = "all", pages = 24, use = 1}, {name = "one", pages = 8, use = 1}]
+torch_profile = {run = "all", at_s = 1, seconds = 1}
+py_spy_flags = ["--idle", "--gil"]
+importtime = true
+spy_start_s = 2
 """
 
 
@@ -193,6 +199,13 @@ def test_the_gpu_kit_runs_an_arms_file_on_a_fake_engine(tmp_path, cpu_benches):
     kit_rows = {row["arm"]: row for row in map(json.loads, (tmp_path / "kit" / "kit.jsonl").open())}
     assert "engine_core" in kit_rows["p1-full"]["processes"]["cpu_s_by_role"], "a phase's servers are watched"
     assert "engine_core" in rows["hand1-all"]["processes"]["cpu_s_by_role"], "servers started one by one too"
+    window = rows["hand1-all"]["torch_profile"]
+    assert window["start_profile"] == window["stop_profile"] == 200 and "torch_profile" not in rows["hand1-one"]
+    assert window["traces"][0]["error"].startswith("no GPU kernels"), "trace_summary.py read the fake's trace"
+    (imports,) = rows["hand1-all"]["imports_per_process"].values()
+    assert "fake_vllm.py serve" in imports["cmdline"] and imports["modules"] > 0, "the server's own import file"
+    assert rows["hand1-all"]["start_py_spy"], "startup_spy.py read the start's stacks"
+    assert "--gil" in (spy.parent / "spy-args").read_text(), "the arm's py-spy flags reach py-spy"
     held = arms["hand"]["cpu_sustained"]
     assert held["seconds"] > 0 and held["cores_total"] is not None, "CPU cut to the sustained interval"
     assert arms["p1-vp"]["recipe"].endswith("1 output tokens") and arms["p1-full"]["recipe"].endswith("8 output tokens")

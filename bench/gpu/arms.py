@@ -37,6 +37,7 @@
     torch_profile = {run = "r3", at_s = 40, seconds = 3}   # vLLM's torch profiler on replica 1 during run r3
     py_spy_flags = ["--idle", "--gil"]                     # with --py-spy: also idle samples, GIL holders only
     importtime = true             # each Python process of the replicas writes its own -X importtime file
+    spy_start_s = 110             # with --py-spy: py-spy follows replica 1's start (--subprocesses --idle)
 
 `torch_profile` gives every replica `--profiler-config` (traces under WORK/torch-profile/ARM, which stay on the
 machine) and VLLM_CUSTOM_SCOPES_FOR_PROFILING=1, POSTs /start_profile to replica 1 `at_s` seconds after the run
@@ -136,6 +137,7 @@ class ReplicasArm:
     torch_profile: TorchProfile | None = None
     py_spy_flags: tuple[str, ...] = ()
     importtime: bool = False
+    spy_start_s: int = 0
     kind: str = "replicas"
 
 

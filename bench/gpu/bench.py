@@ -218,14 +218,19 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
         return []
     planned = fleet.planned_flags(sys.executable, arm.replicas, kit.env) if arm.plan else []
     command = commands.replica_command(kit.paths, kit.plan.bench, arm, planned)
-    env, traces, imports = replica_env(kit, arm)
-    rows: list[dict] = []
+    traces, imports = kit.paths.torch_traces(arm.name), kit.logs / f"{arm.name}-imports"
+    env, rows = profiling.prepare(arm, kit.env, traces, imports), []
+    spy = None
+    if kit.profile and arm.spy_start_s:
+        spy = profiling.StartSpy(kit.profile.binary, arm.spy_start_s, kit.logs / f"{arm.name}-start-pyspy.txt")
     logs = kit.logs / f"{arm.name}-serve"
     logs.mkdir(parents=True, exist_ok=True)
     profile = replace(kit.profile, flags=arm.py_spy_flags) if kit.profile else None
     with (
         fleet.mps_daemon(kit.work, env, kit.say) if arm.mps else contextlib.nullcontext(),
-        fleet.replicas(command, arm.replicas, arm.start == "one_by_one", logs, env) as started,
+        fleet.replicas(
+            command, arm.replicas, arm.start == "one_by_one", logs, env, on_first=spy.start if spy else None
+        ) as started,
     ):
         kit.say(f"{arm.name}: ready {started.ready_s}; caches after: {census()}")
         for run in arm.runs:
@@ -264,23 +269,10 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
         profiled[0]["torch_profile"]["traces"] = profiling.summarize_traces(traces, kit.logs, arm.name, sys.executable)
     if arm.importtime and rows:
         rows[0]["imports_per_process"] = profiling.summarize_imports(imports, sys.executable)
+    start_spy = spy.finish(sys.executable) if spy else None
+    if start_spy and rows:
+        rows[0]["start_py_spy"] = start_spy
     return rows
-
-
-def replica_env(kit: Kit, arm: ReplicasArm) -> tuple[dict[str, str], Path, Path]:
-    """The replicas' environment (with the profiler's and the import timer's additions) and the emptied folders the
-    torch traces and the import-time files land in."""
-    env = dict(kit.env)
-    traces, imports = kit.paths.torch_traces(arm.name), kit.logs / f"{arm.name}-imports"
-    for folder in (traces, imports):
-        shutil.rmtree(folder, ignore_errors=True)
-    if arm.torch_profile:
-        traces.mkdir(parents=True)
-        env |= profiling.ENV
-    if arm.importtime:
-        imports.mkdir(parents=True)
-        env |= profiling.importtime_env(imports, env)
-    return env, traces, imports
 
 
 def run_all(kit: Kit) -> list[dict]:

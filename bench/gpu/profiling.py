@@ -8,7 +8,9 @@ runner's phases unannotated and the trace cannot split the encoder from the forw
 `Window` POSTs /start_profile to replica 1 `at_s` seconds after the run starts and /stop_profile `seconds` later;
 after the arm `summarize` reads each trace with trace_summary.py into a small JSON and a markdown table of kernels.
 
-With `importtime`, every Python process of the replicas runs with PYTHONPROFILEIMPORTTIME=1 and
+With `spy_start_s` (and bench.py's --py-spy), a `StartSpy` records replica 1's start from the moment its `vllm
+serve` exists, its spawned processes too, waiting threads included, and startup_spy.py says where each process's
+main thread spent it. With `importtime`, every Python process of the replicas runs with PYTHONPROFILEIMPORTTIME=1 and
 importtime_site/sitecustomize.py gives each its own file; `summarize_imports` reads them with importtime_summary.py.
 """
 
@@ -16,14 +18,33 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
+from arms import ReplicasArm
+
 ENV = {"VLLM_CUSTOM_SCOPES_FOR_PROFILING": "1"}
 STOP_TIMEOUT_S = 300  # /stop_profile answers once the trace is written: tens of seconds for a busy engine
+START_RATE = 50  # samples a second of a start's py-spy: a start holds a dozen processes
+
+
+def prepare(arm: ReplicasArm, env: dict[str, str], traces: Path, imports: Path) -> dict[str, str]:
+    """The replicas' environment with what the arm profiles added, and the folders its traces and import-time
+    files land in, emptied."""
+    env = dict(env)
+    for folder in (traces, imports):
+        shutil.rmtree(folder, ignore_errors=True)
+    if arm.torch_profile:
+        traces.mkdir(parents=True)
+        env |= ENV
+    if arm.importtime:
+        imports.mkdir(parents=True)
+        env |= importtime_env(imports, env)
+    return env
 
 
 def serve_flags(folder: Path) -> list[str]:
@@ -67,6 +88,34 @@ class Window(threading.Thread):
         self.cancelled.set()
         self.join(STOP_TIMEOUT_S + 60)
         return self.record
+
+
+class StartSpy:
+    """`py-spy record --subprocesses --idle` of a starting server for `seconds`, into `stacks`."""
+
+    def __init__(self, binary: str, seconds: int, stacks: Path) -> None:
+        self.binary, self.seconds, self.stacks = binary, seconds, stacks
+        self.process: subprocess.Popen | None = None
+
+    def start(self, pid: int) -> None:
+        command = [self.binary, "record", "--pid", str(pid), "--subprocesses", "--idle", "--threads", "--nonblocking"]
+        command += ["--rate", str(START_RATE), "--duration", str(self.seconds), "--format", "raw"]
+        with open(self.stacks.with_suffix(".log"), "w") as log:
+            self.process = subprocess.Popen([*command, "-o", str(self.stacks)], stdout=log, stderr=subprocess.STDOUT)
+
+    def finish(self, python: str) -> dict:
+        """Waits for py-spy to end, then startup_spy.py's reading of the stacks (or why there is none)."""
+        if self.process is None:
+            return {"error": "the replica never started"}
+        try:
+            self.process.wait(timeout=self.seconds + 30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        if not self.stacks.exists():
+            return {"error": f"py-spy wrote no stacks; see {self.stacks.with_suffix('.log').name} in the logs"}
+        script = str(Path(__file__).with_name("startup_spy.py"))
+        done = subprocess.run([python, script, str(self.stacks), "--rate", str(START_RATE)], capture_output=True)
+        return json.loads(done.stdout) if done.returncode == 0 else {"error": done.stderr.decode()[-2000:]}
 
 
 def importtime_env(folder: Path, env: dict[str, str]) -> dict[str, str]:
