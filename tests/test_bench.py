@@ -11,8 +11,11 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,11 +80,19 @@ def run_bench(arms: str, out: Path, work: Path, *flags: str, **env: str) -> subp
     return subprocess.run(command, cwd=REPO_ROOT, env=plain_env(**env), capture_output=True, text=True, timeout=1500)
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def fake_py_spy(path: Path) -> Path:
-    """A `py-spy record` stand-in: writes one folded stack for the pid it is given, where --output says."""
+    """A `py-spy record` stand-in: writes one folded stack where --output (or -o) says, and its arguments to
+    spy-args beside it."""
     path.write_text(
         "#!/bin/sh\n"
-        'while [ $# -gt 0 ]; do [ "$1" = --output ] && out=$2; shift; done\n'
+        f'echo "$@" >> {path.parent / "spy-args"}\n'
+        'while [ $# -gt 0 ]; do case "$1" in --output|-o) out=$2;; esac; shift; done\n'
         'echo "Thread 1;main (fake.py:1);serve (fake.py:2) 5" > "$out"\n'
     )
     path.chmod(0o755)
@@ -141,6 +152,10 @@ plan = false
 shape = "qwen3_5"
 serve_flags = ["--api-server-count", "1"]
 runs = [{name = "all", pages = 24, use = 1}, {name = "one", pages = 8, use = 1}]
+torch_profile = {run = "all", at_s = 1, seconds = 1}
+py_spy_flags = ["--idle", "--gil"]
+importtime = true
+spy_start_s = 2
 """
 
 
@@ -184,6 +199,13 @@ def test_the_gpu_kit_runs_an_arms_file_on_a_fake_engine(tmp_path, cpu_benches):
     kit_rows = {row["arm"]: row for row in map(json.loads, (tmp_path / "kit" / "kit.jsonl").open())}
     assert "engine_core" in kit_rows["p1-full"]["processes"]["cpu_s_by_role"], "a phase's servers are watched"
     assert "engine_core" in rows["hand1-all"]["processes"]["cpu_s_by_role"], "servers started one by one too"
+    window = rows["hand1-all"]["torch_profile"]
+    assert window["start_profile"] == window["stop_profile"] == 200 and "torch_profile" not in rows["hand1-one"]
+    assert window["traces"][0]["error"].startswith("no GPU kernels"), "trace_summary.py read the fake's trace"
+    (imports,) = rows["hand1-all"]["imports_per_process"].values()
+    assert "fake_vllm.py serve" in imports["cmdline"] and imports["modules"] > 0, "the server's own import file"
+    assert rows["hand1-all"]["start_py_spy"], "startup_spy.py read the start's stacks"
+    assert "--gil" in (spy.parent / "spy-args").read_text(), "the arm's py-spy flags reach py-spy"
     held = arms["hand"]["cpu_sustained"]
     assert held["seconds"] > 0 and held["cores_total"] is not None, "CPU cut to the sustained interval"
     assert arms["p1-vp"]["recipe"].endswith("1 output tokens") and arms["p1-full"]["recipe"].endswith("8 output tokens")
@@ -212,6 +234,73 @@ def test_every_shipped_arms_file_reads_and_names_recipes_that_exist(arms):
     )
     assert done.returncode == 0, done.stderr
     assert "--load-format dummy" in done.stdout
+
+
+def gpu_module(name: str):
+    """A module of bench/gpu, which imports its siblings by their plain names."""
+    sys.path.insert(0, str(REPO_ROOT / "bench" / "gpu"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(REPO_ROOT / "bench" / "gpu"))
+
+
+def test_the_profile_arms_file_profiles_replica_one_with_encoder_graphs_and_two_replicas():
+    """arms/profile.toml as the dry run reads it: the profiled arm's replicas get --profiler-config, the encoder
+    graph arms their budgets, and a two-replica arm is there."""
+    done = subprocess.run(
+        [str(VENV_PYTHON), "bench/gpu/bench.py", "bench/gpu/arms/profile.toml", "--dry-run"],
+        cwd=REPO_ROOT,
+        env=plain_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    arms = {line.split(":")[0]: line for line in done.stdout.splitlines() if not line.startswith(" ")}
+    assert "--profiler-config" in arms["base"] and "--profiler-config" not in arms["enc"]
+    assert '"encoder_cudagraph_token_budgets":[2976,5952,8928,11904]' in arms["enc"]
+    assert arms["r2"].startswith("r2: 2 x") and arms["r2enc"].startswith("r2enc: 2 x")
+    assert "torch profiler on replica 1 in run prof" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ('torch_profile = {run = "prof", at = 3}', "unknown key(s) ['at']"),
+        ('torch_profile = {run = "nope"}', "torch_profile's run 'nope' is not one of the runs ['a']"),
+        ('py_spy_flags = ["--idle", "--native"]', "py_spy_flags are some of ['--idle', '--gil']"),
+    ],
+)
+def test_a_replicas_arm_refuses_a_misspelled_profiling_key(tmp_path, key, message):
+    arms = tmp_path / "typo.toml"
+    arms.write_text(
+        f'[[arm]]\nkind = "replicas"\nname = "p"\nreplicas = 1\nruns = [{{name = "a", pages = 8, use = 1}}]\n{key}\n'
+    )
+    with pytest.raises(gpu_module("arms").ArmsError, match=re.escape(message)):
+        gpu_module("arms").load(arms)
+
+
+def test_the_torch_profiler_window_starts_and_stops_profiling_on_the_fake_engine(tmp_path):
+    """profiling.Window's two POSTs as the fake engine answers them: 200 each, and neither counted as a request."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(VENV_PYTHON), "bench/gpu/fake_vllm.py", "serve", "m", "--port", str(port)], cwd=REPO_ROOT
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert url in gpu_module("fleet").wait_ready([url], [server.pid], 60), "the fake engine never served"
+        window = gpu_module("profiling").Window(url, 0, 0.1)
+        window.start()
+        record = window.finish()
+        assert record["start_profile"] == 200 and record["stop_profile"] == 200, record
+        assert record["start_unix"] <= record["stop_unix"]
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+            metrics = answer.read().decode()
+        assert "vllm:request_success_total 0" in metrics, "a profiler call is not a completion"
+    finally:
+        server.kill()
+        server.wait()
 
 
 def test_an_arms_file_with_an_unknown_key_is_refused_with_the_keys_it_takes(tmp_path):

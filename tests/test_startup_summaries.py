@@ -6,9 +6,11 @@ module it was importing), and importtime_site/sitecustomize.py giving each proce
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +90,32 @@ def test_sitecustomize_gives_each_process_and_a_forked_child_its_own_file(tmp_pa
     assert "| csv" in child and "| wave" not in child
     assert "| wave" in parent and "| csv" not in parent
     assert parent.startswith("# cmdline: ")
+
+
+def test_startup_study_times_the_serve_imports_before_and_after_compiling_and_summarizes_them(tmp_path):
+    """startup_study.py on a stand-in vLLM (the serve modules, one importing json): each step's file and time, the
+    bytecode compileall wrote between the two import runs, and the summary of all three files."""
+    site = tmp_path / "site"
+    for module in ("entrypoints/cli/main", "entrypoints/cli/serve", "entrypoints/openai/api_server", "v1/engine/core"):
+        folder = site / "vllm" / Path(module).parent
+        while folder != site:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "__init__.py").touch()
+            folder = folder.parent
+        (site / "vllm" / f"{module}.py").write_text("import json\n")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, str(KIT / "startup_study.py"), "--site", str(site), "--out", str(out)],
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},  # as on the GPU machine: imports write no bytecode
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    times = json.loads((out / "times.json").read_text())
+    assert times["pyc_files_before"] == 0 and times["pyc_files_after"] == 10, "compileall compiled the stand-in"
+    assert {"nopyc_importtime_s", "compileall_s", "pyc_importtime_s", "pyc_s", "recipe_importtime_s"} <= set(times)
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == {"imports-nopyc.txt", "imports-pyc.txt", "imports-recipe.txt"}
+    assert "vllm.v1.engine.core" in (out / "imports-pyc.txt").read_text()
+    assert summary["imports-recipe.txt"]["modules"] > summary["imports-pyc.txt"]["modules"], "the recipe's own"

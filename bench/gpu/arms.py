@@ -34,6 +34,14 @@
     plan = true                   # the machine plan's flags for this many replicas, then serve_flags
     start = "together"            # or "one_by_one": each once the one before is healthy
     runs = [{name = "r3", pages = 1024, use = 3}, {name = "vp", pages = 1024, use = 3, tokens = 1}]
+    torch_profile = {run = "r3", at_s = 40, seconds = 3}   # vLLM's torch profiler on replica 1 during run r3
+    py_spy_flags = ["--idle", "--gil"]                     # with --py-spy: also idle samples, GIL holders only
+    importtime = true             # each Python process of the replicas writes its own -X importtime file
+    spy_start_s = 110             # with --py-spy: py-spy follows replica 1's start (--subprocesses --idle)
+
+`torch_profile` gives every replica `--profiler-config` (traces under WORK/torch-profile/ARM, which stay on the
+machine) and VLLM_CUSTOM_SCOPES_FOR_PROFILING=1, POSTs /start_profile to replica 1 `at_s` seconds after the run
+starts and /stop_profile `seconds` later (torch_profile.py), and reads each trace with trace_summary.py.
 
 Flags are lists of words, one list item per shell word. Every key has one meaning; a key the kind does not know is
 refused, so a typo cannot silently measure the defaults.
@@ -104,6 +112,18 @@ class Run:
 
 
 @dataclass(frozen=True)
+class TorchProfile:
+    """A torch-profiler window on replica 1 during one run of a replicas arm."""
+
+    run: str
+    at_s: float = 40.0
+    seconds: float = 3.0
+
+
+PY_SPY_FLAGS = ("--idle", "--gil")
+
+
+@dataclass(frozen=True)
 class ReplicasArm:
     name: str
     replicas: int
@@ -114,6 +134,10 @@ class ReplicasArm:
     plan: bool = True
     mps: bool = False
     start: str = "together"
+    torch_profile: TorchProfile | None = None
+    py_spy_flags: tuple[str, ...] = ()
+    importtime: bool = False
+    spy_start_s: int = 0
     kind: str = "replicas"
 
 
@@ -161,7 +185,13 @@ def read_arm(table: dict, index: int) -> Arm:
         raise ArmsError(f"{where}: kind {kind!r} is not one of {sorted(KINDS)}")
     if kind == "replicas":
         runs = tuple(build(Run, f"{where}, run {i + 1}", run) for i, run in enumerate(table.get("runs", [])))
-        arm = build(ReplicasArm, where, {k: v for k, v in table.items() if k != "runs"}, runs=runs)
+        given: dict[str, object] = {"runs": runs}
+        if "torch_profile" in table:
+            if not isinstance(table["torch_profile"], dict):
+                raise ArmsError(f'{where}: torch_profile is a table, e.g. {{run = "r3", at_s = 40, seconds = 3}}')
+            given["torch_profile"] = build(TorchProfile, f"{where}, torch_profile", table["torch_profile"])
+        rest = {k: v for k, v in table.items() if k not in given}
+        arm = build(ReplicasArm, where, rest, **given)
         check_replicas(arm, where)
         return arm
     arm = build(KINDS[kind], where, table)
@@ -180,6 +210,11 @@ def check_replicas(arm: ReplicasArm, where: str) -> None:
     for run in arm.runs:
         if not 1 <= run.use <= arm.replicas:
             raise ArmsError(f"{where}, run {run.name}: use is 1 to {arm.replicas} (the replicas started)")
+    names = [run.name for run in arm.runs]
+    if arm.torch_profile and arm.torch_profile.run not in names:
+        raise ArmsError(f"{where}: torch_profile's run {arm.torch_profile.run!r} is not one of the runs {names}")
+    if not set(arm.py_spy_flags) <= set(PY_SPY_FLAGS):
+        raise ArmsError(f"{where}: py_spy_flags are some of {list(PY_SPY_FLAGS)}, not {list(arm.py_spy_flags)}")
 
 
 def load(path: Path) -> ArmsFile:

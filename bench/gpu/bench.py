@@ -33,6 +33,7 @@ import arms as arms_file
 import commands
 import fleet
 import monitor
+import profiling
 import report
 import results
 from arms import ArmsError, ArmsFile, HandArm, RecipeArm, ReplicasArm, Wipe
@@ -139,11 +140,18 @@ def gpu_idle(kit: Kit) -> None:
 
 
 def watched(
-    kit: Kit, name: str, command: list[str], timeout: int, env: dict, pids: list[int] | None = None
+    kit: Kit,
+    name: str,
+    command: list[str],
+    timeout: int,
+    env: dict,
+    pids: list[int] | None = None,
+    profile: monitor.Profile | None = None,
 ) -> monitor.Watch:
-    """Runs one command under the monitor, its output in the logs; returns where its samples went."""
+    """Runs one command under the monitor, its output in the logs; returns where its samples went. `profile` is
+    the arm's py-spy (its own flags), else the run's."""
     stats, gpu = kit.logs / f"{name}-stats.json", kit.logs / f"{name}-gpu.csv"
-    spec = monitor.Watch(stats, gpu, timeout, 30, tuple(pids or ()), profile=kit.profile)
+    spec = monitor.Watch(stats, gpu, timeout, 30, tuple(pids or ()), profile=profile or kit.profile)
     with open(kit.logs / f"{name}-stdout.txt", "w") as out, open(kit.logs / f"{name}-stderr.txt", "w") as err:
         monitor.watch(command, spec, env, out, err, kit.say)
     return spec
@@ -210,12 +218,19 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
         return []
     planned = fleet.planned_flags(sys.executable, arm.replicas, kit.env) if arm.plan else []
     command = commands.replica_command(kit.paths, kit.plan.bench, arm, planned)
-    env, rows = dict(kit.env), []
+    traces, imports = kit.paths.torch_traces(arm.name), kit.logs / f"{arm.name}-imports"
+    env, rows = profiling.prepare(arm, kit.env, traces, imports), []
+    spy = None
+    if kit.profile and arm.spy_start_s:
+        spy = profiling.StartSpy(kit.profile.binary, arm.spy_start_s, kit.logs / f"{arm.name}-start-pyspy.txt")
     logs = kit.logs / f"{arm.name}-serve"
     logs.mkdir(parents=True, exist_ok=True)
+    profile = replace(kit.profile, flags=arm.py_spy_flags) if kit.profile else None
     with (
         fleet.mps_daemon(kit.work, env, kit.say) if arm.mps else contextlib.nullcontext(),
-        fleet.replicas(command, arm.replicas, arm.start == "one_by_one", logs, env) as started,
+        fleet.replicas(
+            command, arm.replicas, arm.start == "one_by_one", logs, env, on_first=spy.start if spy else None
+        ) as started,
     ):
         kit.say(f"{arm.name}: ready {started.ready_s}; caches after: {census()}")
         for run in arm.runs:
@@ -225,7 +240,11 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
             name, tokens = f"{arm.name}-{run.name}", commands.tokens_of(kit.plan.bench, run.tokens)
             run_cmd = commands.run_command(kit.paths, kit.plan.bench, arm, run, started.servers(run.use))
             kit.say(f"{name}: {commands.pages_of(kit.plan.bench, run.pages)} pages of {tokens} tokens over {run.use}")
-            spec = watched(kit, name, run_cmd, timeout, kit.env, started.groups)
+            window = None
+            if arm.torch_profile and arm.torch_profile.run == run.name:
+                window = profiling.Window(started.urls[0], arm.torch_profile.at_s, arm.torch_profile.seconds)
+                window.start()
+            spec = watched(kit, name, run_cmd, timeout, kit.env, started.groups, profile)
             how = "together" if arm.start == "together" else "one by one"
             extra = {
                 "recipe": f"{arm.recipe} --server over {run.use} of {arm.replicas} replicas started {how}, "
@@ -241,7 +260,18 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
                 "ready": {"ready_s": started.ready_s},
                 "engine_starts": fleet.engine_starts(started.logs),
             }
+            if window:
+                extra["torch_profile"] = window.finish()
+                kit.say(f"{name}: torch profiler window {extra['torch_profile']}")
             rows.append(finish(kit, name, spec, arm.shape, tokens, extra))
+    profiled = [row for row in rows if "torch_profile" in row]
+    if profiled:
+        profiled[0]["torch_profile"]["traces"] = profiling.summarize_traces(traces, kit.logs, arm.name, sys.executable)
+    if arm.importtime and rows:
+        rows[0]["imports_per_process"] = profiling.summarize_imports(imports, sys.executable)
+    start_spy = spy.finish(sys.executable) if spy else None
+    if start_spy and rows:
+        rows[0]["start_py_spy"] = start_spy
     return rows
 
 

@@ -11,6 +11,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+import profiling
 from arms import Bench, HandArm, RecipeArm, ReplicasArm, Run
 
 RECIPE_PORT = 8010
@@ -51,6 +52,11 @@ class Paths:
 
     def recipe(self, name: str) -> str:
         return str(self.root / name)
+
+    def torch_traces(self, arm: str) -> Path:
+        """Where a replicas arm's torch-profiler traces go: under --work, beside the logs, not among them (a trace
+        is hundreds of MB)."""
+        return self.logs.parent / "torch-profile" / arm
 
 
 def tokens_of(bench: Bench, tokens: int | None) -> int:
@@ -135,7 +141,9 @@ def hand_command(paths: Paths, bench: Bench, arm: HandArm) -> list[str]:
 
 
 def replica_command(paths: Paths, bench: Bench, arm: ReplicasArm, planned: list[str]) -> list[str]:
-    return serve_command(bench, paths.model(arm.shape), arm.shape, [*planned, *arm.serve_flags])
+    """Each replica's `vllm serve`: the machine plan's flags, the arm's, and the profiler's when the arm has one."""
+    profiler = profiling.serve_flags(paths.torch_traces(arm.name)) if arm.torch_profile else []
+    return serve_command(bench, paths.model(arm.shape), arm.shape, [*planned, *arm.serve_flags, *profiler])
 
 
 def run_command(paths: Paths, bench: Bench, arm: ReplicasArm, run: Run, servers: str) -> list[str]:

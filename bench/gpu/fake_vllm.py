@@ -2,10 +2,11 @@
 
     python3 bench/gpu/fake_vllm.py serve MODEL [...] --port 8001
 
-Answers /health, /v1/models, /version, /metrics and /v1/chat/completions (max_tokens distinct filler words after
-a short sleep, FAKE_VLLM_SECONDS), so recipes and the hand driver run end to end. It measures nothing. It counts
-the requests in progress as running and names itself like an engine core (`VLLM::EngineCor`), so the bench's role
-split and its py-spy target (pyspy.py) find it.
+Answers /health, /v1/models, /version, /metrics, /v1/chat/completions (max_tokens distinct filler words after
+a short sleep, FAKE_VLLM_SECONDS) and /start_profile and /stop_profile (200; the stop writes a trace without
+kernels where --profiler-config says), so recipes, the hand driver and a torch-profiler window run end to end. It
+measures nothing. It counts the requests in progress as running and names itself like an engine core
+(`VLLM::EngineCor`), so the bench's role split and its py-spy target (pyspy.py) find it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 STATE = {"model": "model", "done": 0, "running": 0, "lock": threading.Lock()}
 
@@ -51,6 +53,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if self.path in ("/start_profile", "/stop_profile"):  # a profiler window (profiling.py): no request
+            if self.path == "/stop_profile" and STATE.get("profile_dir"):
+                (Path(STATE["profile_dir"]) / "fake.pt.trace.json").write_text('{"traceEvents": []}')
+            self.reply(200, b"")
+            return
         tokens = int(body.get("max_tokens") or 16)
         with STATE["lock"]:
             STATE["running"] += 1
@@ -91,6 +98,8 @@ def main() -> None:
     STATE["model"] = argv[1]
     name_process("VLLM::EngineCor")
     port = int(argv[argv.index("--port") + 1]) if "--port" in argv else 8000
+    if "--profiler-config" in argv:
+        STATE["profile_dir"] = json.loads(argv[argv.index("--profiler-config") + 1])["torch_profiler_dir"]
     time.sleep(2)
     print(f"fake vllm serving {argv[1]} on {port}", flush=True)
     Server(("127.0.0.1", port), Handler).serve_forever()

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,14 +121,18 @@ def replicas(
     env: Mapping[str, str],
     ready_s: float = 420,
     first_port: int = FIRST_PORT,
+    on_first: Callable[[int], None] | None = None,
 ) -> Iterator[Fleet]:
-    """`count` replicas of `command` on ports from `first_port`, ended on the way out however the block ends."""
+    """`count` replicas of `command` on ports from `first_port`, ended on the way out however the block ends;
+    `on_first` gets the first replica's pid as soon as it is started (to profile its start)."""
     fleet = Fleet([], [], [], {})
     try:
         for index in range(count):
             port = first_port + index
             fleet.logs.append(logs / f"serve-{port}.log")
             fleet.groups.append(start_one(command, port, fleet.logs[-1], env))
+            if index == 0 and on_first:
+                on_first(fleet.groups[0])
             fleet.urls.append(f"http://127.0.0.1:{port}")
             if one_by_one:
                 fleet.ready_s |= wait_ready(fleet.urls[-1:], fleet.groups[-1:], ready_s)

@@ -169,11 +169,12 @@ def end_leftovers(seen: dict[int, str | None], skip: set[int]) -> list[int]:
 @dataclass(frozen=True)
 class Profile:
     """py-spy on the busiest engine core and API server: its binary, how long after the engines first run a request
-    it starts, and for how many seconds it records."""
+    it starts, for how many seconds it records, and the arm's extra py-spy flags (arms.PY_SPY_FLAGS)."""
 
     binary: str
     after_s: float = 60.0
     seconds: int = 20
+    flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -231,7 +232,7 @@ def watch(cmd: Sequence[str], spec: Watch, env: Mapping[str, str], stdout: IO, s
     tick = 0
     cpu, queues = CpuSampler(), QueueSampler()
     profile = spec.profile
-    profiler = Profiler(profile.binary, profile_folder(spec.stats), profile.seconds) if profile else None
+    profiler = Profiler(profile.binary, profile_folder(spec.stats), profile.seconds, profile.flags) if profile else None
     busy_since = None
     try:
         while child.poll() is None:

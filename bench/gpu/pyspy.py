@@ -1,8 +1,9 @@
 """py-spy on the busiest engine core and API server of an arm, once it serves (issue 41: a bound is named by the
 profile of the saturated process, not guessed).
 
-monitor.py starts `py-spy record` on each when the engines have run requests for `BENCH_PY_SPY_AT` seconds
-(default 60), for `BENCH_PY_SPY_S` seconds (default 20), when `BENCH_PY_SPY` names the py-spy binary. The folded
+monitor.py starts `py-spy record` on each when the engines have run requests for `--py-spy-at` seconds
+(default 60), for `--py-spy-s` seconds (default 20), when bench.py's `--py-spy` names the py-spy binary; an arm's
+`py_spy_flags` add `--idle` (samples of threads that wait too) and `--gil` (only the thread holding the GIL). The folded
 stacks (`--format raw --threads`) land beside the arm's stats; the merge reads each into the share of samples by
 thread, by innermost frame (where the time is spent) and by frame anywhere on the stack (what it is spent under).
 """
@@ -21,8 +22,9 @@ TOP = 15
 class Profiler:
     """Starts py-spy once on the given processes and ends whatever is still running at the arm's end."""
 
-    def __init__(self, binary: str, folder: Path, seconds: int) -> None:
+    def __init__(self, binary: str, folder: Path, seconds: int, flags: tuple[str, ...] = ()) -> None:
         self.binary = binary
+        self.flags = flags
         self.folder = folder
         self.seconds = seconds
         self.running: list[subprocess.Popen] = []
@@ -34,7 +36,8 @@ class Profiler:
         for role, pid in targets.items():
             command = [
                 self.binary, "record", "--pid", str(pid), "--duration", str(self.seconds), "--rate", "100",
-                "--nonblocking", "--threads", "--format", "raw", "--output", str(self.folder / f"{role}-{pid}.txt"),
+                "--nonblocking", "--threads", *self.flags, "--format", "raw",
+                "--output", str(self.folder / f"{role}-{pid}.txt"),
             ]  # fmt: skip
             with open(self.folder / f"{role}-{pid}.log", "w") as log:
                 self.running.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))

@@ -53,6 +53,11 @@ def dry_run(plan: ArmsFile, paths: commands.Paths) -> str:
             mps = " under CUDA MPS" if arm.mps else ""
             serve = shell(commands.replica_command(paths, bench, arm, planned))
             out.append(f"{arm.name}: {arm.replicas} x ({serve}), started {arm.start}{mps}")
+            if arm.torch_profile:
+                window = arm.torch_profile
+                out.append(
+                    f"  torch profiler on replica 1 in run {window.run}: {window.seconds} s from {window.at_s} s"
+                )
             for run in arm.runs:
                 servers = ",".join(f"http://127.0.0.1:{8020 + i}" for i in range(run.use))
                 out.append(f"  {arm.name}-{run.name}: {shell(commands.run_command(paths, bench, arm, run, servers))}")
