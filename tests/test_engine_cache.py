@@ -25,6 +25,7 @@ from ocr_core.command.checks import parse_arguments
 from ocr_core.command.parser import build_parser
 from ocr_core.facts import ModelFacts
 from ocr_core.fanout.jobs import bucket_volume
+from ocr_core.planning.installed import served_versions
 from ocr_core.planning.job_commands import job_command
 from ocr_core.redaction import register_secret
 from ocr_core.serving import engine_cache
@@ -37,7 +38,6 @@ from ocr_core.serving.engine_cache import (
     EngineCache,
     make_key,
     open_engine_cache,
-    served_versions,
 )
 from ocr_core.serving.ports import free_ports
 from ocr_core.shapes import served

@@ -21,14 +21,15 @@ from ..planning.installed import installed_vllm_version, served_versions
 from ..planning.machine import detect_machine
 from ..planning.page_rules import rules_of
 from ..planning.scale import max_num_seqs
-from ..planning.server_policy import policy_of
+from ..planning.server_policy import ServerPolicy, policy_of
 from ..preparation.job import Job
 from ..serving.engine_cache import EngineCache, make_key, open_engine_cache
 from ..serving.fleet import Fleet, build_fleet
+from ..serving.handle import api_headers
 from ..serving.hostmem import MemoryGuard
 from ..serving.mps import cuda_mps
 from ..serving.ports import server_urls
-from ..serving.spawn import is_local, kv_capacity, parse_metrics
+from ..serving.spawn import healthy, is_local, kv_capacity, parse_metrics
 from ..serving.stall import beside
 from ..settings import Settings
 from ..store.progress import ResultLog
@@ -94,6 +95,13 @@ def spawns_here(settings: Settings) -> bool:
     return len(urls) == 1 and is_local(urls[0])
 
 
+def already_answering(policy: ServerPolicy) -> bool:
+    """Whether a server already answers at the run's one address: the run then uses it and starts none, so the
+    model's serve hook (which may fetch files) need not run."""
+    url = server_urls(policy.server)[0]
+    return healthy(url, api_headers(url, policy.hf_token, policy.api_key))
+
+
 def served_engine_cache(settings: Settings, plan: EnginePlan) -> EngineCache | None:
     """The --engine-cache of the servers this run spawns, keyed by the `vllm` on PATH, the GPUs and the exact
     flags the replicas get; None without the flag, or where the run starts no server."""
@@ -118,11 +126,12 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     """Server shape: finds or starts the fleet, then keeps the window full until every row has an outcome."""
     settings = job.settings
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
-    spawns = bool(job.todo) and spawns_here(settings)
+    policy = policy_of(settings, job.facts)
+    spawns = bool(job.todo) and spawns_here(settings) and not await asyncio.to_thread(already_answering, policy)
     plan = await asyncio.to_thread(machine_engine_plan, job.facts, job.engine, spawns)
     cache = await asyncio.to_thread(served_engine_cache, settings, plan) if job.todo else None
     try:
-        fleet = build_fleet(policy_of(settings, job.facts), plan, cache.environment() if cache else {})
+        fleet = build_fleet(policy, plan, cache.environment() if cache else {})
         owned = len(job.source.owned())
         progress = ProgressBar(owned, owned - job.todo)
         drive = Drive()
