@@ -42,7 +42,7 @@ from flops import page_flops
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(1, str(ROOT))
+sys.path[1:1] = [str(ROOT), str(ROOT / "src")]
 
 from tools.dummy_models import build_model  # noqa: E402  (the checkout's root is on the path only from here on)
 

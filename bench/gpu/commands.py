@@ -20,20 +20,15 @@ HAND_PORT = 8003
 # starts its own server with those, so it needs only what the bench's wheels need: the Qwen3.5 shape dies on its
 # first prefill without the triton GDN prefill (no flashinfer in the lean wheels).
 RECIPE_SERVE = {"qwen2_5_vl": (), "qwen3_5": ("--gdn-prefill-backend", "triton")}
-CARD_SERVE = {
-    "qwen2_5_vl": ("--limit-mm-per-prompt", '{"image": 1}', "--no-enable-prefix-caching"),
-    "qwen3_5": (
-        "--limit-mm-per-prompt",
-        '{"image": 1}',
-        "--default-chat-template-kwargs",
-        '{"enable_thinking": false}',
-        "--mm-processor-cache-gb",
-        "0",
-        "--no-enable-prefix-caching",
-        "--gdn-prefill-backend",
-        "triton",
-    ),
-}
+# Whose model card's flags a hand-started server of each shape gets: src/ocr_models states them once.
+CARD_MODEL = {"qwen2_5_vl": "nanonets_ocr2", "qwen3_5": "lighton_ocr3"}
+
+
+def card_serve(shape: str) -> tuple[str, ...]:
+    """The serve flags of the model card the shape stands in for, as its recipe gives them."""
+    from ocr_models import model_module
+
+    return tuple(model_module(CARD_MODEL[shape]).FACTS.serve_args)
 
 
 @dataclass(frozen=True)
@@ -105,7 +100,7 @@ def serve_command(bench: Bench, model: Path, shape: str, flags: list[str]) -> li
         "vllm",
         "serve",
         str(model),
-        *CARD_SERVE[shape],
+        *card_serve(shape),
         "--max-model-len",
         str(bench.max_model_len),
         "--load-format",
