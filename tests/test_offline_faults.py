@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
+import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -28,6 +30,7 @@ from ocr_core.planning.engine_plan import engine_request
 from ocr_core.planning.page_rules import rules_of
 from ocr_core.settings import Settings
 from ocr_core.shapes.llm_batches import OfflineRunner
+from ocr_core.shapes.signals import Interrupted, StopSignals
 from ocr_core.shapes.tally import ProgressBar
 from ocr_core.store.progress import ResultLog, read_results
 from tests.testbed.recipes import model_facts
@@ -259,3 +262,41 @@ def test_an_engine_that_refuses_its_settings_names_the_flag_that_passed_them(mon
     said = failure_to_build(monkeypatch, engine_that_refuses_a_setting, "--extra-serve-args=--max-num-seqs 0")
     assert "max_num_seqs must be at least 1" in said and "--extra-serve-args" in said, said
     assert "--extra-serve-settings" not in said
+
+
+class SignalledLog(ResultLog):
+    """A results log whose `at`-th added row is followed at once by a SIGTERM to this process: the stop lands in the
+    middle of the runner's bookkeeping for that row, where a killed run's count once drifted from what it published."""
+
+    def __init__(self, folder: Path, at: int) -> None:
+        super().__init__(folder, "20260101T000000Z-bbbbbb", flush_rows=1000)
+        self.at = at
+        self.added = 0
+
+    def add(self, result) -> None:
+        super().add(result)
+        self.added += 1
+        if self.added == self.at:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.mark.parametrize("at", [1, 3, 6])
+def test_a_stop_mid_row_counts_exactly_the_rows_it_publishes(tmp_path, at):
+    """The summary's `done_this_run` is the tally's count and the rerun's `resumed` is what the log published; a
+    SIGTERM between the two once published a row the summary did not count (16 resumed after a summary of 15)."""
+    facts, args = recipe()
+    progress = ProgressBar(8, 0)
+    log = SignalledLog(tmp_path, at)
+    stop = StopSignals()
+    stop.install()
+    try:
+        runner = OfflineRunner(FakeLLM(lambda n: completion()), facts, rules_of(facts, args), log, progress, stop=stop)
+        rows = [RowInput(index, f"train-{index}", {"bytes": PAGE, "path": None}) for index in range(8)]
+        with pytest.raises(Interrupted):
+            runner.run(iter(rows), 4)
+    finally:
+        stop.restore()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    published = read_results(tmp_path).num_rows
+    assert published >= at
+    assert progress.tally.done == published

@@ -32,6 +32,7 @@ from ..judging.canary import Canary
 from ..planning.engine_plan import EngineRequest
 from ..planning.page_rules import PageRules
 from ..store.progress import ResultLog, RowResult
+from .signals import StopSignals
 from .tally import ProgressBar
 
 SERVER_ONLY_FLAGS = {
@@ -112,6 +113,7 @@ class OfflineRunner:
         log: ResultLog,
         progress: ProgressBar,
         canary: Canary | None = None,
+        stop: StopSignals | None = None,
     ) -> None:
         from vllm import SamplingParams
 
@@ -122,6 +124,7 @@ class OfflineRunner:
         self.progress = progress
         self.breaker = Breaker(rules.max_error_rate, image=facts.image)
         self.canary = canary
+        self.stop = stop or StopSignals()
         self.sampling = offline_sampling(llm, rules)
         self.resampling = (
             SamplingParams(**{**self.sampling, "temperature": facts.retry_temperature})
@@ -222,8 +225,10 @@ class OfflineRunner:
         return verdict.resample
 
     def record(self, result: RowResult, sent: float | None = None) -> None:
-        self.log.add(result)
-        self.progress.record(result.error, result.completion_tokens, sent)
+        """Logs and counts the row as one step (a stop signal waits for both), then lets the watches judge it."""
+        with self.stop.whole():
+            self.log.add(result)
+            self.progress.record(result.error, result.completion_tokens, sent)
         if result.error is not None and self.rules.verbose:
             say(f"{result.row_id}: {result.error}")
         if self.canary is not None:

@@ -86,7 +86,7 @@ def drive_offline(
     flush_rows = max(16, job.settings.batch_size)
     log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=flush_rows, provenance=lambda: writer)
     rules = rules_of(job.facts, job.settings)
-    runner = OfflineRunner(llm, job.facts, rules, log, progress, make_canary(job, log, vllm_version()))
+    runner = OfflineRunner(llm, job.facts, rules, log, progress, make_canary(job, log, vllm_version()), stop)
     progress.start()
     runner.run(job.source.rows(job.skip), job.settings.batch_size)
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..console import say
@@ -35,6 +36,8 @@ class StopSignals:
         self.previous: dict[int, Any] = {}
         self.clock = clock
         self.stopped_at = 0.0
+        self.holding = 0
+        self.held: int | None = None
 
     def install(self) -> None:
         for signum in STOP_SIGNALS:
@@ -57,7 +60,24 @@ class StopSignals:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
     def on_signal(self, signum: int, frame: object) -> None:
-        if self.first(signum):
+        if not self.first(signum):
+            return
+        if self.holding:
+            self.held = signum
+            return
+        raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def whole(self) -> Iterator[None]:
+        """Bookkeeping that must happen whole or not at all (a row logged and counted): a stop signal inside the
+        block waits for its end and is raised there, so a killed run's summary counts exactly the rows it published."""
+        self.holding += 1
+        try:
+            yield
+        finally:
+            self.holding -= 1
+        if not self.holding and self.held is not None:
+            signum, self.held = self.held, None
             raise Interrupted(signum)
 
     def on_async_signal(self, signum: int, task: asyncio.Task) -> None:
