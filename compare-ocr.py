@@ -4,6 +4,9 @@
 #     "datasets>=4.0",
 #     "rapidfuzz>=3.0",
 # ]
+#
+# [tool.uv]
+# exclude-newer = "2026-12-01T00:00:00Z"
 # ///
 """Compare two OCR outputs page by page, and score both against ground truth when there is some.
 

@@ -4,6 +4,9 @@
 #     "ocr-vllm-core==0.2.0",
 # ]
 #
+# [tool.uv]
+# exclude-newer = "2026-12-01T00:00:00Z"
+#
 # [tool.uv.sources]
 # ocr-vllm-core = { url = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/resolve/main/wheels/ocr_vllm_core-0.2.0-py3-none-any.whl" }
 #

@@ -64,10 +64,16 @@ class Pins:
     image: str | None
     flavor: str | None
     timeout: str | None
+    resolved: str | None
 
 
 def core_version(root: Path = ROOT) -> str:
     return tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+
+
+def resolution_date(root: Path = ROOT) -> str:
+    """The date the release's scripts resolve their dependencies as of (pyproject.toml, [tool.ocr-vllm-core])."""
+    return tomllib.loads((root / "pyproject.toml").read_text())["tool"][DISTRIBUTION]["resolved"]
 
 
 def wheel_name(version: str) -> str:
@@ -77,7 +83,8 @@ def wheel_name(version: str) -> str:
 def read_pins(text: str) -> Pins:
     header = read_header(text)
     wanted = header_pins(text)
-    source = header.get("tool", {}).get("uv", {}).get("sources", {}).get(DISTRIBUTION, {})
+    uv = header.get("tool", {}).get("uv", {})
+    source = uv.get("sources", {}).get(DISTRIBUTION, {})
     jobs = header.get("tool", {}).get("hf-jobs", {})
     return Pins(
         wanted.get(DISTRIBUTION),
@@ -86,6 +93,7 @@ def read_pins(text: str) -> Pins:
         jobs.get("image"),
         jobs.get("flavor"),
         jobs.get("timeout"),
+        uv.get("exclude-newer"),
     )
 
 
@@ -102,6 +110,7 @@ def script_problems(script: str, text: str, version: str) -> list[str]:
         None if facts.job_command else facts.image,
         facts.flavor,
         DEFAULT_JOB_TIMEOUT,
+        resolution_date(),
     )
     problems = [
         f"{script}: its header says {name} {getattr(pins, name)!r}, this release needs {getattr(expected, name)!r}"
@@ -116,7 +125,7 @@ def script_problems(script: str, text: str, version: str) -> list[str]:
 def rendered(version: str) -> dict[str, str]:
     """Each script's text as its model's module renders it, pinned to core `version`."""
     url = f"{WHEELS_URL}/{wheel_name(version)}"
-    return {entry.script: render(entry, version, url) for entry in RECIPES}
+    return {entry.script: render(entry, version, url, resolution_date()) for entry in RECIPES}
 
 
 def check(root: Path = ROOT) -> list[str]:

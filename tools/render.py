@@ -78,9 +78,10 @@ SHAPE_TEXT = {
 }
 
 
-def header(entry: Recipe, module: ModuleType, version: str, wheel_url: str) -> str:
+def header(entry: Recipe, module: ModuleType, version: str, wheel_url: str, resolved: str) -> str:
     """The PEP 723 block: `hf jobs uv run` reads [tool.hf-jobs], so a model with a job command of its own (an
-    image without uv) names no image there."""
+    image without uv) names no image there; uv reads [tool.uv], whose exclude-newer makes every job resolve the
+    dependencies as of the release's date `resolved`."""
     facts = module.FACTS
     vllm = [f'#     "vllm=={facts.vllm_pin}; {VLLM_PLATFORMS}",'] if entry.shape == "offline" else []
     image = f"# {NO_IMAGE}" if facts.job_command else f'# image = "{facts.image}"'
@@ -91,6 +92,9 @@ def header(entry: Recipe, module: ModuleType, version: str, wheel_url: str) -> s
         f'#     "{DISTRIBUTION}=={version}",',
         *vllm,
         "# ]",
+        "#",
+        "# [tool.uv]",
+        f'# exclude-newer = "{resolved}"',
         "#",
         "# [tool.uv.sources]",
         f'# {DISTRIBUTION} = {{ url = "{wheel_url}" }}',
@@ -183,7 +187,8 @@ def body(entry: Recipe, module: ModuleType) -> str:
     return f"{NOQA}\n\n" + "\n".join(imports) + f"\n\n{facts}\n{call}"
 
 
-def render(entry: Recipe, version: str, wheel_url: str) -> str:
-    """The script `entry` names, as its model's module states it, pinned to core `version` at `wheel_url`."""
+def render(entry: Recipe, version: str, wheel_url: str, resolved: str) -> str:
+    """The script `entry` names, as its model's module states it, pinned to core `version` at `wheel_url`, its
+    dependencies resolved as of `resolved`."""
     module = model_module(entry.model)
-    return header(entry, module, version, wheel_url) + docstring(entry, module) + body(entry, module)
+    return header(entry, module, version, wheel_url, resolved) + docstring(entry, module) + body(entry, module)
