@@ -113,18 +113,22 @@ def file_pages(files: list[Path], root: Path, size: RenderSize) -> tuple[dataset
     counts = [next(pdf_counts) if pdf else frame_count(file) for file, pdf in zip(files, is_pdf)]
     report_broken(broken)
     documents, pages, ids = page_rows(counts, names)
-    columns = {SOURCE_FILE: [names[number] for number in documents], "page_index": pages}
-    features = {SOURCE_FILE: datasets.Value("string"), "page_index": datasets.Value("int32")}
-    if None in pages:
-        cells = [
-            None if page is not None else {"bytes": None, "path": str(files[d])} for d, page in zip(documents, pages)
-        ]
-        columns, features = {IMAGE_COLUMN: cells, **columns}, {IMAGE_COLUMN: datasets.Image(), **features}
-    table = datasets.Dataset.from_dict(columns, features=datasets.Features(features))
     framed = frozenset(number for number, count in enumerate(counts) if count is not None and not is_pdf[number])
     say(holdings(is_pdf, counts, framed))
     paths = [str(file) for file in files]
-    return table, PdfDocuments(names, documents, pages, size, paths=paths, framed=framed, has_pdfs=any(is_pdf)), ids
+    pdfs = PdfDocuments(names, documents, pages, size, paths, framed=framed, has_pdfs=any(is_pdf))
+    return page_table(paths, names, documents, pages), pdfs, ids
+
+
+def page_table(paths: list[str], names: list[str], documents: list[int], pages: list[int | None]) -> datasets.Dataset:
+    """The rows' own columns: `image` (the file, on an image file's row; absent when no row is one), `source_file`
+    and `page_index`."""
+    columns = {SOURCE_FILE: [names[number] for number in documents], "page_index": pages}
+    features = {SOURCE_FILE: datasets.Value("string"), "page_index": datasets.Value("int32")}
+    if None in pages:
+        cells = [None if page is not None else {"bytes": None, "path": paths[d]} for d, page in zip(documents, pages)]
+        columns, features = {IMAGE_COLUMN: cells, **columns}, {IMAGE_COLUMN: datasets.Image(), **features}
+    return datasets.Dataset.from_dict(columns, features=datasets.Features(features))
 
 
 def holdings(is_pdf: list[bool], counts: list[int | None], framed: frozenset[int]) -> str:
