@@ -144,3 +144,15 @@ def test_a_folder_of_images_alone_records_no_pdf_render_size(tmp_path, capsys):
         assert run_main(SCRIPT, argv, capsys)[0] == 0
         code, summary, err = run_main(SCRIPT, [*argv, "--pdf-longest-edge", "300"], capsys)
     assert (code, summary.get("resumed")) == (0, 1), err[-2000:]
+
+
+def test_a_frame_that_cannot_be_read_fails_alone_naming_file_and_page(tmp_path):
+    from ocr_core.inputs.images import BadImage, ImageFrame
+
+    path = tiff(tmp_path / "feeder.tif", [0, 255])
+    assert shade_of(prepare_page(ImageFrame(str(path), 1, "feeder.tif"), None, None)) == (255, 255)
+    with pytest.raises(BadImage, match=r"page 5 of feeder\.tif cannot be read"):
+        prepare_page(ImageFrame(str(path), 5, "feeder.tif"), None, None)
+    path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(BadImage, match=r"page 1 of feeder\.tif cannot be read"):
+        prepare_page(ImageFrame(str(path), 1, "feeder.tif"), None, None)
