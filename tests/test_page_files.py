@@ -87,6 +87,8 @@ def test_every_frame_of_a_multi_page_tiff_is_a_page(tmp_path):
     prepared = [prepare_page(row.cell, None, None) for row in source.rows(set())][:3]
     assert [shade_of(frame) for frame in prepared] == [(0, 0), (128, 128), (255, 255)]
     assert [frame.note for frame in prepared] == [None] * 3
+    alone = load_source(InputSelection(str(folder / "feeder.tif")))
+    assert alone.ids == ["feeder.tif#p0", "feeder.tif#p1", "feeder.tif#p2"], "a TIFF given as INPUT is its frames"
 
 
 def test_a_one_page_tiff_is_one_image_row(tmp_path):
