@@ -16,8 +16,8 @@ import pytest
 from PIL import Image
 
 from ocr_core.inputs.addresses import InputError
+from ocr_core.inputs.files import page_files
 from ocr_core.inputs.pdf import BadPdf, PdfPage, RenderSize, looks_like_pdf, prepare_page, render_scale, render_size
-from ocr_core.inputs.pdf_rows import page_files
 from ocr_core.inputs.source import InputSelection, load_source
 from ocr_core.judging.canary import Canary, CanaryContext
 from ocr_core.planning.page_rules import rules_of

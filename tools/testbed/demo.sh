@@ -6,8 +6,8 @@
 #   bash tools/testbed/demo.sh [INPUT [OUTPUT]] [recipe flags...]
 #   make demo [SCRIPT=ovis-ocr2-server.py] [INPUT=./my-pages] [OUTPUT=./my-pages-ocr] [ARGS="--max-samples 5"]
 #
-# INPUT (default samples/dataset; or DEMO_INPUT) is anything a recipe reads: a folder of images, a PDF, a folder of
-# PDFs, a dataset folder. OUTPUT (or DEMO_OUTPUT) defaults to ./out/<script>-<input name>, so the README's examples
+# INPUT (default samples/dataset; or DEMO_INPUT) is anything a recipe reads: an image or PDF file, a folder of them,
+# a dataset folder. OUTPUT (or DEMO_OUTPUT) defaults to ./out/<script>-<input name>, so the README's examples
 # never write into each other's folder; rerunning one resumes it. SCRIPT (or DEMO_SCRIPT) is any recipe.
 # What the tiny model needs is set here, never by the user: it never ends a page by itself, so --ignore-eos says
 # running to --max-tokens is intended (else every page would count as truncated and the breaker would stop the run);

@@ -87,6 +87,30 @@ class OutsidePath:
         )
 
 
+@dataclass(frozen=True)
+class ImageFrame:
+    """One page of a multi-page image file (a TIFF from a scanner's feeder): its path, which frame (from 0), and
+    the name messages use. Each frame is a row of its own, as each page of a PDF is."""
+
+    path: str
+    frame: int
+    name: str
+
+
+def prepare_frame(page: ImageFrame, max_side: int | None, max_pixels: int | None) -> PreparedImage:
+    """The frame decoded and written as a JPEG, so the server sees this page and no other; Pillow reads only the
+    frames up to it. A frame that cannot be read is that row's BadImage, naming the file and page."""
+    try:
+        with Image.open(page.path) as image:
+            image.seek(page.frame)
+            width, height = image.size
+            return reencode(image, target_scale(width, height, max_side, max_pixels), None)
+    except Image.DecompressionBombError as exc:
+        raise BadImage(f"page {page.frame} of {page.name} is too large to decode safely: {exc}") from exc
+    except (UnidentifiedImageError, *IMAGE_DATA_ERRORS) as exc:
+        raise BadImage(f"page {page.frame} of {page.name} cannot be read: {type(exc).__name__}: {exc}") from exc
+
+
 def with_note(error: str | None, note: str | None) -> str | None:
     """A row's error column once its image's note (e.g. frames not read) is added; its text stays."""
     return "; ".join(part for part in (error, note) if part) or None

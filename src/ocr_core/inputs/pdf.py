@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .images import BadImage, OutsidePath, PreparedImage, cell_bytes, prepare_image, reencode
+from .images import BadImage, ImageFrame, OutsidePath, PreparedImage, cell_bytes, prepare_frame, prepare_image, reencode
 
 PDF_MAGIC = b"%PDF-"
 PDF_SUFFIX = ".pdf"
@@ -183,7 +183,10 @@ def render_locked(module: Any, opened: Any, page: PdfPage, max_side: int | None,
 
 
 def prepare_page(cell: object, max_side: int | None, max_pixels: int | None, verify: bool = False) -> PreparedImage:
-    """A row's image ready to send: a PDF page rendered, any other cell read and checked as an image."""
+    """A row's image ready to send: a PDF page rendered, a multi-page image's frame cut out, any other cell read and
+    checked as an image."""
     if isinstance(cell, PdfPage):
         return render_page(cell, max_side, max_pixels)
+    if isinstance(cell, ImageFrame):
+        return prepare_frame(cell, max_side, max_pixels)
     return prepare_image(cell_bytes(cell), max_side, max_pixels, verify)

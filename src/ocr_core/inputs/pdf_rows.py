@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
-from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 
 from ..console import say
 from .addresses import InputError
 from .cells import HubFiles, anchored
-from .images import OutsidePath
+from .images import ImageFrame, OutsidePath
 from .pdf import BadPdf, PdfPage, RenderSize, page_count
 from .selection import row_ids
 
@@ -28,16 +27,11 @@ PDF_COLUMNS = (SOURCE_FILE, "page_index")
 BROKEN_SHOWN = 3
 
 
-IMAGE_SUFFIXES = frozenset(ImageFolder.EXTENSIONS)
-
-
-FOLDER_OWN_FILES = frozenset({"readme.md", "metadata.csv", "metadata.jsonl", "metadata.parquet"})
-
-
 @dataclass
 class PdfDocuments:
     """The files behind a page table: each row's document and page number, and where each document lives. A row
-    without a page number is a page image of a mixed folder: its cell is the image file itself."""
+    without a page number is an image file: its cell is the file itself; a row of a `framed` document is one frame
+    of a multi-page image file. `has_pdfs` says whether any document is a PDF, whose render size the run records."""
 
     names: list[str]
     page_document: list[int]
@@ -47,18 +41,22 @@ class PdfDocuments:
     base: datasets.Dataset | None = None
     column: str | None = None
     folder: Path | HubFiles | None = None
+    framed: frozenset[int] = frozenset()
+    has_pdfs: bool = True
 
-    def cells(self, positions: list[int]) -> list[PdfPage | str]:
+    def cells(self, positions: list[int]) -> list[PdfPage | ImageFrame | str]:
         """The page rows' cells; a document's bytes are read once per batch and shared by its pages."""
         wanted = sorted({self.page_document[position] for position in positions})
         loaded = dict(zip(wanted, self.documents(wanted)))
         return [self.cell(position, loaded[self.page_document[position]]) for position in positions]
 
-    def cell(self, position: int, document: bytes | str | OutsidePath | None) -> PdfPage | str:
-        page = self.page_index[position]
+    def cell(self, position: int, document: bytes | str | OutsidePath | None) -> PdfPage | ImageFrame | str:
+        page, number = self.page_index[position], self.page_document[position]
         if page is None:
             return str(document)
-        return PdfPage(document, page, self.names[self.page_document[position]], self.size)
+        if number in self.framed:
+            return ImageFrame(str(document), page, self.names[number])
+        return PdfPage(document, page, self.names[number], self.size)
 
     def documents(self, numbers: list[int]) -> list[bytes | str | OutsidePath | None]:
         if self.paths is not None:
@@ -77,43 +75,6 @@ def pdf_document(cell: object) -> bytes | str | OutsidePath | None:
     if isinstance(cell, (bytes, bytearray, memoryview)):
         return bytes(cell) or None
     return (cell or None) if isinstance(cell, str) else None
-
-
-def page_files(path: Path) -> list[Path] | None:
-    """The files an input path names as pages: a .pdf file, or a folder holding PDFs (and perhaps page images
-    beside them) and no data files, in path order; else None (a folder of images alone is an image dataset)."""
-    if path.is_file():
-        return [path] if path.suffix.lower() == ".pdf" else None
-    if not path.is_dir() or (path / "state.json").exists() or (path / "dataset_dict.json").exists():
-        return None
-    files = folder_files(path)
-    pdfs = [file for file in files if file.suffix.lower() == ".pdf"]
-    if not pdfs or any(file.suffix.lower() in DATA_SUFFIXES for file in files):
-        return None
-    return [file for file in files if file.suffix.lower() == ".pdf" or file.suffix.lower() in IMAGE_SUFFIXES]
-
-
-def folder_files(path: Path) -> list[Path]:
-    """A folder's files in path order, hidden ones (and those in hidden folders) left out."""
-    return [
-        file
-        for file in sorted(path.rglob("*"))
-        if file.is_file() and not any(part.startswith(".") for part in file.relative_to(path).parts)
-    ]
-
-
-def report_skipped(folder: Path) -> None:
-    """Says once how many files of a folder of pages are neither page images nor PDFs, and names one: they are left
-    out of the input (a folder's card and metadata file are its own, not pages)."""
-    skipped = [file.relative_to(folder).as_posix() for file in folder_files(folder) if not is_read(file)]
-    if skipped:
-        say(f"skipping {len(skipped)} file(s) that are neither images nor PDFs, e.g. {skipped[0]}")
-
-
-def is_read(file: Path) -> bool:
-    """Whether a folder input reads this file: a page image, a PDF, or the folder's card or metadata."""
-    suffix = file.suffix.lower()
-    return suffix == ".pdf" or suffix in IMAGE_SUFFIXES or file.name.lower() in FOLDER_OWN_FILES
 
 
 def counted_pages(documents: Iterable[tuple[bytes | str | OutsidePath | None, str]], broken: list[str]) -> list[int]:
@@ -155,25 +116,6 @@ def report_broken(broken: list[str]) -> None:
         say(f"warning: {len(broken)} PDF(s) cannot be read, each becomes one error row: {shown}")
 
 
-def file_pages(files: list[Path], root: Path, size: RenderSize) -> tuple[datasets.Dataset, PdfDocuments, list[str]]:
-    """The page table of PDF and image files, each named by its path under `root` (the input folder, or the
-    file's own)."""
-    names = [file.relative_to(root).as_posix() for file in files]
-    is_pdf = [file.suffix.lower() == ".pdf" for file in files]
-    broken: list[str] = []
-    pdf_counts = iter(counted_pages([(str(f), n) for f, n, pdf in zip(files, names, is_pdf) if pdf], broken))
-    counts = [next(pdf_counts) if pdf else None for pdf in is_pdf]
-    report_broken(broken)
-    documents, pages, ids = page_rows(counts, names)
-    table = datasets.Dataset.from_dict(
-        {"source_file": [names[number] for number in documents], "page_index": pages},
-        features=datasets.Features({"source_file": datasets.Value("string"), "page_index": datasets.Value("int32")}),
-    )
-    images = is_pdf.count(False)
-    say(f"{len(files) - images} PDF file(s), {len(ids) - images} page(s)" + (f", {images} image(s)" if images else ""))
-    return table, PdfDocuments(names, documents, pages, size, paths=[str(file) for file in files]), ids
-
-
 def pdf_dataset_pages(
     dataset: datasets.Dataset,
     column: str,
@@ -207,6 +149,3 @@ def pdf_dataset_pages(
     say(f"{len(dataset)} PDF(s) in column {column!r}, {len(ids)} page(s)")
     pdfs = PdfDocuments(names, rows, pages, size, base=dataset, column=column, folder=folder)
     return table, pdfs, ids
-
-
-DATA_SUFFIXES = {".parquet", ".arrow", ".csv", ".json", ".jsonl", ".tsv"}

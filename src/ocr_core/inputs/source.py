@@ -1,5 +1,6 @@
 """The input a run reads, opened once as a table of rows: a Hub dataset (for a shard, only the files of its range),
-a local dataset folder, or a folder of images and PDFs.
+a local dataset folder, or local image and PDF files (a file, or a folder of them: which files are pages is
+`files.py`'s rule, not the loader's).
 
 Rows are addressed by position in the split, so a rerun, a shard or a shuffled subset all name a page the same
 way, and image bytes are read a batch at a time only for pages that still need work. A local dataset's relative
@@ -9,9 +10,9 @@ a Hub dataset's paths are read only inside its own files, never from the job's m
 PDF input (a .pdf file, a folder of them, or a dataset column of PDF bytes or paths) becomes one row per page:
 a page table with `source_file` and `page_index` (and, for a dataset, the document row's other columns), ids
 `<file or row>#p<page>`, so resume, shards and error rows work as for images. Pages are counted once here; a PDF
-that cannot be opened (damaged, encrypted) becomes one row whose rendering fails with the reason. A folder that
-mixes PDFs and page images (what a scanner leaves) is one table of both, in the order of the files' paths: each
-image is one row with its path as `source_file` and id and no `page_index`.
+that cannot be opened (damaged, encrypted) becomes one row whose rendering fails with the reason. Local files
+are one table of images, PDF pages and TIFF frames, in the order of the files' paths: each image file is one row
+with its path as `source_file` and id, the file in `image`, and no `page_index`.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from ..errors import CommandError
 from ..settings import Settings
 from .addresses import InputError, input_problem
 from .cells import HubFiles, anchored, local_folder
+from .files import IMAGE_COLUMN, file_pages, page_files, report_skipped
 from .pdf import PdfiumMissing, RenderSize, looks_like_pdf
-from .pdf_rows import SOURCE_FILE, PdfDocuments, file_pages, page_files, pdf_dataset_pages, report_skipped
+from .pdf_rows import SOURCE_FILE, PdfDocuments, pdf_dataset_pages
 from .selection import row_ids, select_rows, shard_span
 
 READ_BATCH = 64
@@ -162,7 +164,8 @@ def load_source(wanted: InputSelection, revision: str | None = None, pdf_size: R
         files = page_files(path)
         if files is not None:
             if id_column:
-                raise InputError("--id-column applies to a dataset; PDF files are keyed by file name and page")
+                raise InputError("--id-column applies to a dataset; image and PDF files are keyed by path and page")
+            image_column = IMAGE_COLUMN
             dataset, pdfs, page_ids = file_pages(files, path if path.is_dir() else path.parent, size)
             if path.is_dir():
                 report_skipped(path)

@@ -151,7 +151,7 @@ def settle(
         InputSelection.of(settings), revision, render_size(facts.pdf_render, settings.pdf_longest_edge)
     )
     check_columns(settings, source, held.columns)
-    pdf_render = source.pdfs.size.describe() if source.pdfs else None
+    pdf_render = source.pdfs.size.describe() if source.pdfs and source.pdfs.has_pdfs else None
     manifest = fingerprint(settings, facts, launch.script, revision, source.input_rows, pdf_render)
     recheck_manifest(held, settings, manifest)
     start_progress(destination, manifest)
