@@ -3,8 +3,8 @@
 The launcher takes the token and key flags off the jobs' arguments and masks any other secret (sealed_arguments.py).
 A secret flag written with `=` inside `--extra-serve-args` (`"--max-num-seqs 64 --api-key=KEY"`, which argparse
 takes as the value it is) was read as a secret flag of the recipe's own: the whole value went, the job got a bare
-`--extra-serve-args` that swallowed the next flag, and every job stopped at its command line. A key with a secret word of its own (`sk-serve-key-...`) did the same
-in the `--api-key KEY` form.
+`--extra-serve-args` that swallowed the next flag, and every job stopped at its command line. A key with a secret
+word of its own (`sk-serve-key-...`) did the same in the `--api-key KEY` form.
 """
 
 from __future__ import annotations
