@@ -203,7 +203,7 @@ def step_reserve_gib(front_end: FrontEnd, flags: Sequence[str]) -> float:
     set it. A step given in `flags` (the user's --extra-serve-args, a recipe's own) replaces the plan's, and the
     plan then gives none: reading only the plan's, a user's 32768 or 65536 left no reserve, and the KV cache took
     the memory its activations need. Above 32768 the figure is an extrapolation (activations grow with the
-    step's tokens); a value vLLM will not parse counts as the plan's step."""
+    step's tokens); a value not in plain digits (`32k`) counts as the plan's step."""
     given = flag_value(flags, "--max-num-batched-tokens")
     step = front_end.batched_tokens or SERVE_BATCHED_TOKENS
     if given is not None:
