@@ -7,12 +7,18 @@ to write its archive at its end, it would replace the key's good one with one th
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
+from ocr_core.planning.installed import served_versions
 from ocr_core.serving import engine_cache
 from ocr_core.serving.engine_cache import HIT, MISS, EngineCache, make_key, open_engine_cache
+from tests.test_engine_cache import fake_vllm
+from tests.test_resume_publish import SAMPLES, run_main, served
+from tests.testbed.fake_server import fake_server
 
 KEY = make_key({"vllm": "0.30.0", "torch": "2.13.0", "triton": "3.9.0"}, ["NVIDIA H200"], "org/model", ("--x", "1"))
 
@@ -77,3 +83,21 @@ def test_once_the_first_run_ends_the_next_run_holds_the_fixed_folder_and_writes(
     nxt.publish()
     nxt.close()
     assert contents(open_engine_cache(volume, KEY)) == written
+
+
+def test_a_run_that_uses_a_server_already_answering_claims_and_writes_no_cache(tmp_path, monkeypatch, capsys):
+    """A server answering at the run's one local address is used as it is, and this run starts none: its engines
+    compile wherever that server's caches point, not in the run's folder. The run must not take the fixed folder
+    (emptying it first, and keeping a second run of the key that does start an engine from its own archive) nor say
+    it writes an archive it cannot have compiled."""
+    fake_vllm(tmp_path / "bin", sys.executable)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert served_versions(), "the cache needs a vllm whose version is known, or the test shows nothing"
+    volume = tmp_path / "volume"
+    with fake_server() as server:
+        argv = [str(SAMPLES), str(tmp_path / "out"), *served(server, "--engine-cache", str(volume))]
+        code, summary, err = run_main("ovis-ocr2-server.py", argv, capsys)
+    assert code == 0, err
+    assert not (tmp_path / "work").exists(), "the run claimed the fixed folder of a server it did not start"
+    assert not volume.exists() or not any(volume.iterdir())
+    assert "engine_cache" not in summary and "engine cache:" not in err

@@ -193,3 +193,32 @@ def test_the_kv_cache_in_bytes_stays_inside_the_replicas_share_of_the_memory_the
         kv_bytes = int(args[args.index("--kv-cache-memory-bytes") + 1])
         share = float(args[args.index("--gpu-memory-utilization") + 1])
         assert kv_bytes + (1.6 + 6.0) * GIB <= (mib * 1024**2 + GIB / 4) * share, "weights and the engine's own"
+
+
+def kv_reserve(user_flags: tuple[str, ...]) -> tuple[float, int]:
+    """What the plan leaves of each of three H200 replicas' share beside its KV cache (weights, the engine's own,
+    the step's activations), in bytes, under `--extra-serve-args`; and the step each replica runs."""
+    request = EngineRequest("org/model", 4096, (), user_flags, params_b=0.8)
+    plan = plan_engine(request, machine(H200, 1, 16), "0.30.0")
+    flags = list(plan.flags)
+    share = float(flags[flags.index("--gpu-memory-utilization") + 1])
+    kv_bytes = int(flags[flags.index("--kv-cache-memory-bytes") + 1])
+    return 140 * GIB * share - kv_bytes, int(flags[flags.index("--max-num-batched-tokens") + 1])
+
+
+@pytest.mark.parametrize("step", [32768, 65536, 131072])
+def test_a_step_the_user_gives_keeps_the_memory_reserve_its_activations_need(step):
+    """The plan's 32768-token step holds 4 GiB beside the KV cache for its profile run's activations. A step given
+    with --extra-serve-args (as large, or larger) took that reserve away: the KV cache filled it, and each replica
+    of a shared GPU reached past its share. The reserve grows with the step, as the activations do."""
+    planned, planned_step = kv_reserve(())
+    assert planned_step == 32768 and planned == pytest.approx((1.6 + 6.0 + 4.0) * GIB, rel=1e-3)
+    reserve, ran = kv_reserve(("--max-num-batched-tokens", str(step)))
+    assert ran == step
+    assert reserve >= planned * 0.999 * (1 if step == 32768 else 1.1), f"{reserve / GIB:.1f} GiB left beside the KV"
+    assert reserve == pytest.approx((1.6 + 6.0 + 4.0 * (step - 8192) / (32768 - 8192)) * GIB, rel=1e-3)
+
+
+def test_a_step_at_vllms_default_needs_no_reserve_beyond_the_engines_own():
+    reserve, ran = kv_reserve(("--max-num-batched-tokens", "8192"))
+    assert ran == 8192 and reserve == pytest.approx((1.6 + 6.0) * GIB, rel=1e-3)

@@ -2,7 +2,8 @@
 launched (under --max-parallel-jobs K, while fewer than K jobs run; the rest wait queued), show where the shards
 stand, and stop when every shard is in or given up, or at Ctrl-C. Before the first launch, what the output holds is
 settled against this run (standing.py): a shard whose job completed earlier is in only when its slice is published
-there under this run's settings.
+there under this run's settings. All of it runs under the launcher's lease on the output (launcher_lease.py): a
+second launcher of it would launch the same queued shards and run more jobs than the cap.
 
 Nothing here cancels a job. Ctrl-C detaches: the jobs keep running (and billing), and the same command re-attaches
 by the labels. A job this launcher started is remembered by its id as well, so a listing that lags behind a launch
@@ -32,6 +33,7 @@ from ..store.hub import HubClient, with_retries
 from ..store.output import Destination, is_local_output
 from .heal import Attempt, ShardStep, Step, decide, failure_of
 from .jobs import JobRecord, JobsClient, newest_first
+from .launcher_lease import LauncherLease, take_launcher_lease
 from .pages import LivePages, PageCount
 from .plan import RUN_LABEL, JobsPlan, hand_secrets, labelled_shard, launch_command, relaunch_of
 from .standing import runs_slices, settle_output, stale_jobs
@@ -205,6 +207,25 @@ def fan_out(
     check_hub_answers(settings, hub)
     destination = Destination(settings.output, settings.split, settings.config, hub)
     secrets = job_secrets(plan, settings, given)
+    held = take_launcher_lease(destination, settings)
+    try:
+        return watch_run(request, settings, plan, summary, client, destination, secrets, held)
+    finally:
+        held.let_go()
+
+
+def watch_run(
+    request: FanoutRequest,
+    settings: Settings,
+    plan: JobsPlan,
+    summary: FanoutSummary,
+    client: JobsClient,
+    destination: Destination,
+    secrets: dict[str, str],
+    held: LauncherLease,
+) -> int:
+    """fan_out's watch, under this launcher's lease (renewed at every poll): settles the output, then launches,
+    watches and heals the shards until every one is in or given up, or Ctrl-C detaches."""
     settle_output(destination, plan.manifest, settings, plan.shards)
     pages = LivePages(destination, plan.shards, settings.max_samples)
     watch = Watch(plan, client, destination, pages, request.max_parallel)
@@ -213,6 +234,7 @@ def fan_out(
     stale: dict[str, str] | None = None
     try:
         while True:
+            held.renew(settings.take_over)
             attempts = watch.refresh()
             if stale is None:
                 slices = runs_slices(destination, plan.manifest, settings, plan.shards)

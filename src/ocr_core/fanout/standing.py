@@ -26,7 +26,7 @@ from ..console import say
 from ..errors import CommandError
 from ..publishing.slices import published_slices
 from ..settings import Settings
-from ..store.lease import LeaseTaken, taken_message
+from ..store.lease import LAUNCHER, LEASE_PREFIX, LeaseTaken, taken_message
 from ..store.manifest import ManifestUnreadable, differences, is_legacy_match, settings_mismatch_message
 from ..store.output import Destination
 from .heal import Attempt
@@ -88,11 +88,13 @@ def refusal(destination: Destination, theirs: Mapping, manifest: Mapping, change
 def clear_earlier(
     destination: Destination, listing: Sequence[str], take_over: bool, changed: list[str], results: bool
 ) -> None:
-    """Only while no run holds a live lease on the output (unless --take-over): one may be writing those results."""
+    """Only while no run holds a live lease on the output (unless --take-over): one may be writing those results.
+    A launcher's lease (this one's) writes nothing, and stays."""
     if not take_over:
         now = time.time()
         leases = destination.leases(list(listing))
-        live = sorted((lease for lease in leases if lease.expires > now), key=attrgetter("started"))
+        writing = [lease for lease in leases if lease.expires > now and lease.key != LAUNCHER]
+        live = sorted(writing, key=attrgetter("started"))
         if live:
             raise LeaseTaken(taken_message(live[0].describe(), destination.where()))
     differ = f"({', '.join(changed)} differ)"
@@ -100,7 +102,8 @@ def clear_earlier(
         say(f"--overwrite: removing the results made another way {differ} before any job starts")
     else:
         say(f"the earlier run at {destination.where()} made no result; this run's settings replace its own {differ}")
-    destination.discard_progress(list(listing))
+    launchers = f"{destination.progress_prefix}/{LEASE_PREFIX}{LAUNCHER}-"
+    destination.discard_progress([name for name in listing if not name.startswith(launchers)])
 
 
 def stale_jobs(

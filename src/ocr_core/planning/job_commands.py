@@ -119,14 +119,18 @@ def ran_command(script: str, arguments: Sequence[str]) -> str:
 
 
 def without_secrets(arguments: Sequence[str]) -> list[str]:
-    """The arguments less the secret flags and their values, under any abbreviation argparse accepts (`--hf`)."""
+    """The arguments less the secret flags and their values, under any abbreviation argparse accepts (`--hf`).
+
+    A word whose name part holds a space is a value, as argparse reads it (`--extra-serve-args "--max-num-seqs 64
+    --api-key=KEY"`): judged as a flag, its secret-looking words dropped the whole value and the flag after it, and
+    every job stopped at its command line. Such a word stays; the secret in it is masked and sealed (redact)."""
     kept: list[str] = []
     skip = False
     for arg in arguments:
         name, equals, _ = arg.partition("=")
         if skip:
             skip = False
-        elif names_secret_flag(name):
+        elif not any(char.isspace() for char in name) and names_secret_flag(name):
             skip = not equals
         else:
             kept.append(arg)

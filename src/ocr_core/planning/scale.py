@@ -30,6 +30,7 @@ from .frontend import (
     DRIVER_CORES,
     ENGINE_CORES,
     LARGE_BATCH_EXTRA_GIB,
+    LARGE_GPU_BATCHED_TOKENS,
     Engine,
     FrontEnd,
     plan_front_end,
@@ -70,6 +71,8 @@ KV_CACHE_BYTES_SINCE = (0, 11, 0)
 # What a replica holds beside its KV cache and its weights: CUDA context, activations of the profile run (vision
 # encoder with its largest image, one batch of max_num_batched_tokens), CUDA graphs and the sampler's buffers.
 NON_KV_GIB = 6.0
+# vLLM's step for `vllm serve` (its default --max-num-batched-tokens), whose activations NON_KV_GIB holds.
+SERVE_BATCHED_TOKENS = 8192
 GIB = 1024**3
 # Memory that the plan turns into flags is counted in whole GiB, rounded down after a quarter GiB of slack: identical
 # jobs on nodes of one kind see a few MiB apart (memory.total 143771 and 143765 MiB on two H200s; /dev/shm free, less
@@ -190,9 +193,23 @@ def plan_scale(
     if per_gpu > 1 and machine.gpus:
         share = memory_share(per_gpu, memory_utilization)
         if takes_kv_cache_bytes(vllm_version):
-            extra_gib = LARGE_BATCH_EXTRA_GIB if front_end.batched_tokens is not None else 0.0
-            kv_bytes = replica_kv_bytes(machine.gpus[0], share, params_b, extra_gib)
+            kv_bytes = replica_kv_bytes(machine.gpus[0], share, params_b, step_reserve_gib(front_end, model_flags))
     return ScalePlan(machine, per_gpu, front_end, 1, share, why, kv_bytes)
+
+
+def step_reserve_gib(front_end: FrontEnd, flags: Sequence[str]) -> float:
+    """What a replica's steps hold beside NON_KV_GIB (which covers vLLM's default step): LARGE_BATCH_EXTRA_GIB for
+    the plan's 32768-token step, in proportion to the tokens above the default, for the step that runs, whoever
+    set it. A step given in `flags` (the user's --extra-serve-args, a recipe's own) replaces the plan's, and the
+    plan then gives none: reading only the plan's, a user's 32768 or 65536 left no reserve, and the KV cache took
+    the memory its activations need. Above 32768 the figure is an extrapolation (activations grow with the
+    step's tokens); a value not in plain digits (`32k`) counts as the plan's step."""
+    given = flag_value(flags, "--max-num-batched-tokens")
+    step = front_end.batched_tokens or SERVE_BATCHED_TOKENS
+    if given is not None:
+        step = int(given) if given.isdigit() else LARGE_GPU_BATCHED_TOKENS
+    extra_tokens = max(0, step - SERVE_BATCHED_TOKENS)
+    return LARGE_BATCH_EXTRA_GIB * extra_tokens / (LARGE_GPU_BATCHED_TOKENS - SERVE_BATCHED_TOKENS)
 
 
 def front_end_cores(cpus: int, replicas: int) -> float:

@@ -104,7 +104,9 @@ def already_answering(policy: ServerPolicy) -> bool:
 
 def served_engine_cache(settings: Settings, plan: EnginePlan) -> EngineCache | None:
     """The --engine-cache of the servers this run spawns, keyed by the `vllm` on PATH, the GPUs and the exact
-    flags the replicas get; None without the flag, or where the run starts no server."""
+    flags the replicas get; None without the flag, or where the run starts no server. The caller opens it only
+    where it will start one: a run that uses a server already answering neither claims the fixed folder nor
+    writes an archive its engines never compiled into."""
     if settings.engine_cache is None or not spawns_here(settings):
         return None
     key = make_key(served_versions(), [gpu.name for gpu in plan.machine.gpus], plan.request.model, plan.flags)
@@ -129,7 +131,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     policy = policy_of(settings, job.facts)
     spawns = bool(job.todo) and spawns_here(settings) and not await asyncio.to_thread(already_answering, policy)
     plan = await asyncio.to_thread(machine_engine_plan, job.facts, job.engine, spawns)
-    cache = await asyncio.to_thread(served_engine_cache, settings, plan) if job.todo else None
+    cache = await asyncio.to_thread(served_engine_cache, settings, plan) if spawns else None
     try:
         fleet = build_fleet(policy, plan, cache.environment() if cache else {})
         owned = len(job.source.owned())

@@ -28,6 +28,8 @@ from ..errors import CommandError
 
 LEASE_PREFIX = "lease-"
 WHOLE = "all"
+# The --jobs launcher's lease (fanout/launcher_lease.py): it holds no rows, so it overlaps only another launcher's.
+LAUNCHER = "launcher"
 MIN_LEASE_S = 900.0
 
 
@@ -45,7 +47,10 @@ def lease_key(shard: tuple[int, int] | None) -> str:
 
 
 def overlaps(first: str, second: str) -> bool:
-    """Whether two slices can hold the same rows: the whole run overlaps everything; shards of one N do not."""
+    """Whether two slices can hold the same rows: the whole run overlaps everything; shards of one N do not; a
+    launcher's lease overlaps only a launcher's."""
+    if LAUNCHER in (first, second):
+        return first == second
     if WHOLE in (first, second) or first == second:
         return True
     return first.split("-of-")[1] != second.split("-of-")[1]
