@@ -113,8 +113,8 @@ def prepare_job(settings: Settings, facts: ModelFacts, launch: Launch, hub: HubC
 
 def release(destination: Destination, lease: Lease | None, locks: LocalLocks, mirror: ProgressMirror | None) -> None:
     """Gives this run's slice of OUTPUT back: the lease's renewals stop, then the Hub lease file (if it was written)
-    and the local locks go; a local OUTPUT this run created goes too while it holds only the run's own locks and
-    manifest."""
+    and the local locks go; a local OUTPUT this run created goes first, under those locks, while it holds only the
+    run's own locks and manifest and no other run holds a slice of it (output_folder.py)."""
     try:
         if mirror is not None:
             mirror.stop()
@@ -124,8 +124,10 @@ def release(destination: Destination, lease: Lease | None, locks: LocalLocks, mi
     except Exception as exc:
         say(f"warning: could not remove this run's lease from the Hub ({type(exc).__name__}: {exc}); it expires")
     finally:
-        locks.release()
-        remove_unused_output(destination)
+        try:
+            remove_unused_output(destination, locks)
+        finally:
+            locks.release()
 
 
 @dataclass(frozen=True)
