@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 
+from ocr_core.shapes import page_requests as requests_module
 from tests.test_resume_publish import SAMPLES, load, run_main, served
 from tests.testbed.env import REPO_ROOT
 from tests.testbed.env import testbed_env as bed_env
@@ -79,3 +80,18 @@ def test_a_change_of_the_answer_with_retry_errors_is_still_refused(tmp_path, cap
         changed = [str(SAMPLES), str(out), *served(server, "--max-samples", "2", *change, "--retry-errors")]
         code, summary, err = run_main(SCRIPT, changed, capsys)
     assert code == 2 and "sampling" in summary["failure"], err[-3000:]
+
+
+def test_a_raised_request_timeout_resumes_and_each_row_records_it(tmp_path, capsys, monkeypatch):
+    """Pages longer than --request-timeout stop the run with "raise --request-timeout"; the raised one resumes (it
+    is a limit: no row's text depends on it) and the rows say which timeout they were made under."""
+    monkeypatch.setattr(requests_module, "BACKOFF_BASE_S", 0.05)
+    out = tmp_path / "out"
+    with fake_server(delay_s=1.0) as server:
+        short = served(server, "--request-timeout", "0.3", "--retry-budget", "1")
+        code, _, err = run_main(SCRIPT, [str(SAMPLES), str(out), *short], capsys)
+        assert code == 1 and "raise --request-timeout" in err, err[-3000:]
+        raised = [str(SAMPLES), str(out), *served(server, "--request-timeout", "30", "--retry-errors")]
+        code, summary, err = run_main(SCRIPT, raised, capsys)
+    assert code == 0 and summary["errors"] == 0, err[-3000:]
+    assert {json.loads(info)[-1]["limits"]["request_timeout"] for info in load(out)["inference_info"]} == {30.0}
