@@ -78,7 +78,7 @@ def test_an_extended_run_opens_with_every_row_it_added(capsys, server, tmp_path)
 def test_a_rerun_over_the_same_rows_opens_with_its_own_text(capsys, server, tmp_path):
     out = tmp_path / "out"
     first = list(opened(ocr(capsys, server, out, "--max-samples", "4"))["markdown"])
-    rerun = ocr(capsys, server, out, "--max-samples", "4", "--max-tokens", "12", "--overwrite")
+    rerun = ocr(capsys, server, out, "--max-samples", "4", "--temperature", "0.5", "--overwrite")
     written = pq.read_table(sorted((out / "data").glob("train-*.parquet"))[0])["markdown"].to_pylist()
     assert written != first and list(opened(rerun)["markdown"]) == written
 

@@ -31,7 +31,7 @@ from ocr_core.store.lease import (
     lease_key,
     overlaps,
 )
-from ocr_core.store.manifest import differences, fingerprint, settings_mismatch_message
+from ocr_core.store.manifest import differences, fingerprint, limit_changes, settings_mismatch_message
 from ocr_core.store.mirror import ProgressMirror
 from ocr_core.store.output import Destination, foreign_files, owned_configs, unsafe_local_output
 from ocr_core.store.progress import ResultLog, RowResult, finished_ids, part_files, read_results, read_strikes
@@ -152,7 +152,6 @@ def test_the_fingerprint_sees_every_setting_that_changes_a_rows_text():
         ("input-config", "fr", "input_config"),
         ("image-column", "scan", "image_column"),
         ("id-column", "page", "id_column"),
-        ("max-tokens", "100", "sampling"),
         ("temperature", "0.3", "sampling"),
         ("model", "other/model", "model"),
     ]:
@@ -164,6 +163,25 @@ def test_the_fingerprint_sees_every_setting_that_changes_a_rows_text():
     assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2.py", None, 12)) == ["script"]
     assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2-server.py", "abc123", 12)) == ["input_revision"]
     assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2-server.py", None, 13)) == ["input_rows"]
+
+
+def test_a_limit_that_cuts_pages_off_is_recorded_but_changes_no_row_s_text():
+    """A larger --max-tokens (or a --max-model-len among the serve flags) only redoes the pages it cut off, which
+    are error rows; under --ignore-eos every page runs to max_tokens on purpose, so there it changes the text."""
+    base = fingerprint(*manifest_args(), "ovis-ocr2-server.py", None, 12)
+    raised = fingerprint(*manifest_args(**{"max-tokens": "100"}), "ovis-ocr2-server.py", None, 12)
+    assert differences(base, raised) == [] and limit_changes(base, raised) == [
+        f"max_tokens {base['sampling']['max_tokens']} -> 100"
+    ]
+    longer = fingerprint(
+        *manifest_args(**{"extra-serve-args=--max-model-len=9000": None}), "ovis-ocr2-server.py", None, 12
+    )
+    assert differences(base, longer) == [] and limit_changes(base, longer) == ["--max-model-len None -> 9000"]
+    eos = fingerprint(*manifest_args(**{"ignore-eos": None}), "ovis-ocr2-server.py", None, 12)
+    eos_raised = fingerprint(
+        *manifest_args(**{"ignore-eos": None, "max-tokens": "100"}), "ovis-ocr2-server.py", None, 12
+    )
+    assert differences(eos, eos_raised) == ["sampling"]
 
 
 def edited_facts(facts, **changes):

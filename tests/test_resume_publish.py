@@ -140,7 +140,7 @@ def test_overwrite_then_kill_then_rerun_keeps_no_earlier_text(tmp_path):
         assert first.wait(timeout=300) == 0, first.communicate()[1][-3000:]
         earlier_text = set(load(hub_folder / REPO)["markdown"])
 
-        later = [str(source), REPO, *served(server, "--max-tokens", "24", "--temperature", "0", "--overwrite")]
+        later = [str(source), REPO, *served(server, "--max-tokens", "16", "--temperature", "0.5", "--overwrite")]
         later += ["--max-inflight", "1"]
         second = hub_process(hub_folder, "ovis-ocr2-server.py", later, tmp_path / "machine-2")
         stop_after_first_part(second, tmp_path / "machine-2" / "someone__ocr-out" / PROGRESS, FolderHub(hub_folder))
@@ -191,11 +191,11 @@ def test_a_sampling_change_is_refused_and_overwrite_redoes_every_row(server, tmp
         run_main("ovis-ocr2-server.py", [str(SAMPLES), str(out), *served(server, "--max-tokens", "16")], capsys)[0] == 0
     )
     code, _, err = run_main(
-        "ovis-ocr2-server.py", [str(SAMPLES), str(out), *served(server, "--max-tokens", "24")], capsys
+        "ovis-ocr2-server.py", [str(SAMPLES), str(out), *served(server, "--temperature", "0.5")], capsys
     )
     assert code == 2 and "sampling" in err
     code, summary, _ = run_main(
-        "ovis-ocr2-server.py", [str(SAMPLES), str(out), *served(server, "--max-tokens", "24", "--overwrite")], capsys
+        "ovis-ocr2-server.py", [str(SAMPLES), str(out), *served(server, "--temperature", "0.5", "--overwrite")], capsys
     )
     assert code == 0 and summary["done_this_run"] == 12 and summary["resumed"] == 0
 
@@ -212,7 +212,7 @@ def test_a_run_refused_before_its_first_page_does_not_pin_its_settings(server, t
     assert code == 2 and "--max-tokens" in err
     code, summary, err = run_main("ovis-ocr2-server.py", [*too_long[:-1], "16"], capsys, hub=hub)
     assert code == 0 and summary["done_this_run"] == 12, err[-2000:]
-    code, _, err = run_main("ovis-ocr2-server.py", [*too_long[:-1], "24"], capsys, hub=hub)
+    code, _, err = run_main("ovis-ocr2-server.py", [*too_long[:-1], "16", "--temperature", "0.5"], capsys, hub=hub)
     assert code == 2 and "holds results made another way" in err, "the results made now still pin their settings"
 
 
@@ -316,7 +316,7 @@ def test_two_recipes_publish_two_configs_and_every_config_loads(server, tmp_path
     meta, _, body = card.read_text().removeprefix("---\n").partition("\n---\n")
     stale = {"config_name": "ovis", "features": [{"name": "text", "dtype": "int64"}], "splits": [{"name": "train"}]}
     card.write_text(f"---\n{yaml.safe_dump({**yaml.safe_load(meta), 'dataset_info': [stale]})}---\n{body}")
-    assert run_main("ovis-ocr2-server.py", [*ovis, "--max-tokens", "20", "--overwrite"], capsys, hub=hub)[0] == 0
+    assert run_main("ovis-ocr2-server.py", [*ovis, "--temperature", "0.5", "--overwrite"], capsys, hub=hub)[0] == 0
     nano = [str(SAMPLES), REPO, "--config", "nano", *served(server, "--max-samples", "3")]
     assert run_main("nanonets-ocr2-server.py", nano, capsys, hub=hub)[0] == 0
 

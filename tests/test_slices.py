@@ -268,7 +268,7 @@ def test_overwrite_with_other_settings_removes_every_shard_s_published_rows(serv
     argv = [str(SAMPLES), REPO, *served(server)]
     for shard in ("0/2", "1/2"):
         assert run_main(SCRIPT, [*argv, "--shard", shard], capsys, hub=hub)[0] == 0
-    code, _, err = run_main(SCRIPT, [*argv, "--shard", "0/2", "--max-tokens", "24", "--overwrite"], capsys, hub=hub)
+    code, _, err = run_main(SCRIPT, [*argv, "--shard", "0/2", "--temperature", "0.5", "--overwrite"], capsys, hub=hub)
     assert code == 0, err
     assert [name for name in hub.list_files(REPO) if "-00001-of-00002" in name] == []
     assert load(hub.repo(REPO))["page_id"] == datasets.load_dataset(str(SAMPLES), split="train")["page_id"][:6]

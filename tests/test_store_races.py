@@ -74,7 +74,7 @@ def test_overwrite_by_one_shard_is_refused_while_another_shard_runs(tmp_path, ca
         try:
             wait_for_progress(first, tmp_path / "machine-1" / "someone__ocr-out" / PROGRESS)
             machine(monkeypatch, tmp_path, "machine-2")
-            other = [str(source), REPO, *served(server, "--shard", "1/2", "--max-tokens", "24", "--overwrite")]
+            other = [str(source), REPO, *served(server, "--shard", "1/2", "--temperature", "0.5", "--overwrite")]
             code, _, err = run_main(SCRIPT, other, capsys, hub=FolderHub(hub_folder))
         finally:
             first.terminate()
@@ -91,7 +91,7 @@ def test_a_run_whose_results_another_run_replaced_never_publishes_them(tmp_path,
         try:
             wait_for_progress(first, tmp_path / "machine-1" / "someone__ocr-out" / PROGRESS)
             machine(monkeypatch, tmp_path, "machine-2")
-            other = [str(source), REPO, *served(server, "--max-tokens", "24", "--overwrite", "--take-over")]
+            other = [str(source), REPO, *served(server, "--temperature", "0.5", "--overwrite", "--take-over")]
             code, _, err = run_main(SCRIPT, other, capsys, hub=FolderHub(hub_folder))
             assert code == 0, err
             published = set(load(hub_folder / REPO)["markdown"])
@@ -111,7 +111,7 @@ def test_a_machine_s_stale_copy_of_replaced_results_is_dropped(server, tmp_path,
     assert run_main(SCRIPT, earlier, capsys, hub=hub)[0] == 0
     earlier_text = set(load(hub.repo(REPO))["markdown"])
     machine(monkeypatch, tmp_path, "machine-2")
-    later = [str(tmp_path / "in"), REPO, *served(server, "--max-tokens", "24", "--overwrite")]
+    later = [str(tmp_path / "in"), REPO, *served(server, "--temperature", "0.5", "--overwrite")]
     assert run_main(SCRIPT, [*later, "--max-samples", "3"], capsys, hub=hub)[0] == 0
     machine(monkeypatch, tmp_path, "machine-1")
     code, summary, err = run_main(SCRIPT, later, capsys, hub=hub)
@@ -290,11 +290,11 @@ def live_leases(hub: FolderHub) -> list[Lease]:
 def test_a_run_of_other_settings_that_wrote_during_this_ones_input_load_stops_this_one(
     server, tmp_path, capsys, monkeypatch
 ):
-    """Shard 1/2 with another --max-tokens starts and finishes while shard 0/2 loads: shard 0/2 must not then
+    """Shard 1/2 with another --temperature starts and finishes while shard 0/2 loads: shard 0/2 must not then
     write its manifest over the other's and publish its text beside the other's under one card."""
     machine(monkeypatch, tmp_path, "machine-1")
     hub = FolderHub(tmp_path / "hub")
-    other = [str(SAMPLES), REPO, *served(server, "--shard", "1/2", "--max-tokens", "24")]
+    other = [str(SAMPLES), REPO, *served(server, "--shard", "1/2", "--temperature", "0.5")]
     seen = during_input_load(monkeypatch, lambda: other_machine(tmp_path, hub.root, other))
     code, summary, err = run_main(SCRIPT, [str(SAMPLES), REPO, *served(server, "--shard", "0/2")], capsys, hub=hub)
     assert summary["exit_code"] == code
@@ -302,7 +302,7 @@ def test_a_run_of_other_settings_that_wrote_during_this_ones_input_load_stops_th
     assert code == 2, err[-3000:]
     assert "made another way" in err and "sampling" in err
     manifest = json.loads((hub.repo(REPO) / ".ocr-progress/default/train/manifest.json").read_text())
-    assert manifest["sampling"]["max_tokens"] == 24, "the other run's manifest was replaced"
+    assert manifest["sampling"]["temperature"] == 0.5, "the other run's manifest was replaced"
     assert not [name for name in hub.list_files(REPO) if "-00000-of-00002-" in name], "shard 0/2 published"
 
 

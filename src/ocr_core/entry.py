@@ -28,7 +28,7 @@ from typing import TextIO
 from .command.advice import explain
 from .command.checks import parse_command
 from .command.parser import build_parser, usage
-from .command.rerun import retry_command
+from .command.rerun import raised_tokens_command, retry_command
 from .command.sealed_arguments import unsealed
 from .console import say, silence_notices
 from .errors import CommandError, JobFailed
@@ -94,7 +94,8 @@ def run_recipe(
             say(versions())
         origin = script_source(script_path, released_scripts())
         summary.copy = ScriptCopy(origin.standing, origin.sha256, prompt_sha256(facts))
-        launch = Launch(script, mode, argv, origin, retry_command(script, facts, argv, settings))
+        retry = retry_command(script, facts, argv, settings)
+        launch = Launch(script, mode, argv, origin, retry, raised_tokens_command(script, facts, argv, settings))
         code = run_job(settings, facts, launch, drive_pages, hub, stop, summary, streams, origin)
     except BaseException as exc:
         explained = explain(exc, script, facts, argv, settings) if isinstance(exc, CommandError) else None
@@ -137,6 +138,7 @@ def run_job(
         drive.failure = drive.failure or closed
         code, summary.run = finish(job, drive, stop.signum, origin)
         summary.load_with = load_call(job.settings) if code == 0 else None
+        summary.next_command = drive.next_command
         return code
     finally:
         release(job.destination, job.lease, job.locks, job.mirror)

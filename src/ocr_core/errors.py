@@ -20,6 +20,11 @@ class JobFailed(Exception):
     """Nothing can succeed until the command changes; the message says how."""
 
 
+class CutOff(JobFailed):
+    """The pages are cut off at max_tokens: the way on is a command, the same one with a larger --max-tokens and
+    --retry-errors, which the shape prints as it stops (the launch's `raised`)."""
+
+
 def internal_error(stage: str, exc: BaseException) -> str:
     """The error column of a page that met an exception nobody expected: a bug, or an answer of an odd shape."""
     return f"{INTERNAL_ERROR} while {stage}: {type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]

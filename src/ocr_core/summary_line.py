@@ -92,6 +92,8 @@ class Summary:
     exit_code: int | None = None
     load_with: str | None = None
     copy: ScriptCopy | None = None
+    next_command: str | None = None
+    """The command that goes on, when rerunning the same one would stop the same way (shapes/drive_result.py)."""
 
     def sentence(self) -> str:
         """What the JSON line says, for a person: the rows, their errors, and where the dataset is (and how to open
@@ -103,6 +105,8 @@ class Summary:
         if self.load_with is not None:
             return f"{said}; the dataset is at {run.output}; open it with {self.load_with}."
         why = "interrupted" if run.interrupted else run.failure or f"{run.missing} row(s) have no outcome yet"
+        if self.next_command is not None and not run.interrupted:
+            return f"{said}; not published: {why} Go on with:\n  {self.next_command}"
         return f"{said}; not published: {why}. Rerun the same command to resume."
 
     def line(self) -> str:

@@ -5,6 +5,8 @@ answer is a pure function of the request (page bytes, prompt, temperature, max_t
 settings write the same text and a run with other settings writes other text: tests can see settings mix. A fixed
 `text` instead answers every page alike, as a model on the wrong vLLM build does ("!!!!!!!!"). `poison` makes the
 first page it is sent fail with a 500 every time it comes again (a poison page), until it is turned off.
+`page_tokens` is how long every page's answer is: a request whose max_tokens is lower is cut off ("length"), as a
+real model's answer is by too low a --max-tokens.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class FakeState:
     text: str | None = None
     poison: bool = False
     poisoned: str | None = None
+    page_tokens: int | None = None
     answered: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -77,12 +80,18 @@ class Handler(BaseHTTPRequestHandler):
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": self.state.text or answer_text(body)},
-                    "finish_reason": self.state.finish_reason,
+                    "finish_reason": self.finish_reason(body),
                 }
             ],
             "usage": {"prompt_tokens": 100, "completion_tokens": 8, "total_tokens": 108},
         }
         self.reply(200, json.dumps(answer).encode())
+
+    def finish_reason(self, body: dict) -> str:
+        needed = self.state.page_tokens
+        if needed is not None and (body.get("max_tokens") or needed) < needed:
+            return "length"
+        return self.state.finish_reason
 
     def poisoned(self, body: dict) -> bool:
         if not self.state.poison:

@@ -73,6 +73,31 @@ def demo_offer(script: str, settings: Settings) -> str:
     )
 
 
+def raised_tokens_command(script: str, facts: ModelFacts, argv: Sequence[str], settings: Settings) -> str:
+    """The command that goes on after pages were cut off at max_tokens: twice --max-tokens (with --max-model-len
+    raised as much where twice would not fit below it, so the prompt keeps its room), and --retry-errors to redo
+    the cut-off rows. A limit is no setting of the text (manifest.py), so the results resume under it."""
+    tokens = settings.max_tokens
+    if tokens is None:
+        return retry_command(script, facts, argv, settings)
+    raised = with_option(argv, "--max-tokens", str(2 * tokens))
+    if 2 * tokens >= settings.max_model_len:
+        raised = with_option(raised, "--max-model-len", str(settings.max_model_len + tokens))
+    return retry_command(script, facts, raised, settings)
+
+
+def with_option(argv: Sequence[str], flag: str, value: str) -> list[str]:
+    """`argv` with `flag` given `value` once, at the end (every earlier `flag V` or `flag=V` taken out)."""
+    kept: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word == flag:
+            next(words, None)
+        elif not word.startswith(f"{flag}="):
+            kept.append(word)
+    return [*kept, flag, value]
+
+
 def retry_command(script: str, facts: ModelFacts, argv: Sequence[str], settings: Settings) -> str:
     """The command that redoes the rows a run flagged: the same one, with --retry-errors."""
     retried = list(argv) if "--retry-errors" in argv else [*argv, "--retry-errors"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from typing import NamedTuple
 
-from ..errors import INTERNAL_ERROR, JobFailed
+from ..errors import INTERNAL_ERROR, CutOff, JobFailed
 from .poison import SET_ASIDE
 
 FIRST_OUTCOMES = 8
@@ -54,7 +54,8 @@ ADVICE = {
     ),
     TRUNCATED: Advice(
         "answers are longer than max_tokens allows",
-        "raise --max-tokens (it must stay below --max-model-len), or use --ignore-eos for benchmark runs",
+        "raise --max-tokens (it must stay below --max-model-len) and redo the cut-off rows with --retry-errors, as "
+        "the command below does; or use --ignore-eos for benchmark runs",
     ),
     INTERNAL_ERROR: Advice(
         "the recipe cannot handle what it reads or what the server answers",
@@ -114,24 +115,37 @@ class Breaker:
     def check_first(self) -> None:
         errors = list(self.recent)[: self.first]
         if all(errors) and len({error_kind(error) for error in errors}) == 1:
-            raise JobFailed(f"the first {self.first} pages all failed the same way: {self.explain(errors)}")
+            stop(errors, f"the first {self.first} pages all failed the same way: {self.explain(errors)}")
 
     def check_rate(self) -> None:
         errors = [error for error in self.recent if error is not None]
         if len(errors) > self.max_error_rate * len(self.recent):
-            raise JobFailed(
+            stop(
+                errors,
                 f"{len(errors)} of the last {len(self.recent)} pages failed (--max-error-rate {self.max_error_rate} "
-                f"allows {self.max_error_rate:.0%}); most often {self.explain(errors)}"
+                f"allows {self.max_error_rate:.0%}); most often {self.explain(errors)}",
             )
 
     def explain(self, errors: list[str]) -> str:
-        kinds = Counter(error_kind(error) for error in errors)
-        kind, count = kinds.most_common(1)[0]
+        kind, count = most_common_kind(errors)
         sample = next(error for error in reversed(errors) if error_kind(error) == kind)
         cause, fix = ADVICE.get(kind, GENERIC_ADVICE)
         fix = fix.format(image=self.image or "the image")
-        return (
-            f"{kind} ({count}x), for example: {sample[:SAMPLE_LIMIT]!r}. Likely cause: {cause}. Fix: {fix}. After the "
-            "fix, rerun the same command with --retry-errors to redo the failed rows (--max-error-rate 1.0 turns "
-            "this check off)."
+        after = (
+            ""
+            if kind == TRUNCATED
+            else " After the fix, rerun the same command with --retry-errors to redo the failed rows"
         )
+        return (
+            f"{kind} ({count}x), for example: {sample[:SAMPLE_LIMIT]!r}. Likely cause: {cause}. Fix: {fix}.{after} "
+            "(--max-error-rate 1.0 turns this check off)."
+        )
+
+
+def most_common_kind(errors: list[str]) -> tuple[str, int]:
+    return Counter(error_kind(error) for error in errors).most_common(1)[0]
+
+
+def stop(errors: list[str], message: str) -> None:
+    """Stops the job; pages cut off at max_tokens stop it with the command that goes on (CutOff)."""
+    raise (CutOff if most_common_kind(errors)[0] == TRUNCATED else JobFailed)(message)

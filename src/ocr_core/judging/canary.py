@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..errors import JobFailed
+from ..errors import CutOff, JobFailed
 from ..store.progress import ResultLog, RowResult
 from .breaker import LOOP, TRUNCATED, Advice, error_kind
 
@@ -51,7 +51,9 @@ CANARY_ADVICE = {
     TRUNCATED: Advice(
         "every answer is cut off at max_tokens: --max-tokens is far below what a page needs, or the model never "
         "stops because the engine runs it wrongly",
-        "raise --max-tokens (below --max-model-len); if the answers are garbage, " + VERSION_FIX,
+        "raise --max-tokens (below --max-model-len) and redo the cut-off rows with --retry-errors, as the command "
+        "below does; if the answers are garbage rather than long, the engine runs the model wrongly: run it on the "
+        "image it is pinned to, {image} (models.json; this run used {served})",
     ),
 }
 
@@ -146,7 +148,7 @@ class Canary:
         self.stopped = True
         for answer, found in zip(self.answers, self.kinds):
             self.flag(answer, found)
-        raise JobFailed(self.explain(verdict))
+        raise (CutOff if verdict == TRUNCATED else JobFailed)(self.explain(verdict))
 
     def flag(self, result: RowResult, kind: str | None) -> None:
         """Records a degenerate row again as failed (the newer record wins), so --retry-errors redoes it."""

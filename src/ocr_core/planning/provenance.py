@@ -27,6 +27,8 @@ VERSION_TAG = re.compile(r"v?(\d+\.\d+\.\d+)")
 # What a row keeps of the run that wrote it: the fields of its inference_info entry that say what made the text.
 WRITER_FIELDS = (
     "model_name",
+    "sampling",
+    "limits",
     "image",
     "vllm_version",
     "mode",

@@ -31,6 +31,7 @@ from ..store.manifest import (
     differences,
     fingerprint,
     is_legacy_match,
+    limit_changes,
     settings_mismatch_message,
     write_manifest,
 )
@@ -113,8 +114,8 @@ def prepare_job(settings: Settings, facts: ModelFacts, launch: Launch, hub: HubC
 
 def release(destination: Destination, lease: Lease | None, locks: LocalLocks, mirror: ProgressMirror | None) -> None:
     """Gives this run's slice of OUTPUT back: the lease's renewals stop, then the Hub lease file (if it was written)
-    and the local locks go; a local OUTPUT this run created goes too while it holds only the run's own locks and
-    manifest."""
+    and the local locks go; a local OUTPUT this run created goes first, under those locks, while it holds only the
+    run's own locks and manifest and no other run holds a slice of it (output_folder.py)."""
     try:
         if mirror is not None:
             mirror.stop()
@@ -124,8 +125,10 @@ def release(destination: Destination, lease: Lease | None, locks: LocalLocks, mi
     except Exception as exc:
         say(f"warning: could not remove this run's lease from the Hub ({type(exc).__name__}: {exc}); it expires")
     finally:
-        locks.release()
-        remove_unused_output(destination)
+        try:
+            remove_unused_output(destination, locks)
+        finally:
+            locks.release()
 
 
 @dataclass(frozen=True)
@@ -207,6 +210,7 @@ def recheck_manifest(held: Slice, settings: Settings, manifest: dict) -> None:
     previous = earlier_manifest(destination, None, settings.overwrite)
     changed = settings_changes(previous, manifest)
     if not changed:
+        note_limits(previous, manifest, settings.retry_errors)
         return
     listing = destination.listing()
     if not destination.holds_results(listing):
@@ -215,6 +219,22 @@ def recheck_manifest(held: Slice, settings: Settings, manifest: dict) -> None:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
     else:
         replace_results(destination, listing, held.lease, held.locks, settings.take_over, changed)
+
+
+def note_limits(previous: dict | None, current: dict, retry_errors: bool) -> None:
+    """A limit changed (a larger --max-tokens after pages were cut off): no row's text depends on it, so the run
+    goes on, and says what becomes of the rows already there."""
+    if previous is None or is_legacy_match(previous, current):
+        return
+    changes = limit_changes(previous, current)
+    if not changes:
+        return
+    errors = (
+        "rows with an error are redone under the new limits"
+        if retry_errors
+        else "--retry-errors redoes the rows with an error under them"
+    )
+    say(f"limits changed ({', '.join(changes)}): rows already done keep their text; {errors}")
 
 
 def earlier_manifest(destination: Destination, listing: list[str] | None, overwrite: bool) -> dict | None:

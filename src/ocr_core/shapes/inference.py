@@ -15,15 +15,19 @@ from .drive_result import Drive
 
 
 def inference_info(job: Job, drive: Drive, origin: ScriptSource) -> dict[str, Any]:
-    """What ran over these rows: the model as given, the vLLM the server reported, the image only when the job ran
-    in it, and the script's released URL only when its bytes are the release's (else the hash of what ran)."""
+    """What ran over these rows: the model as given, the sampling and the limits that could cut a page off (a rerun
+    may raise them, so each row keeps those it was made under), the vLLM the server reported, the image only when
+    the job ran in it, and the script's released URL only when its bytes are the release's (else the hash of what
+    ran)."""
     window = drive.window
+    sampling = requested_sampling(job.facts, job.settings)
     return {
         "model_id": job.settings.model,
         "model_name": drive.model_name or job.settings.model,
         "column_name": job.settings.output_column,
         "error_column": job.settings.error_column,
-        "sampling": requested_sampling(job.facts, job.settings),
+        "sampling": sampling,
+        "limits": {"max_tokens": sampling.get("max_tokens"), "request_timeout": job.settings.request_timeout},
         "image": ran_image(job.facts.image, drive.version),
         "vllm_version": drive.version,
         "mode": job.launch.mode,

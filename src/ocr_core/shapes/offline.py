@@ -22,7 +22,7 @@ from .canary_watch import make_canary
 from .drive_result import Drive, Feeding
 from .inference import writer_of
 from .llm_batches import OfflineRunner, close_llm, open_llm, stdout_to_stderr
-from .signals import KEPT, Interrupted, StopSignals, uninterrupted
+from .signals import Interrupted, StopSignals, uninterrupted
 from .tally import ProgressBar
 
 
@@ -47,8 +47,7 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
     except Interrupted:
         pass
     except JobFailed as exc:
-        drive.failure = str(exc)
-        say(f"error: {exc}\n{KEPT.capitalize()}.")
+        drive.fail(exc, job.launch.raised)
     finally:
         progress.close()
         for llm in opened:

@@ -37,7 +37,7 @@ from .canary_watch import make_canary
 from .drive_result import Drive, Feeding
 from .inference import writer_of
 from .pump import Pump
-from .signals import KEPT, StopSignals
+from .signals import StopSignals
 from .tally import ProgressBar
 from .window import Window, engine_window
 
@@ -191,8 +191,7 @@ async def drive_fleet(
         if stop.signum is None:
             drive.failure = "the run was cancelled from inside; please report this with the log"
     except JobFailed as exc:
-        drive.failure = str(exc)
-        say(f"error: {exc}\n{KEPT.capitalize()}.")
+        drive.fail(exc, job.launch.raised)
     finally:
         progress.close()
         fleet.cancel_background()

@@ -144,6 +144,39 @@ def running_here_message(holder: str, where: str) -> str:
     )
 
 
+def locked_file(path: Path, mode: int) -> IO[str] | str:
+    """The lock file at `path`, open and locked in `mode`; or, when a live run holds it, what that run wrote in it.
+
+    A run that finds itself alone on an output it created removes its lock files (output_folder.py), so a lock
+    taken on a file that was unlinked meanwhile locks nothing: the file is opened again until the lock is on the one
+    the path names, and a refusal counts only while the path still names the file that refused."""
+    while True:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+")  # noqa: SIM115 (held until release)
+        try:
+            fcntl.flock(handle, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip()
+            current = same_file(handle, path)
+            handle.close()
+            if current:
+                return holder
+            continue
+        if same_file(handle, path):
+            return handle
+        handle.close()
+
+
+def same_file(handle: IO[str], path: Path) -> bool:
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(handle.fileno())
+    return (found.st_dev, found.st_ino) == (mine.st_dev, mine.st_ino)
+
+
 class LocalLocks:
     """The flock locks that keep two runs on this machine off one slice of a progress folder."""
 
@@ -156,20 +189,23 @@ class LocalLocks:
         self.folder.mkdir(parents=True, exist_ok=True)
         wanted = [(WHOLE, fcntl.LOCK_EX)] if self.key == WHOLE else [(WHOLE, fcntl.LOCK_SH), (self.key, fcntl.LOCK_EX)]
         for name, mode in wanted:
-            handle = open(self.folder / f".{LEASE_PREFIX}{name}.lock", "a+")  # noqa: SIM115 (held until release)
-            try:
-                fcntl.flock(handle, mode | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "a run on this machine"
-                handle.close()
+            handle = locked_file(self.lock_path(name), mode)
+            if isinstance(handle, str):
                 self.release()
-                raise RunningHere(running_here_message(holder, where)) from None
+                raise RunningHere(running_here_message(handle or "a run on this machine", where))
             if mode == fcntl.LOCK_EX:
                 handle.truncate(0)
                 handle.write(f"pid {os.getpid()} on {socket.gethostname()}, slice {self.key}")
                 handle.flush()
             self.handles.append(handle)
+
+    def lock_path(self, name: str) -> Path:
+        return self.folder / f".{LEASE_PREFIX}{name}.lock"
+
+    @property
+    def paths(self) -> list[Path]:
+        """The lock files this run holds (`all`, and a shard's own)."""
+        return [self.lock_path(name) for name in dict.fromkeys([WHOLE, self.key])]
 
     @contextlib.contextmanager
     def whole(self, where: str) -> Iterator[None]:
@@ -186,6 +222,17 @@ class LocalLocks:
         finally:
             if self.key != WHOLE:
                 fcntl.flock(handle, fcntl.LOCK_SH)
+
+    def alone(self) -> bool:
+        """Whether this run holds the whole output alone now (no other run holds any slice of it on this machine):
+        a shard's shared hold on `all` becomes exclusive, for good; it stays so until release."""
+        if self.key == WHOLE:
+            return bool(self.handles)
+        try:
+            fcntl.flock(self.handles[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
     def release(self) -> None:
         for handle in self.handles:

@@ -8,6 +8,12 @@ the number of shards (each shard publishes its own range of rows, so another N w
 --columns, which input columns the output carries (every shard's files must share one schema). A rerun whose
 fingerprint differs stops before any work and names what differs; `--overwrite` deletes the earlier results
 (locally and on the Hub) instead.
+
+Limits are recorded but never compared: max_tokens (unless --ignore-eos runs every page to it on purpose) and a
+`--max-model-len` among the serve flags only decide whether a page is cut off, and a cut-off page is an error row.
+So the fix the breaker and the canary offer, a larger --max-tokens with --retry-errors, resumes: rows already done
+keep their text, the cut-off ones are redone under the new limits, and each row records the limits it was made
+under (inference.py).
 """
 
 from __future__ import annotations
@@ -64,6 +70,7 @@ SPEED_ONLY_FLAGS = frozenset(
 )
 
 
+LIMIT_FLAGS = frozenset({"--max-model-len"})
 LEGACY_FIELDS = {"input", "split", "model", "output_column"}
 LEGACY_MATCH = ("input", "split", "model")
 
@@ -144,12 +151,49 @@ def shard_selection(settings: Settings) -> dict[str, Any] | None:
 
 
 def differences(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """Fields whose values differ, comparing them as they read back from JSON. A manifest from before shards were
-    counted holds results keyed by row id, which any number of shards resumes correctly, so it takes this one's."""
-    current = json.loads(json.dumps(current))
+    """Fields whose values differ, comparing them as they read back from JSON and without their limits. A manifest
+    from before shards were counted holds results keyed by row id, which any number of shards resumes correctly, so
+    it takes this one's."""
+    previous, current = without_limits(previous), without_limits(json.loads(json.dumps(current)))
     if "shards" in current and "shards" not in previous:
         previous = {**previous, "shards": current["shards"]}
     return [key for key in sorted(set(previous) | set(current)) if previous.get(key) != current.get(key)]
+
+
+def limit_changes(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Each limit that differs, as `name old -> new`."""
+    before, after = limits_of(previous), limits_of(json.loads(json.dumps(current)))
+    names = sorted(set(before) | set(after))
+    return [f"{name} {before.get(name)} -> {after.get(name)}" for name in names if before.get(name) != after.get(name)]
+
+
+def limits_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The limits a manifest records: max_tokens (a text-changing setting under ignore_eos, so no limit there) and
+    the limit flags among its serve flags."""
+    sampling = manifest.get("sampling")
+    limits: dict[str, Any] = {}
+    if isinstance(sampling, dict) and "max_tokens" in sampling and not sampling.get("ignore_eos"):
+        limits["max_tokens"] = sampling["max_tokens"]
+    for flag in parse_flags(manifest.get("serve_args") or []):
+        if flag.option in LIMIT_FLAGS:
+            limits[flag.option] = flag.value
+    return limits
+
+
+def without_limits(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest less its limits: what decides a page's text."""
+    kept = dict(manifest)
+    limits = limits_of(manifest)
+    if "max_tokens" in limits:
+        kept["sampling"] = {name: value for name, value in kept["sampling"].items() if name != "max_tokens"}
+    if "serve_args" in kept:
+        words = [
+            word for flag in parse_flags(kept["serve_args"]) if flag.option not in LIMIT_FLAGS for word in flag.words
+        ]
+        kept.pop("serve_args")
+        if words:
+            kept["serve_args"] = words
+    return kept
 
 
 def settings_mismatch_message(where: str, previous: dict[str, Any], current: dict[str, Any], fields: list[str]) -> str:

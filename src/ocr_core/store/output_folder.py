@@ -1,5 +1,5 @@
 """The folder a run writes in, made and tried before any work, and taken away again when a run that made it leaves
-nothing in it but its own progress files.
+nothing in it but its own progress files, and no other run holds any slice of it.
 
 A local OUTPUT that cannot be created or written (a read-only mount, a path under /proc or /sys) is a command to
 change, said before the input loads: found later, it ended as an internal error whose advice, to rerun the same
@@ -8,14 +8,13 @@ command, failed the same way. For a Hub OUTPUT the folder is the local mirror of
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 
 from ..errors import CommandError
-from .lease import LEASE_PREFIX
+from .lease import LocalLocks
 from .manifest import MANIFEST
-from .output import PROGRESS_ROOT, Destination
+from .output import Destination
 from .progress import FOLDER_LOCK
 
 
@@ -50,19 +49,36 @@ def unwritable_message(destination: Destination, exc: OSError) -> str:
     )
 
 
-def remove_unused_output(destination: Destination) -> None:
-    """Takes away a local OUTPUT this run created, when it holds nothing but this run's own progress files (its
-    locks and its manifest): a run refused or stopped before its first result leaves no new folder behind."""
-    if not (destination.local and destination.created_here and destination.root.is_dir()):
+def remove_unused_output(destination: Destination, locks: LocalLocks) -> None:
+    """Takes away what this run wrote in a local OUTPUT it created, while it holds only this run's bookkeeping (its
+    locks, the progress folder's read lock and its manifest): a run refused or stopped before its first result
+    leaves no new folder behind.
+
+    Only while this run still holds its locks and no other run holds any slice of OUTPUT: a shard that failed
+    early beside another shard of the same job (which wrote the same manifest and takes the same `all` lock) takes
+    nothing away, and another config's progress folder is never touched; a folder stays unless it is empty."""
+    if not (destination.local and destination.created_here and destination.progress_dir.is_dir()):
         return
-    files = [path.relative_to(destination.root) for path in destination.root.rglob("*") if not path.is_dir()]
-    if all(only_progress_bookkeeping(path) for path in files):
-        shutil.rmtree(destination.root, ignore_errors=True)
-        destination.created_here = False
+    if not locks.alone():
+        return
+    ours = own_bookkeeping(destination.progress_dir, locks)
+    if ours is None:
+        return
+    for path in ours:
+        path.unlink(missing_ok=True)
+    folder = destination.progress_dir
+    while folder.is_relative_to(destination.root):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+    destination.created_here = False
 
 
-def only_progress_bookkeeping(path: Path) -> bool:
-    """A lock file or a manifest in the progress folder: what a run writes before its first result."""
-    name = path.name
-    is_lock = name == FOLDER_LOCK or (name.startswith(f".{LEASE_PREFIX}") and name.endswith(".lock"))
-    return path.parts[0] == PROGRESS_ROOT and (is_lock or name == MANIFEST)
+def own_bookkeeping(folder: Path, locks: LocalLocks) -> list[Path] | None:
+    """The files of the progress folder when each is this run's bookkeeping, else None (a result, a slice, another
+    shard's lock: another run was here, and its files are not this run's to take away)."""
+    ours = {*locks.paths, folder / FOLDER_LOCK, folder / MANIFEST}
+    found = list(folder.iterdir())
+    return found if all(path in ours for path in found) else None
