@@ -150,3 +150,27 @@ def test_from_a_clone_a_server_recipe_without_vllm_offers_the_clones_make_comman
     assert rerun.replace("3'", "3 --server http://HOST:8000'") in failure, failure
     assert f"make demo SCRIPT={SCRIPT} INPUT={SAMPLES}" in failure
     assert "uv run" not in failure and "hf jobs" not in failure, failure
+
+
+def test_a_recipe_that_must_start_vllm_where_none_is_installed_names_the_image_before_any_fetch(
+    tmp_path, capsys, no_vllm, monkeypatch
+):
+    """`hpd-parsing-saturate.py IN OUT --server http://127.0.0.1:PORT` with nothing there and no `vllm` ran the
+    model's serve hook first, which fetches its P-MTP folder from the Hub: offline, exit 1 with a connection error
+    and "rerun to resume". Without `vllm` nothing is started, so nothing is fetched for it: exit 2 and the image."""
+    import huggingface_hub
+
+    fetched: list[str] = []
+
+    def offline(repo_id: str, **_: object) -> str:
+        fetched.append(repo_id)
+        raise ConnectionError("no network here")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    url = f"http://127.0.0.1:{closed_port()}"
+    script = "hpd-parsing-saturate.py"
+    code, summary, err = run_main(script, [str(SAMPLES), str(tmp_path / "out"), "--server", url], capsys)
+    assert fetched == [], "the serve hook ran though no server can start here"
+    assert (code, summary["exit_code"]) == (2, 2), err[-2000:]
+    assert f"Nothing answers at --server {url}" in summary["failure"], summary["failure"]
+    assert "hpd-parsing-vllm" in summary["failure"], summary["failure"]
