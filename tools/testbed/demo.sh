@@ -74,5 +74,9 @@ if [[ ( $input == [./~]* || -e $input ) && ( $output == [./~]* || -e $output ) ]
 # demo's environment, with the stand-in vLLM, is never the one a real run of the same script gets.
 uv_settings="$("$venv/bin/python" -m tests.testbed.wheels "$script")"
 while IFS= read -r setting; do export "$setting"; done <<<"$uv_settings"
+# A message's advice offers `make demo` with the user's flags alone (src/ocr_core/command/rerun.py): the words the
+# demo adds are named to the run, so the stand-in model folder and the demo's server port stay out of it.
+demo_words="$("$venv/bin/python" -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "${flags[@]}")"
+export OCR_VLLM_CLONE="$PWD" OCR_VLLM_DEMO="$demo_words"
 echo "demo: $script $input -> $output" >&2
 exec "$venv/bin/uv" run --quiet --script "$script" "$input" "$output" "${flags[@]}" "$@"
