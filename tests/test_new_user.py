@@ -5,14 +5,18 @@ made from a folder of images that must name each row's file. A fake vLLM server 
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.test_resume_publish import SAMPLES, load, run_main, served
+from tests.testbed.env import REPO_ROOT
 from tests.testbed.fake_server import fake_server
 
 SCRIPT = "lighton-ocr3-saturate.py"
@@ -150,6 +154,10 @@ def test_from_a_clone_a_server_recipe_without_vllm_offers_the_clones_make_comman
     assert rerun.replace("3'", "3 --server http://HOST:8000'") in failure, failure
     assert f"make demo SCRIPT={SCRIPT} INPUT={SAMPLES}" in failure
     assert "uv run" not in failure and "hf jobs" not in failure, failure
+    words = shlex.split(rerun)
+    env = {**os.environ, "PATH": os.defpath}
+    recipe = subprocess.run(["make", "-n", *words[1:]], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert recipe.stdout.strip() == f'bash tools/run.sh "{SCRIPT}" "{SAMPLES}" "{out}" --max-samples 3', recipe.stdout
 
 
 def test_a_recipe_that_must_start_vllm_where_none_is_installed_names_the_image_before_any_fetch(

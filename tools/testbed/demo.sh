@@ -33,9 +33,13 @@ from_caller() {
     fi
 }
 cd "$(dirname "$0")/../.."
+script="${DEMO_SCRIPT:-lighton-ocr3-saturate.py}"
+if [[ ! -f "$script" || $script != *.py ]]; then
+    echo "demo: no recipe '$script' here; pick one of: $(ls ./*.py | xargs -n1 basename | grep -v compare | tr '\n' ' ')" >&2
+    exit 2
+fi
 bash tools/testbed/install.sh
 venv="${OCR_TESTBED_DIR:-$PWD/.testbed}/venv"
-script="${DEMO_SCRIPT:-lighton-ocr3-saturate.py}"
 input="${DEMO_INPUT:-}"
 output="${DEMO_OUTPUT:-}"
 if [[ $# -gt 0 && $1 != -* ]]; then input="$1"; shift; fi
@@ -45,10 +49,6 @@ output="$(from_caller "$output")"
 input="${input:-samples/dataset}"
 name="$(basename "${input%/}")"
 output="${output:-./out/${script%.py}-${name%.*}}"
-if [[ ! -f "$script" ]]; then
-    echo "demo: no recipe $script here; pick one of: $(ls ./*.py | xargs -n1 basename | grep -v compare | tr '\n' ' ')" >&2
-    exit 2
-fi
 model="$("$venv/bin/python" -m tests.testbed.tiny_model)"
 engine="--enforce-eager --mm-processor-kwargs {}"
 case "$script" in
