@@ -259,3 +259,23 @@ def test_an_engine_that_refuses_its_settings_names_the_flag_that_passed_them(mon
     said = failure_to_build(monkeypatch, engine_that_refuses_a_setting, "--extra-serve-args=--max-num-seqs 0")
     assert "max_num_seqs must be at least 1" in said and "--extra-serve-args" in said, said
     assert "--extra-serve-settings" not in said
+
+
+def test_an_engine_that_takes_long_to_build_says_it_is_still_building(monkeypatch, capsys):
+    """An offline recipe said "building the engine" and then nothing for the 2-3 minutes the build takes, where a
+    server recipe says where its start stands every few seconds (here) until it is up."""
+    import time
+
+    import vllm
+
+    from ocr_core.shapes import llm_batches
+
+    monkeypatch.setattr(llm_batches, "BUILDING_NOTE_EVERY_S", 0.4)
+    monkeypatch.setattr(llm_batches, "check_gpu", lambda: None)
+    monkeypatch.setattr(vllm, "LLM", lambda **_: time.sleep(1.5) or "engine")
+    facts, settings = recipe()
+    assert llm_batches.open_llm(engine_request(facts, settings), settings.verbose) == "engine"
+    notes = [line for line in capsys.readouterr().err.splitlines() if "engine still building after" in line]
+    assert len(notes) >= 2, notes
+    time.sleep(1.0)
+    assert "still building" not in capsys.readouterr().err, "the notes went on after the engine was built"
