@@ -182,3 +182,28 @@ def test_a_recipe_that_must_start_vllm_where_none_is_installed_names_the_image_b
     assert (code, summary["exit_code"]) == (2, 2), err[-2000:]
     assert f"Nothing answers at --server {url}" in summary["failure"], summary["failure"]
     assert "hpd-parsing-vllm" in summary["failure"], summary["failure"]
+
+
+def test_under_the_demo_every_command_a_refusal_offers_leaves_the_demos_own_flags_out(tmp_path, capsys, monkeypatch):
+    """The demo puts a stand-in model folder and a server address of its own after INPUT and OUTPUT (it names them
+    in OCR_VLLM_DEMO); a command offered under it is one to type at the clone, with the user's flags alone."""
+    import json
+
+    from ocr_core.command import parser
+    from ocr_core.planning import server_policy
+
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    default = f"http://127.0.0.1:{closed_port()}"
+    added = ["--model", str(tmp_path / "stand-in"), "--ignore-eos", "--server", default]
+    monkeypatch.setenv("PATH", str(bare))
+    monkeypatch.setenv("OCR_VLLM_CLONE", str(tmp_path))
+    monkeypatch.setenv("OCR_VLLM_DEMO", json.dumps(added))
+    monkeypatch.setattr(parser, "DEFAULT_SERVER", default)
+    monkeypatch.setattr(server_policy, "DEFAULT_SERVER", default)
+    out = tmp_path / "out"
+    code, summary, err = run_main(SCRIPT, [str(SAMPLES), str(out), *added, "--max-samples", "3"], capsys)
+    assert code == 2, err[-2000:]
+    offered = [line.strip() for line in summary["failure"].splitlines() if line.startswith("  make ")]
+    assert f"make demo SCRIPT={SCRIPT} INPUT={SAMPLES} OUTPUT={out} ARGS='--max-samples 3'" in offered, offered
+    assert all("stand-in" not in line and "--ignore-eos" not in line for line in offered), offered

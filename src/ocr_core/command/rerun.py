@@ -84,8 +84,9 @@ def make_command(target: str, script: str, argv: Sequence[str], settings: Settin
 
 def demo_offer(script: str, settings: Settings) -> str:
     """From a clone, the one more place any run can go: the test bed's CPU engine on this machine, into an output
-    of the demo's own (its text is noise, so it must never land in the real OUTPUT); elsewhere nothing."""
-    if not from_clone():
+    of the demo's own (its text is noise, so it must never land in the real OUTPUT); elsewhere, and under the demo
+    itself, nothing."""
+    if not from_clone() or os.environ.get(DEMO_ENV):
         return ""
     return (
         "\nor try the recipe on this machine's CPU, with the test bed's tiny random model (the text is noise, every "
