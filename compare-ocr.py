@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+from datasets.exceptions import DatasetGenerationError
+from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 from rapidfuzz.distance import Levenshtein
 
 LANES = ("nfc", "normalized")
@@ -50,6 +52,8 @@ LANES = ("nfc", "normalized")
 FAILED_TEXT = "[OCR ERROR]"
 # The recipes' error column (--error-column): a value there makes the row an error row, as the run's summary counts.
 DEFAULT_ERROR_COLUMN = "ocr_error"
+# The files a recipe reads as pages (its INPUT: images as datasets knows them, and PDFs); none holds text to compare.
+PAGE_SUFFIXES = frozenset({*ImageFolder.EXTENSIONS, ".pdf"})
 
 
 class CompareError(ValueError):
@@ -112,18 +116,31 @@ def load_columns(
     label = ref.path + (f":{ref.config}" if ref.config else "")
     if ref.local and not Path(ref.path).exists():
         raise CompareError(f"{label}: no such folder")
+    if ref.local and holds_only_pages(Path(ref.path)):
+        raise CompareError(
+            f"{label} holds page images or PDFs and no text (a recipe's INPUT): compare the OUTPUT a recipe wrote "
+            "from it (for example ./scans-ocr), or a dataset with a text column"
+        )
     with tempfile.TemporaryDirectory(prefix="compare-ocr-") as cache_dir:
         try:
             dataset = datasets.load_dataset(
                 ref.path, ref.config, split=split, cache_dir=cache_dir if ref.local else None
             )
-        except (ValueError, FileNotFoundError) as exc:
-            raise CompareError(f"{label}: {exc}") from exc
+        except (ValueError, FileNotFoundError, ImportError, DatasetGenerationError) as exc:
+            cause = exc.__cause__ if isinstance(exc, DatasetGenerationError) and exc.__cause__ else exc
+            raise CompareError(f"{label} cannot be read as a dataset: {cause}") from exc
         missing = [column for column in columns if column not in dataset.column_names]
         if missing:
             raise CompareError(f"{label} has no column {missing[0]!r}; its columns are {dataset.column_names}")
         present = [column for column in optional if column in dataset.column_names]
         return {column: list(dataset[column]) for column in dict.fromkeys([*columns, *present])}
+
+
+def holds_only_pages(folder: Path) -> bool:
+    """Whether a folder's files are all page images or PDFs (hidden ones aside): nothing in it is text, and reading
+    it as a dataset would decode every image (with Pillow, which this script does not need) only to find that."""
+    files = [path for path in folder.rglob("*") if path.is_file() and not path.name.startswith(".")]
+    return bool(files) and all(path.suffix.lower() in PAGE_SUFFIXES for path in files)
 
 
 def without_error_rows(texts: list[str | None], errors: list[Any] | None) -> list[str | None]:

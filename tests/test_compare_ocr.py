@@ -17,6 +17,8 @@ import jiwer
 import pytest
 from rapidfuzz.distance import Levenshtein
 
+from tests.testbed.env import script_command, user_env
+
 SCRIPT = Path(__file__).resolve().parent.parent / "compare-ocr.py"
 
 
@@ -309,3 +311,23 @@ def test_a_second_column_of_a_reads_its_own_error_column_only_when_named(tmp_pat
     argv = [str(folder), "--column-b", "v2", "--error-column-b", "v2_error", "--json", str(report_path)]
     assert compare.main(argv) == 0
     assert json.loads(report_path.read_text())["error_rows"] == {"total": 2, "a": 1, "b": 1}
+
+
+@pytest.mark.parametrize("side", ["a", "b"])
+def test_a_folder_of_page_images_on_either_side_is_a_clear_error_not_a_traceback(tmp_path, side):
+    """`uv run compare-ocr.py ./scans ./scans-ocr` (the run's own INPUT on one side) ended in a traceback: the
+    script's environment has no Pillow, which `datasets` needs to read a folder of images at all. Such a folder
+    holds no text to compare; the script says so, and which folder to give instead. Run as a user runs it."""
+    pages = tmp_path / "scans"
+    pages.mkdir()
+    for name in ("page-1.png", "page-2.jpg", "scan.pdf"):
+        (pages / name).write_bytes(b"not read")
+    output = write_dataset(tmp_path / "scans-ocr", {"markdown": ["x", "y", "z"]})
+    sides = [str(pages), str(output)] if side == "a" else [str(output), str(pages)]
+    result = subprocess.run(
+        script_command(SCRIPT, *sides), capture_output=True, text=True, timeout=600, env=user_env()
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert f"{pages} holds page images or PDFs and no text" in result.stderr, result.stderr
+    assert "the OUTPUT a recipe wrote" in result.stderr

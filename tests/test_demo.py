@@ -19,6 +19,7 @@ import pytest
 
 from ocr_models import RECIPES
 from tests.testbed.env import REPO_ROOT, TESTBED_DIR, UV, VENV_DIR, script_python, user_env
+from tests.testbed.fake_server import fake_server
 from tests.testbed.wheels import WHEELS_DIR
 
 PAGES = REPO_ROOT / "samples" / "pages"
@@ -189,3 +190,31 @@ def test_relinking_the_test_bed_never_leaves_its_path_missing(tmp_path):
     assert "missing" not in result.stdout, f"the path was missing {result.stdout.count('missing')} time(s)"
     assert result.stdout.splitlines()[-1] == f"{tmp_path}/b" and (link / "file").read_text() == "b"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a", "b", "venv"], "a temporary link was left"
+
+
+def advice_line(failure: str, start: str) -> str:
+    """The one command a message offers that begins with `start`, as the user would copy it."""
+    return next(line.strip() for line in failure.splitlines() if line.strip().startswith(start))
+
+
+def test_the_demos_advice_is_a_make_demo_command_that_runs_from_the_clone(tiny_model, tmp_path):
+    """The demo's canary offered `uv run SCRIPT ... --model <the stand-in model folder> ... --server <the demo's own
+    port>`: a clone cannot run it (the header pins the unpublished core wheel), and it carries the demo's internals.
+    The user's own --server (later flags win) points the demo at a fake endpoint that writes "!!!!!!!!", so the
+    canary speaks without an engine; its command, run as printed once the endpoint answers text, finishes the run."""
+    out = tmp_path / "demo-out"
+    with fake_server(model=str(tiny_model), text="!!!!!!!!") as server:
+        result, summary = demo("samples/dataset", str(out), "--server", server.url)
+        assert result.returncode == 1 and summary["failure"].startswith("canary:"), result.stderr[-3000:]
+        advice = advice_line(summary["failure"], "make ")
+        expected = f"make demo SCRIPT=lighton-ocr3-saturate.py INPUT={REPO_ROOT / 'samples/dataset'} OUTPUT={out}"
+        assert advice == f"{expected} ARGS='--server {server.url} --retry-errors'", advice
+        server.state.text = None
+        kept = {name: os.environ[name] for name in (*USER_SHELL, *OWN_CACHES) if name in os.environ}
+        env = {**kept, "OCR_TESTBED_DIR": str(TESTBED_DIR), "PATH": "/usr/bin:/bin"}
+        rerun = subprocess.run(
+            ["bash", "-c", advice], cwd=REPO_ROOT, capture_output=True, text=True, timeout=180, env=env
+        )  # fmt: skip
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    last = json.loads([line for line in rerun.stdout.splitlines() if line.startswith("{")][-1])
+    assert (last["errors"], last["rows"]) == (0, 12), last

@@ -69,7 +69,7 @@ def folder_with_a_text_jpg(folder: Path) -> Path:
 
 def run_line(err: str) -> str:
     sentence = err.strip().splitlines()[-1]
-    return sentence[sentence.index("datasets.load_dataset(") :].rstrip(".")
+    return sentence[sentence.index("datasets.load_dataset(") :].removesuffix(')".')
 
 
 def test_every_row_of_a_folder_with_a_file_that_is_not_an_image_opens(server, tmp_path, capsys):

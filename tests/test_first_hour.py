@@ -214,7 +214,7 @@ def test_the_end_of_a_run_says_what_happened_in_a_sentence(server, tmp_path, cap
     sentence = err.strip().splitlines()[-1]
     assert f"{summary['rows']} row(s)" in sentence and f"{summary['errors']} with an error" in sentence
     assert str(out) in sentence
-    loader = sentence[sentence.index("datasets.load_dataset(") :].rstrip(".")
+    loader = sentence[sentence.index("datasets.load_dataset(") :].removesuffix(')".')
     assert len(eval(loader, {"datasets": datasets})) == summary["rows"]
 
 

@@ -116,3 +116,20 @@ def test_a_mistyped_flag_through_make_run_rebuilds_and_reinstalls_nothing(tmp_pa
     assert "unrecognized arguments" in typo.stderr or "--max-samples" in typo.stderr, typo.stderr[-3000:]
     assert wheel.stat().st_mtime_ns == built, "the wheel was built again from an unchanged src/"
     assert record.stat().st_mtime_ns == installed, "the core was reinstalled although the environment held this build"
+
+
+def test_make_run_echoes_no_api_key_and_names_a_mistyped_script(tmp_path):
+    """make printed each recipe line before running it, so `ARGS="--api-key ..."` showed the key on the terminal;
+    and `make run SCRIPT=<typo>` listed the recipes without naming what was typed. Neither costs a build: the
+    recipe named is not in the clone."""
+    clone = clone_of_this_checkout(tmp_path)
+    secret = "sk-never-shown-1234"
+    for target in ("run", "submit", "demo"):
+        result = subprocess.run(
+            ["make", target, "SCRIPT=lighton-ocr3-saturat.py", "INPUT=in", "OUTPUT=out", f"ARGS=--api-key {secret}"],
+            cwd=clone, env=user_env(), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert result.returncode != 0, result.stdout
+        assert secret not in result.stdout + result.stderr, (target, result.stdout, result.stderr)
+        assert "lighton-ocr3-saturat.py" in result.stderr, (target, result.stderr)
+    assert not (clone / "dist").exists()

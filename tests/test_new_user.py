@@ -5,14 +5,18 @@ made from a folder of images that must name each row's file. A fake vLLM server 
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.test_resume_publish import SAMPLES, load, run_main, served
+from tests.testbed.env import REPO_ROOT
 from tests.testbed.fake_server import fake_server
 
 SCRIPT = "lighton-ocr3-saturate.py"
@@ -150,3 +154,56 @@ def test_from_a_clone_a_server_recipe_without_vllm_offers_the_clones_make_comman
     assert rerun.replace("3'", "3 --server http://HOST:8000'") in failure, failure
     assert f"make demo SCRIPT={SCRIPT} INPUT={SAMPLES}" in failure
     assert "uv run" not in failure and "hf jobs" not in failure, failure
+    words = shlex.split(rerun)
+    env = {**os.environ, "PATH": os.defpath}
+    recipe = subprocess.run(["make", "-n", *words[1:]], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert recipe.stdout.strip() == f'bash tools/run.sh "{SCRIPT}" "{SAMPLES}" "{out}" --max-samples 3', recipe.stdout
+
+
+def test_a_recipe_that_must_start_vllm_where_none_is_installed_names_the_image_before_any_fetch(
+    tmp_path, capsys, no_vllm, monkeypatch
+):
+    """`hpd-parsing-saturate.py IN OUT --server http://127.0.0.1:PORT` with nothing there and no `vllm` ran the
+    model's serve hook first, which fetches its P-MTP folder from the Hub: offline, exit 1 with a connection error
+    and "rerun to resume". Without `vllm` nothing is started, so nothing is fetched for it: exit 2 and the image."""
+    import huggingface_hub
+
+    fetched: list[str] = []
+
+    def offline(repo_id: str, **_: object) -> str:
+        fetched.append(repo_id)
+        raise ConnectionError("no network here")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    url = f"http://127.0.0.1:{closed_port()}"
+    script = "hpd-parsing-saturate.py"
+    code, summary, err = run_main(script, [str(SAMPLES), str(tmp_path / "out"), "--server", url], capsys)
+    assert fetched == [], "the serve hook ran though no server can start here"
+    assert (code, summary["exit_code"]) == (2, 2), err[-2000:]
+    assert f"Nothing answers at --server {url}" in summary["failure"], summary["failure"]
+    assert "hpd-parsing-vllm" in summary["failure"], summary["failure"]
+
+
+def test_under_the_demo_every_command_a_refusal_offers_leaves_the_demos_own_flags_out(tmp_path, capsys, monkeypatch):
+    """The demo puts a stand-in model folder and a server address of its own after INPUT and OUTPUT (it names them
+    in OCR_VLLM_DEMO); a command offered under it is one to type at the clone, with the user's flags alone."""
+    import json
+
+    from ocr_core.command import parser
+    from ocr_core.planning import server_policy
+
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    default = f"http://127.0.0.1:{closed_port()}"
+    added = ["--model", str(tmp_path / "stand-in"), "--ignore-eos", "--server", default]
+    monkeypatch.setenv("PATH", str(bare))
+    monkeypatch.setenv("OCR_VLLM_CLONE", str(tmp_path))
+    monkeypatch.setenv("OCR_VLLM_DEMO", json.dumps(added))
+    monkeypatch.setattr(parser, "DEFAULT_SERVER", default)
+    monkeypatch.setattr(server_policy, "DEFAULT_SERVER", default)
+    out = tmp_path / "out"
+    code, summary, err = run_main(SCRIPT, [str(SAMPLES), str(out), *added, "--max-samples", "3"], capsys)
+    assert code == 2, err[-2000:]
+    offered = [line.strip() for line in summary["failure"].splitlines() if line.startswith("  make ")]
+    assert f"make demo SCRIPT={SCRIPT} INPUT={SAMPLES} OUTPUT={out} ARGS='--max-samples 3'" in offered, offered
+    assert all("stand-in" not in line and "--ignore-eos" not in line for line in offered), offered

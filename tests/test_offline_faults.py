@@ -300,3 +300,21 @@ def test_a_stop_mid_row_counts_exactly_the_rows_it_publishes(tmp_path, at):
     published = read_results(tmp_path).num_rows
     assert published >= at
     assert progress.tally.done == published
+
+
+def test_an_engine_that_takes_long_to_build_says_it_is_still_building(monkeypatch, capsys):
+    """An offline recipe said "building the engine" and then nothing for the 2-3 minutes the build takes, where a
+    server recipe says where its start stands every few seconds (here) until it is up."""
+    import vllm
+
+    from ocr_core.shapes import llm_batches
+
+    monkeypatch.setattr(llm_batches, "BUILDING_NOTE_EVERY_S", 0.4)
+    monkeypatch.setattr(llm_batches, "check_gpu", lambda: None)
+    monkeypatch.setattr(vllm, "LLM", lambda **_: time.sleep(1.5) or "engine")
+    facts, settings = recipe()
+    assert llm_batches.open_llm(engine_request(facts, settings), settings.verbose) == "engine"
+    notes = [line for line in capsys.readouterr().err.splitlines() if "engine still building after" in line]
+    assert len(notes) >= 2, notes
+    time.sleep(1.0)
+    assert "still building" not in capsys.readouterr().err, "the notes went on after the engine was built"

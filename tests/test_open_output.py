@@ -9,7 +9,11 @@ folder holds is read with pyarrow, past every cache. Runs use the fake vLLM serv
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import datasets
@@ -17,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.test_resume_publish import SAMPLES, run_main, served
+from tests.testbed.env import UV
 from tests.testbed.fake_server import fake_server
 
 SCRIPT = "lighton-ocr3-saturate.py"
@@ -29,11 +34,12 @@ def server():
 
 
 def ocr(capsys, server, folder: Path, *flags: str) -> str:
-    """Runs the recipe into `folder`; returns the advised line of Python from the run's closing sentence."""
+    """Runs the recipe into `folder`; returns the advised line of Python, inside the closing sentence's command."""
     code, _, err = run_main(SCRIPT, [str(SAMPLES), str(folder), *served(server, *flags)], capsys)
     assert code == 0, err
     sentence = err.strip().splitlines()[-1]
-    return sentence[sentence.index("datasets.load_dataset(") :].rstrip(".")
+    code = shlex.split(sentence[sentence.index("open it with ") :].removesuffix("."))[-1]
+    return code.removeprefix("import datasets; print(").removesuffix(")")
 
 
 def opened(line: str) -> datasets.Dataset:
@@ -104,3 +110,25 @@ def test_a_local_input_is_read_as_it_is_not_as_another_folder_of_its_name_was(ca
     code, summary, err = run_main(SCRIPT, [str(fewer), str(tmp_path / "five-pages"), *served(server)], capsys)
     assert code == 0, err
     assert summary["rows"] == 5 and on_disk(tmp_path / "five-pages") == table["page_id"].to_pylist()
+
+
+def test_the_closing_sentence_opens_the_output_with_a_command_any_shell_with_uv_runs(capsys, server, tmp_path):
+    """The sentence offered `datasets.load_dataset(...)`, a line of Python that needs datasets and Pillow, which the
+    user's Python (the demo's machine) may lack. It now offers a command that uv runs with both, here offline, from
+    a folder that holds another project (uv must not sync it) and with only uv on PATH."""
+    out = tmp_path / "scans-ocr"
+    code, _, err = run_main(SCRIPT, [str(SAMPLES), str(out), *served(server, "--max-samples", "3")], capsys)
+    assert code == 0, err
+    sentence = err.strip().splitlines()[-1]
+    command = sentence[sentence.index("open it with ") + len("open it with ") :].removesuffix(".")
+    assert command.startswith("uv run "), sentence
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "unrelated"\nversion = "0"\ndependencies = ["nope-x"]\n'
+    )
+    env = {
+        "PATH": f"{UV.parent}:/usr/bin:/bin", "HOME": os.environ.get("HOME", str(tmp_path)), "UV_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp_path / "cache"), "UV_PYTHON": sys.executable,
+    }  # fmt: skip
+    opened = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert opened.returncode == 0, opened.stderr[-3000:]
+    assert "num_rows: 3" in opened.stdout, opened.stdout

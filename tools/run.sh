@@ -23,7 +23,12 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 script="${1:-}"
 if [[ -z $script || ! -f $repo/$script || $script != *.py ]]; then
-    echo "run: give a recipe of this clone first: $(cd "$repo" && ls ./*.py | xargs -n1 basename | grep -v compare | tr '\n' ' ')" >&2
+    recipes="$(cd "$repo" && ls ./*.py | xargs -n1 basename | grep -v compare | tr '\n' ' ')"
+    if [[ -z $script ]]; then
+        echo "run: give a recipe of this clone first (SCRIPT=...): $recipes" >&2
+    else
+        echo "run: no recipe '$script' in this clone; pick one of: $recipes" >&2
+    fi
     exit 2
 fi
 shift

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -24,6 +25,15 @@ def process_seconds() -> float:
         return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
         return time.monotonic() - IMPORTED
+
+
+def shell_opening(load_with: str) -> str:
+    """The run's `load_dataset` line as a command any shell with uv runs: the Python at hand may lack datasets and
+    Pillow (the demo's machine does), so uv brings both for this one call, and --no-project keeps a project in the
+    folder it is typed in (a clone's) out of it. Double quotes around the code keep its own quotes readable."""
+    code = f"import datasets; print({load_with})"
+    quoted = shlex.quote(code) if set(code) & set('"$`\\!') else f'"{code}"'
+    return f"uv run --no-project --with datasets --with pillow python -c {quoted}"
 
 
 @dataclass
@@ -103,7 +113,7 @@ class Summary:
         rows = f"{run.rows} row(s): {run.done_this_run} OCR'd this run, {run.resumed} done before"
         said = f"{rows}, {run.errors} with an error (exit {self.exit_code})"
         if self.load_with is not None:
-            return f"{said}; the dataset is at {run.output}; open it with {self.load_with}."
+            return f"{said}; the dataset is at {run.output}; open it with {shell_opening(self.load_with)}."
         why = "interrupted" if run.interrupted else run.failure or f"{run.missing} row(s) have no outcome yet"
         if self.next_command is not None and not run.interrupted:
             return f"{said}; not published: {why} Go on with:\n  {self.next_command}"

@@ -33,9 +33,13 @@ from_caller() {
     fi
 }
 cd "$(dirname "$0")/../.."
+script="${DEMO_SCRIPT:-lighton-ocr3-saturate.py}"
+if [[ ! -f "$script" || $script != *.py ]]; then
+    echo "demo: no recipe '$script' here; pick one of: $(ls ./*.py | xargs -n1 basename | grep -v compare | tr '\n' ' ')" >&2
+    exit 2
+fi
 bash tools/testbed/install.sh
 venv="${OCR_TESTBED_DIR:-$PWD/.testbed}/venv"
-script="${DEMO_SCRIPT:-lighton-ocr3-saturate.py}"
 input="${DEMO_INPUT:-}"
 output="${DEMO_OUTPUT:-}"
 if [[ $# -gt 0 && $1 != -* ]]; then input="$1"; shift; fi
@@ -45,10 +49,6 @@ output="$(from_caller "$output")"
 input="${input:-samples/dataset}"
 name="$(basename "${input%/}")"
 output="${output:-./out/${script%.py}-${name%.*}}"
-if [[ ! -f "$script" ]]; then
-    echo "demo: no recipe $script here; pick one of: $(ls ./*.py | xargs -n1 basename | grep -v compare | tr '\n' ' ')" >&2
-    exit 2
-fi
 model="$("$venv/bin/python" -m tests.testbed.tiny_model)"
 engine="--enforce-eager --mm-processor-kwargs {}"
 case "$script" in
@@ -74,5 +74,9 @@ if [[ ( $input == [./~]* || -e $input ) && ( $output == [./~]* || -e $output ) ]
 # demo's environment, with the stand-in vLLM, is never the one a real run of the same script gets.
 uv_settings="$("$venv/bin/python" -m tests.testbed.wheels "$script")"
 while IFS= read -r setting; do export "$setting"; done <<<"$uv_settings"
+# A message's advice offers `make demo` with the user's flags alone (src/ocr_core/command/rerun.py): the words the
+# demo adds are named to the run, so the stand-in model folder and the demo's server port stay out of it.
+demo_words="$("$venv/bin/python" -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "${flags[@]}")"
+export OCR_VLLM_CLONE="$PWD" OCR_VLLM_DEMO="$demo_words"
 echo "demo: $script $input -> $output" >&2
 exec "$venv/bin/uv" run --quiet --script "$script" "$input" "$output" "${flags[@]}" "$@"

@@ -17,7 +17,7 @@ from ..redaction import redact
 from ..serving.handle import VllmMissing
 from ..settings import Settings
 from ..shapes.llm_batches import NoGpu
-from .rerun import demo_offer, from_clone, make_command, rerun_command, where_it_runs
+from .rerun import demo_given, demo_offer, from_clone, make_command, rerun_command, where_it_runs
 
 
 def explain(exc: Exception, script: str, facts: ModelFacts, argv: Sequence[str], settings: Settings) -> str:
@@ -51,7 +51,7 @@ def missing_vllm_message(
             f"there instead, it needs the `vllm` command, which is not on PATH. {where}:\n  {command}"
         )
     reuse = (
-        make_command("run", script, [*argv, "--server", "http://HOST:8000"], settings)
+        make_command("run", script, [*(demo_given(argv) or argv), "--server", "http://HOST:8000"], settings)
         if from_clone()
         else f"uv run {script_url(script)} {' '.join(shlex.quote(a) for a in argv[:2])} --server http://HOST:8000"
     )

@@ -7,10 +7,14 @@ and a job starts its own server anyway, so it is left out of a job command.
 A run that came from a clone's `make run` or `make submit` (tools/run.sh sets CLONE_ENV) is offered the clone's make
 targets instead: before a release, the scripts' URLs and the core wheel their headers pin do not exist, so neither
 `hf jobs uv run URL` nor `uv run SCRIPT` works from a clone, and `make demo` runs any recipe on the CPU there.
+A run of `make demo` (tools/testbed/demo.sh also sets DEMO_ENV, the words it puts after INPUT and OUTPUT) is
+offered `make demo` with the user's own flags alone: the stand-in model folder and the demo's own server address
+are the demo's to add again, and would mean nothing typed by hand.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from collections.abc import Sequence
@@ -22,10 +26,14 @@ from ..redaction import redact
 from ..settings import Settings
 
 CLONE_ENV = "OCR_VLLM_CLONE"
+DEMO_ENV = "OCR_VLLM_DEMO"
 
 
 def rerun_command(script: str, facts: ModelFacts, argv: Sequence[str], settings: Settings) -> str:
     """`argv` is the run's command line as given; `settings` what it says (INPUT, OUTPUT and the model)."""
+    given = demo_given(argv)
+    if given is not None:
+        return make_command("demo", script, given, settings)
     on_jobs = reproducible(settings.input, settings.output, settings.model)
     if from_clone():
         return make_command("submit" if on_jobs else "run", script, argv, settings)
@@ -47,6 +55,18 @@ def from_clone() -> bool:
     return bool(os.environ.get(CLONE_ENV))
 
 
+def demo_given(argv: Sequence[str]) -> list[str] | None:
+    """Under `make demo`, the command line without the words the demo put after INPUT and OUTPUT (a JSON list in
+    DEMO_ENV); None for any other run, or where those words are not where the demo puts them."""
+    try:
+        added = json.loads(os.environ.get(DEMO_ENV) or "null")
+    except ValueError:
+        return None
+    if not isinstance(added, list) or list(argv[2 : 2 + len(added)]) != added:
+        return None
+    return [*argv[:2], *argv[2 + len(added) :]]
+
+
 def make_command(target: str, script: str, argv: Sequence[str], settings: Settings) -> str:
     """The run's command line as the clone's Makefile takes it: `make TARGET SCRIPT=... INPUT=... OUTPUT=...
     ARGS='...'` (a job gets no loopback --server, as in a job command); secret flags are left out, as everywhere."""
@@ -64,8 +84,9 @@ def make_command(target: str, script: str, argv: Sequence[str], settings: Settin
 
 def demo_offer(script: str, settings: Settings) -> str:
     """From a clone, the one more place any run can go: the test bed's CPU engine on this machine, into an output
-    of the demo's own (its text is noise, so it must never land in the real OUTPUT); elsewhere nothing."""
-    if not from_clone():
+    of the demo's own (its text is noise, so it must never land in the real OUTPUT); elsewhere, and under the demo
+    itself, nothing."""
+    if not from_clone() or os.environ.get(DEMO_ENV):
         return ""
     return (
         "\nor try the recipe on this machine's CPU, with the test bed's tiny random model (the text is noise, every "

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from ..publishing.cost import flavor_price
+from ..summary_line import shell_opening
 from .heal import Attempt, ShardStep, Step
 from .jobs import JobRecord
 from .watch import QUEUED
@@ -130,7 +131,7 @@ class FanoutSummary:
                 f"{said}; not published: shard(s) {shards}: their jobs completed, but the output holds no slice of "
                 "theirs under this run's settings (deleted, or replaced by another run); run the same command again."
             )
-        return f"{said}; open it with {self.load_with}."
+        return f"{said}; open it with {shell_opening(self.load_with)}."
 
     def unpublished(self) -> list[int]:
         return [shard.shard for shard in self.shards if shard.state == UNPUBLISHED]

@@ -12,10 +12,12 @@ import builtins
 import os
 import re
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -268,11 +270,39 @@ def open_llm(engine: EngineRequest, verbose: bool) -> Any:
     kwargs = engine_kwargs(engine.offline_flags())
     say(f"building the engine: LLM(model={engine.model!r}, {', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
     try:
-        return LLM(model=engine.model, **kwargs)
+        with building_notes():
+            return LLM(model=engine.model, **kwargs)
     except Exception as exc:
         raise JobFailed(
             f"the vLLM engine could not be built: {type(exc).__name__}: {exc}{build_failure_hint(exc, engine)}"
         ) from exc
+
+
+BUILDING_NOTE_EVERY_S = 20.0
+
+
+@contextmanager
+def building_notes() -> Iterator[None]:
+    """Says every BUILDING_NOTE_EVERY_S how long the engine has been building: loading the model, measuring memory
+    and warming up take minutes, vLLM's own log is kept quiet meanwhile, and a run that says nothing looks hung (a
+    server recipe says the same of its server's start)."""
+    started = time.monotonic()
+    built = threading.Event()
+
+    def note() -> None:
+        while not built.wait(BUILDING_NOTE_EVERY_S):
+            say(
+                f"engine still building after {time.monotonic() - started:.0f} s (loading the model, then measuring "
+                "memory and warming up; a first start takes minutes)"
+            )
+
+    notes = threading.Thread(target=note, name="building-notes", daemon=True)
+    notes.start()
+    try:
+        yield
+    finally:
+        built.set()
+        notes.join()
 
 
 ENGINE_WARNINGS = ("ignore:`torch.distributed.reduce_op` is deprecated:FutureWarning",)

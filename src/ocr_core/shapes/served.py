@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import shutil
 from collections.abc import Callable
 from typing import TextIO
 
@@ -25,7 +26,7 @@ from ..planning.server_policy import ServerPolicy, policy_of
 from ..preparation.job import Job
 from ..serving.engine_cache import EngineCache, make_key, open_engine_cache
 from ..serving.fleet import Fleet, build_fleet
-from ..serving.handle import api_headers
+from ..serving.handle import VllmMissing, api_headers
 from ..serving.hostmem import MemoryGuard
 from ..serving.mps import cuda_mps
 from ..serving.ports import server_urls
@@ -125,11 +126,15 @@ def replica_window(plan: EnginePlan, fleet: Fleet, capacity: int | None) -> int:
 
 
 async def run_job(job: Job, stop: StopSignals) -> Drive:
-    """Server shape: finds or starts the fleet, then keeps the window full until every row has an outcome."""
+    """Server shape: finds or starts the fleet, then keeps the window full until every row has an outcome. A run
+    that must start a server where no `vllm` is installed is refused before the model's serve hook, which may
+    fetch from the network: the advice (which vLLM to install, which image) must not wait on a download."""
     settings = job.settings
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
     policy = policy_of(settings, job.facts)
     spawns = bool(job.todo) and spawns_here(settings) and not await asyncio.to_thread(already_answering, policy)
+    if spawns and shutil.which("vllm") is None:
+        raise VllmMissing(server_urls(policy.server)[0], policy.named_server)
     plan = await asyncio.to_thread(machine_engine_plan, job.facts, job.engine, spawns)
     cache = await asyncio.to_thread(served_engine_cache, settings, plan) if spawns else None
     try:
