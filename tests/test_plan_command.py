@@ -66,7 +66,8 @@ def test_every_recipe_prints_its_plan_and_touches_nothing(tmp_path):
         if entry.shape == "server":
             assert plan["input"] == {"rows": 4, "this_run": 3, "counted": "each image, and each PDF's pages"}
             assert plan["window"]["kind"] == "fixed"
-        assert "no rate measured" in plan["projection"]["why"]
+        counted = plan["input"]["rows"] is not None
+        assert ("no rate measured" if counted else "not counted") in plan["projection"]["why"]
         if entry.script.startswith("hpd"):
             assert "serve hook" in plan["serve_hook"]
 
@@ -89,7 +90,10 @@ def test_on_an_h200_the_plan_shows_each_replicas_command_key_window_and_projecti
     pages.mkdir()
     for index in range(4540):  # 0.1 h at the 12.61 pages/s models.json records for this recipe on an H200
         (pages / f"p{index:05d}.png").touch()
-    plan = plan_of("lighton-ocr3-saturate.py", [str(pages), str(tmp_path / "out")], capsys)
+    cache = tmp_path / "cache"
+    plan = plan_of(
+        "lighton-ocr3-saturate.py", [str(pages), str(tmp_path / "out"), "--engine-cache", str(cache)], capsys
+    )
     assert [replica["env"] for replica in plan["replicas"]] == [{"CUDA_VISIBLE_DEVICES": "0"}] * 3
     ports = [replica["argv"][-1] for replica in plan["replicas"]]
     assert ports == ["8000", "8001", "8002"]
@@ -98,6 +102,7 @@ def test_on_an_h200_the_plan_shows_each_replicas_command_key_window_and_projecti
     assert argv[3:-4] == plan["engine_plan"]["serve_args"]
     assert plan["started_together"] is True
     assert plan["cache_key"]["name"].startswith("vllm0.26.0-nvidia-h200-lightonocr-3-0.8b-")
+    assert "VLLM_CACHE_ROOT" in plan["cache_key"]["env_added"] and not cache.exists()
     assert plan["window"]["engines"] == 3 and plan["window"]["max_num_seqs"] == 1024
     assert plan["input"] == {"rows": 4540, "this_run": 4540, "counted": "each image file"}
     projection = plan["projection"]

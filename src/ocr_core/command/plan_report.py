@@ -26,6 +26,7 @@ from ..planning.scale import gpu_kind, max_num_seqs
 from ..publishing.projection import projected_run
 from ..redaction import MASK, is_secret_flag, redact
 from ..serving.cache_key import make_key
+from ..serving.engine_cache import CACHE_FOLDERS, FIXED_VARIABLES
 from ..serving.ports import server_urls
 from ..serving.spawn import serve_command, url_port
 from ..settings import Settings
@@ -154,12 +155,15 @@ def window_rule(mode: str, settings: Settings, engines: int, seqs: int) -> dict[
 def planned_key(
     versions: dict, found: machine.Machine, model: str, flags: list[str], settings: Settings
 ) -> dict[str, Any]:
-    """The engine cache's key for this exact command, and whether this run uses a cache at all."""
+    """The engine cache's key for this exact command, whether this run uses a cache, and the variables that point
+    each engine at the cache's private copy when it does (its folder is chosen at start)."""
     key = make_key(versions, [gpu.name for gpu in found.gpus], model, flags)
+    used: dict[str, Any] = {"engine_cache": settings.engine_cache}
+    if settings.engine_cache:
+        used["env_added"] = sorted([*CACHE_FOLDERS, *FIXED_VARIABLES])
     if key is None:
-        return {"name": None, "why": NO_KEY, "engine_cache": settings.engine_cache}
-    return {"name": key.name, "vllm": key.vllm, "torch": key.torch, "triton": key.triton, "gpu": key.gpu,
-            "engine_cache": settings.engine_cache}  # fmt: skip
+        return {"name": None, "why": NO_KEY, **used}
+    return {"name": key.name, "vllm": key.vllm, "torch": key.torch, "triton": key.triton, "gpu": key.gpu, **used}
 
 
 def jsonable(value: Any) -> Any:
