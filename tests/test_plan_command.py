@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from ocr_core.planning import installed, machine
-from ocr_models import RECIPES
+from ocr_models import RECIPES, model_module
 from tests.testbed.env import REPO_ROOT, VENV_PYTHON
 from tests.testbed.recipes import run_entry
 
@@ -142,3 +142,18 @@ def test_replicas_that_do_not_fit_exit_2_with_the_fix(on_an_h200, tmp_path, caps
     assert code == 2
     assert "--replicas 40 does not fit" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("entry", [entry for entry in RECIPES if entry.shape != "offline"], ids=lambda e: e.script)
+def test_models_json_shows_the_plan_the_recipes_plan_prints(entry, monkeypatch, tmp_path, capsys):
+    """models.json's replica_plan per machine (tools/docs.py) is the machine plan the recipe's --plan prints there,
+    under the recipe's pinned vLLM: both read the model card's flags (Ovis's processor cache off lets 0.22.1 run
+    renderer threads)."""
+    from tools.docs import MODELS_JSON, PLAN_MACHINES
+
+    shown = json.loads(MODELS_JSON.read_text())[entry.script]["replica_plan"]
+    facts = model_module(entry.model).FACTS
+    monkeypatch.setattr(installed, "served_versions", lambda: {"vllm": facts.vllm_pin})
+    for name, planned_on in PLAN_MACHINES.items():
+        monkeypatch.setattr(machine, "detect_machine", lambda planned_on=planned_on: planned_on)
+        assert shown[name] == plan_of(entry.script, ["a/b", str(tmp_path / "out")], capsys)["plan"], name
