@@ -88,10 +88,13 @@ PLAN_MACHINES = {
 
 
 def replica_plan(facts: ModelFacts) -> dict[str, str]:
-    """What the machine plan starts for this model on a few machines, with its reason (scale.py decides)."""
+    """What the machine plan starts for this model on a few machines, with its reason (scale.py decides), from the
+    model card's flags under its pinned vLLM, as the recipe's own --plan shows it there."""
     share = memory_utilization(facts.serve_args)
     return {
-        name: plan_scale(machine, facts.params_b, share, vllm_version=facts.vllm_pin).describe()
+        name: plan_scale(
+            machine, facts.params_b, share, vllm_version=facts.vllm_pin, model_flags=facts.serve_args
+        ).describe()
         for name, machine in PLAN_MACHINES.items()
     }
 

@@ -31,7 +31,7 @@
     name = "mps3"
     replicas = 3
     mps = true                    # under a CUDA MPS daemon
-    plan = true                   # the machine plan's flags for this many replicas, then serve_flags
+    plan = true                   # each replica as the recipe's --plan starts it (--replicas N), serve_flags over it
     start = "together"            # or "one_by_one": each once the one before is healthy
     runs = [{name = "r3", pages = 1024, use = 3}, {name = "vp", pages = 1024, use = 3, tokens = 1}]
     torch_profile = {run = "r3", at_s = 40, seconds = 3}   # vLLM's torch profiler on replica 1 during run r3

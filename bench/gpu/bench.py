@@ -216,8 +216,7 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
     if kit.left() < 150:
         kit.say(f"{arm.name}: skipped, {kit.left()} s of the budget left")
         return []
-    planned = fleet.planned_flags(sys.executable, arm.replicas, kit.env) if arm.plan else []
-    command = commands.replica_command(kit.paths, kit.plan.bench, arm, planned)
+    launches = replica_launches(kit, arm)
     traces, imports = kit.paths.torch_traces(arm.name), kit.logs / f"{arm.name}-imports"
     env, rows = profiling.prepare(arm, kit.env, traces, imports), []
     spy = None
@@ -228,9 +227,7 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
     profile = replace(kit.profile, flags=arm.py_spy_flags) if kit.profile else None
     with (
         fleet.mps_daemon(kit.work, env, kit.say) if arm.mps else contextlib.nullcontext(),
-        fleet.replicas(
-            command, arm.replicas, arm.start == "one_by_one", logs, env, on_first=spy.start if spy else None
-        ) as started,
+        fleet.replicas(launches, arm.start == "one_by_one", logs, env, on_first=spy.start if spy else None) as started,
     ):
         kit.say(f"{arm.name}: ready {started.ready_s}; caches after: {census()}")
         for run in arm.runs:
@@ -254,7 +251,8 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
                 "phase": arm.name,
                 "replicas": arm.replicas,
                 "mps": arm.mps,
-                "serve_flags": [*planned, *arm.serve_flags],
+                "serve_flags": list(arm.serve_flags),
+                "serve_argv": list(launches[0].argv),
                 "replicas_used": run.use,
                 "max_tokens": tokens,
                 "ready": {"ready_s": started.ready_s},
@@ -273,6 +271,14 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
     if start_spy and rows:
         rows[0]["start_py_spy"] = start_spy
     return rows
+
+
+def replica_launches(kit: Kit, arm: ReplicasArm) -> list[fleet.Launch]:
+    """The arm's replicas: as the recipe's own `--plan` starts them on this machine (`plan = true`), or each with
+    the model card's, the bench's and the arm's flags alone."""
+    if arm.plan:
+        return fleet.planned_launches(commands.plan_command(kit.paths, kit.plan.bench, arm), kit.env)
+    return [fleet.Launch(tuple(commands.replica_command(kit.paths, kit.plan.bench, arm)), {})] * arm.replicas
 
 
 def run_all(kit: Kit) -> list[dict]:

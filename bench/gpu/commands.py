@@ -135,10 +135,35 @@ def hand_command(paths: Paths, bench: Bench, arm: HandArm) -> list[str]:
     ]
 
 
-def replica_command(paths: Paths, bench: Bench, arm: ReplicasArm, planned: list[str]) -> list[str]:
-    """Each replica's `vllm serve`: the machine plan's flags, the arm's, and the profiler's when the arm has one."""
+def arm_serve_flags(paths: Paths, arm: ReplicasArm) -> list[str]:
+    """The arm's own serve flags, and the profiler's when the arm has one."""
     profiler = profiling.serve_flags(paths.torch_traces(arm.name)) if arm.torch_profile else []
-    return serve_command(bench, paths.model(arm.shape), arm.shape, [*planned, *arm.serve_flags, *profiler])
+    return [*arm.serve_flags, *profiler]
+
+
+def replica_command(paths: Paths, bench: Bench, arm: ReplicasArm) -> list[str]:
+    """Each replica's `vllm serve` of an arm without the plan (`plan = false`): the model card's flags, the bench's
+    and the arm's."""
+    return serve_command(bench, paths.model(arm.shape), arm.shape, arm_serve_flags(paths, arm))
+
+
+def plan_command(paths: Paths, bench: Bench, arm: ReplicasArm) -> list[str]:
+    """The recipe's `--plan` for this arm's replicas: the recipe as shipped, with `--replicas N` and the bench's and
+    the arm's serve flags as --extra-serve-args, so each replica starts with the exact argv and environment the
+    recipe would start it with (its model card's flags, its machine plan on this machine and vLLM, the arm's flags
+    over both)."""
+    extra = shlex.join(["--load-format", "dummy", *arm_serve_flags(paths, arm)])
+    return [
+        paths.python,
+        paths.recipe(arm.recipe),
+        str(paths.pages),
+        str(paths.outputs / arm.name),
+        *sampling(paths, bench, arm.shape, None),
+        "--replicas",
+        str(arm.replicas),
+        f"--extra-serve-args={extra}",
+        "--plan",
+    ]
 
 
 def run_command(paths: Paths, bench: Bench, arm: ReplicasArm, run: Run, servers: str) -> list[str]:

@@ -8,6 +8,7 @@ count the servers' CPU and queues; the hand arm starts one the same way inside i
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -29,10 +30,16 @@ START_FIGURES = {
     "kv_cache_tokens": r"GPU KV cache size: ([\d,]+) tokens",
     "init_engine_s": r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+)",
 }
-PLAN_FLAGS = """import sys
-from ocr_core import detect_machine, installed_vllm_version, plan_scale
-plan = plan_scale(detect_machine(), 0.8, None, replicas=int(sys.argv[1]), vllm_version=installed_vllm_version())
-print(' '.join(plan.serve_args()))"""
+# The words a planned replica's argv ends with (the recipe's own address), which the bench replaces by its ports.
+ADDRESS_WORDS = 4
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One replica as the bench starts it: `vllm serve` and its flags (no address), and its own variables."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
 
 
 @dataclass
@@ -48,12 +55,14 @@ class Fleet:
         return ",".join(self.urls[:use])
 
 
-def planned_flags(python: str, replicas: int, env: Mapping[str, str]) -> list[str]:
-    """The machine plan's serve flags for this many replicas, as the core installed for the recipes plans them."""
-    done = subprocess.run(
-        [python, "-c", PLAN_FLAGS, str(replicas)], env=dict(env), capture_output=True, text=True, check=True
-    )
-    return done.stdout.split()
+def planned_launches(plan_command: Sequence[str], env: Mapping[str, str]) -> list[Launch]:
+    """Each replica's argv and environment from the recipe's own `--plan` (run with the core installed for the
+    recipes), less the address the recipe would give it; a plan that starts nothing is a RuntimeError."""
+    done = subprocess.run(list(plan_command), env=dict(env), capture_output=True, text=True, check=True)
+    plan = json.loads(done.stdout)
+    if not plan.get("replicas"):
+        raise RuntimeError(f"the recipe's plan starts no replica: {plan.get('starts')}")
+    return [Launch(tuple(each["argv"][:-ADDRESS_WORDS]), each["env"]) for each in plan["replicas"]]
 
 
 def healthy(url: str) -> bool:
@@ -114,8 +123,7 @@ def stop(groups: Sequence[int], grace_s: float = 5.0) -> None:
 
 @contextmanager
 def replicas(
-    command: Sequence[str],
-    count: int,
+    launches: Sequence[Launch],
     one_by_one: bool,
     logs: Path,
     env: Mapping[str, str],
@@ -123,14 +131,15 @@ def replicas(
     first_port: int = FIRST_PORT,
     on_first: Callable[[int], None] | None = None,
 ) -> Iterator[Fleet]:
-    """`count` replicas of `command` on ports from `first_port`, ended on the way out however the block ends;
-    `on_first` gets the first replica's pid as soon as it is started (to profile its start)."""
+    """One replica per launch on ports from `first_port` (each with `env` under its own variables), ended on the
+    way out however the block ends; `on_first` gets the first replica's pid as soon as it is started (to profile
+    its start)."""
     fleet = Fleet([], [], [], {})
     try:
-        for index in range(count):
+        for index, launch in enumerate(launches):
             port = first_port + index
             fleet.logs.append(logs / f"serve-{port}.log")
-            fleet.groups.append(start_one(command, port, fleet.logs[-1], env))
+            fleet.groups.append(start_one(launch.argv, port, fleet.logs[-1], {**env, **launch.env}))
             if index == 0 and on_first:
                 on_first(fleet.groups[0])
             fleet.urls.append(f"http://127.0.0.1:{port}")

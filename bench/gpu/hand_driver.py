@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import httpx
-from fleet import replicas
+from fleet import Launch, replicas
 
 from ocr_core import Tally
 
@@ -144,7 +144,7 @@ def serve_and_run(args: argparse.Namespace) -> dict:
     """Starts --serve on --server's port, feeds it once it answers, and ends it whatever happens."""
     port = int(args.server.rsplit(":", 1)[1].split("/")[0])
     args.serve_log.parent.mkdir(parents=True, exist_ok=True)
-    with replicas(args.serve, 1, True, args.serve_log.parent, os.environ, 600, port) as fleet:
+    with replicas([Launch(tuple(args.serve), {})], True, args.serve_log.parent, os.environ, 600, port) as fleet:
         fleet.logs[0].rename(args.serve_log)
         print(f"hand: server healthy after {fleet.ready_s[fleet.urls[0]]} s", file=sys.stderr, flush=True)
         return asyncio.run(run(args))

@@ -38,7 +38,8 @@ def table(rows: list[dict]) -> str:
 
 
 def dry_run(plan: ArmsFile, paths: commands.Paths) -> str:
-    """Each arm's commands as bench.py would run them (a replicas arm's planned flags are the machine's)."""
+    """Each arm's commands as bench.py would run them (a planned replicas arm's: the recipe's `--plan` it reads them
+    from)."""
     bench = plan.bench
     out = [f"{plan.path}: {bench}"]
     for arm in plan.arms:
@@ -49,9 +50,11 @@ def dry_run(plan: ArmsFile, paths: commands.Paths) -> str:
         elif isinstance(arm, HandArm):
             out.append(f"{arm.name}: {shell(commands.hand_command(paths, bench, arm))}")
         elif isinstance(arm, ReplicasArm):
-            planned = ["<the machine plan's flags>"] if arm.plan else []
             mps = " under CUDA MPS" if arm.mps else ""
-            serve = shell(commands.replica_command(paths, bench, arm, planned))
+            if arm.plan:
+                serve = f"the argv of each replica the recipe plans: {shell(commands.plan_command(paths, bench, arm))}"
+            else:
+                serve = shell(commands.replica_command(paths, bench, arm))
             out.append(f"{arm.name}: {arm.replicas} x ({serve}), started {arm.start}{mps}")
             if arm.torch_profile:
                 window = arm.torch_profile

@@ -18,6 +18,7 @@ that reached its pages says the same in one sentence on stderr first.
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import traceback
@@ -28,6 +29,7 @@ from typing import TextIO
 from .command.advice import explain
 from .command.checks import parse_command
 from .command.parser import build_parser, usage
+from .command.plan_report import run_plan
 from .command.rerun import raised_tokens_command, retry_command
 from .command.sealed_arguments import unsealed
 from .console import say, silence_notices
@@ -77,11 +79,13 @@ def run_recipe(
     parser = build_parser(script, facts, mode)
     try:
         argv = unsealed(argv, parser.error)
-        settings, fanout = parse_command(parser, argv)
+        settings, fanout, plan_only = parse_command(parser, argv)
     except SystemExit as exc:
         if exc.code != 2:
             raise
         return refused_command(parser, Summary(script, facts.model, mode, argv[1] if len(argv) > 1 else None))
+    if plan_only:
+        return show_plan(settings, facts, script_path, mode)
     if fanout is not None:
         return launch_command_line(facts, script_path, parser, settings, fanout, argv, hub, jobs, load_call(settings))
     summary = Summary(script, settings.model, mode, settings.output)
@@ -108,6 +112,19 @@ def run_recipe(
         say(summary.sentence())
     summary.print_to(streams[-1])
     return code
+
+
+def show_plan(settings: Settings, facts: ModelFacts, script_path: Path, mode: str) -> int:
+    """`--plan`: the plan as JSON on stdout, exit 0; a plan the machine refuses (--replicas that do not fit) exits
+    2 with the fix, as the run would."""
+    register_run_secrets(settings, user_flags(settings.extra_serve_args))
+    try:
+        plan = run_plan(facts, script_path, mode, settings)
+    except CommandError as exc:
+        say(f"error: {exc}")
+        return 2
+    print(json.dumps(plan, indent=2))
+    return 0
 
 
 def refused_command(parser: argparse.ArgumentParser, summary: Summary) -> int:

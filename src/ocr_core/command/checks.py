@@ -37,14 +37,18 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Set
     return parse_command(parser, argv)[0]
 
 
-def parse_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[Settings, FanoutRequest | None]:
-    """The settings, and the launcher's request when the command fans out over HF Jobs (`--jobs N`)."""
+def parse_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[Settings, FanoutRequest | None, bool]:
+    """The settings, the launcher's request when the command fans out over HF Jobs (`--jobs N`), and whether it
+    asks only for the plan (`--plan`, which is no setting: it changes nothing the run would do)."""
     args = parser.parse_args(argv)
+    plan_only = vars(args).pop("plan")
     request = take_fanout_request(parser, args)
+    if plan_only and request is not None:
+        parser.error("--plan shows this machine's run; for --jobs N, --dry-run prints each job's command instead")
     wheel = take_core_wheel(parser, args, in_job=request is None)
     if request is not None:
         request = replace(request, core_wheel=wheel)
-    return checked_settings(parser, args), request
+    return checked_settings(parser, args), request, plan_only
 
 
 def checked_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Settings:

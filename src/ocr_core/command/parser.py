@@ -269,6 +269,13 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
     )
     group.add_argument("--verbose", action="store_true", help="log package versions and each failed row as it happens")
     group.add_argument(
+        "--plan",
+        action="store_true",
+        help="print what this run would start, as JSON (each engine's exact command and environment, the engine "
+        "cache's key, the window, the input's pages, the projected time and cost), then exit: no model is loaded, "
+        "OUTPUT is not touched and the Hub is not called",
+    )
+    group.add_argument(
         "--price-per-hour",
         type=float,
         help="dollars per hour of the machine, for the cost in the summary and the card (default: the HF Jobs "

@@ -130,10 +130,16 @@ class ScalePlan:
         return f"{where}, {self.machine.cpus} CPU cores: {shape}, {servers}{share}{kv}{start} ({self.why})"
 
 
-def gpu_tflops(name: str) -> float | None:
-    """The longest table key in the GPU's name, so that "H200" is not read as "H20"."""
+def gpu_kind(name: str) -> str | None:
+    """The GPU table's name for a GPU ("NVIDIA H200" is "H200"): the longest key in its name, so that "H200" is
+    not read as "H20"; None for a GPU the table lacks."""
     matches = [key for key in GPU_TFLOPS if key.lower() in name.lower()]
-    return GPU_TFLOPS[max(matches, key=len)] if matches else None
+    return max(matches, key=len) if matches else None
+
+
+def gpu_tflops(name: str) -> float | None:
+    kind = gpu_kind(name)
+    return GPU_TFLOPS[kind] if kind is not None else None
 
 
 def max_num_seqs(serve_args: Sequence[str], gpu: Gpu | None) -> int:

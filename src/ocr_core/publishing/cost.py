@@ -12,6 +12,7 @@ page at the sample's measured rate.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,14 @@ def flavor_price(flavor: str, price_per_hour: float | None, where: str) -> Price
     if flavor not in JOB_PRICES_USD_PER_HOUR:
         return None
     return Price(JOB_PRICES_USD_PER_HOUR[flavor], f"HF Jobs price of {flavor} ({where}), {JOB_PRICES_DATE}")
+
+
+def machine_flavor(gpu: str, count: int) -> str | None:
+    """The HF Jobs flavor of `count` GPUs of one kind (`gpu` as the plan's GPU table names it: "H200", "L4"), where
+    the price table has one: h200, h200x2, l4x1, a100-large."""
+    name = re.escape(gpu.lower().replace(" ", "-"))
+    suffix = rf"x{count}" if count > 1 else r"(x1)?(-[a-z]+)?"
+    return next((flavor for flavor in JOB_PRICES_USD_PER_HOUR if re.fullmatch(name + suffix, flavor)), None)
 
 
 def price_known(price_per_hour: float | None, recipe_flavor: str) -> bool:
