@@ -18,6 +18,8 @@ from ocr_models import RECIPES, model_module
 from tests.testbed.env import REPO_ROOT, VENV_PYTHON
 from tests.testbed.recipes import run_entry
 
+PAGE_FILES = "each image, each TIFF frame and each PDF page"
+
 H200 = machine.Machine((machine.Gpu("0", "NVIDIA H200", 143771),), 16, 64 * 1024**3)
 VERSIONS = {"vllm": "0.26.0", "torch": "2.9.0", "triton": "3.5.0"}
 PDF = REPO_ROOT / "samples" / "pdf" / "sample-pages.pdf"
@@ -54,7 +56,7 @@ def test_every_recipe_prints_its_plan_and_touches_nothing(tmp_path):
                 plan["engine"]["flags"][plan["engine"]["flags"].index("--max-model-len") + 1]
             )
             assert plan["window"] == {"kind": "batches", "batch_size": 16}
-            assert plan["input"] == {"rows": 12, "this_run": 3, "counted": "each image file"}
+            assert plan["input"] == {"rows": 12, "this_run": 3, "counted": PAGE_FILES}
         else:
             (replica,) = plan["replicas"]
             assert replica["argv"][:3] == ["vllm", "serve", plan["model"]]
@@ -64,7 +66,7 @@ def test_every_recipe_prints_its_plan_and_touches_nothing(tmp_path):
             assert plan["input"]["rows"] is None and "no Hub call" in plan["input"]["why"]
             assert plan["window"]["kind"] == "adaptive" and plan["window"]["cap"] == 512
         if entry.shape == "server":
-            assert plan["input"] == {"rows": 4, "this_run": 3, "counted": "each image, and each PDF's pages"}
+            assert plan["input"] == {"rows": 4, "this_run": 3, "counted": PAGE_FILES}
             assert plan["window"]["kind"] == "fixed"
         counted = plan["input"]["rows"] is not None
         assert ("no rate measured" if counted else "not counted") in plan["projection"]["why"]
@@ -104,7 +106,7 @@ def test_on_an_h200_the_plan_shows_each_replicas_command_key_window_and_projecti
     assert plan["cache_key"]["name"].startswith("vllm0.26.0-nvidia-h200-lightonocr-3-0.8b-")
     assert "VLLM_CACHE_ROOT" in plan["cache_key"]["env_added"] and not cache.exists()
     assert plan["window"]["engines"] == 3 and plan["window"]["max_num_seqs"] == 1024
-    assert plan["input"] == {"rows": 4540, "this_run": 4540, "counted": "each image file"}
+    assert plan["input"] == {"rows": 4540, "this_run": 4540, "counted": PAGE_FILES}
     projection = plan["projection"]
     assert projection["pages_per_s"] == 12.61 and projection["hours"] == 0.1
     assert projection["usd"] == 0.5 and "HF Jobs price of h200" in projection["price_basis"]
