@@ -119,13 +119,14 @@ def option_entry(action: argparse.Action) -> tuple[str, dict[str, Any]]:
 
 
 def dotted_keys(parser: argparse.ArgumentParser) -> bool:
-    """Whether this parser merges `--option.key value` into the option's JSON (FlexibleArgumentParser's dotted keys)."""
+    """Whether this parser takes `--option.key value` for one key of the option's JSON and merges the keys of several
+    such flags into one object (FlexibleArgumentParser's dotted keys), as the plan's merge relies on."""
     flag, dest = DOTTED_PROBE
     try:
-        parsed = parser.parse_args([flag + ".probe", "1"])
+        parsed = parser.parse_args([flag + ".a.b", "1", flag + ".a.c", "2", flag + ".d", "3"])
     except (Refused, ValueError, TypeError):
         return False
-    return getattr(parsed, dest, None) == {"probe": 1}
+    return getattr(parsed, dest, None) == {"a": {"b": 1, "c": 2}, "d": 3}
 
 
 def attached_shorthands(parser: argparse.ArgumentParser, options: dict[str, dict[str, Any]]) -> dict[str, str]:
