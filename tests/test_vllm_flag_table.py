@@ -93,7 +93,7 @@ def test_a_dotted_key_merges_into_the_recipes_json_object_and_a_whole_value_repl
     recipe = ["--mm-processor-kwargs", '{"a": {"b": 1, "c": 2}, "d": "x"}', "--max-num-seqs", "4"]
     assert merged(recipe, ["--mm-processor-kwargs.a.b", "5"], grammar) == [
         "--mm-processor-kwargs.a",
-        '{"b": 1, "c": 2}',
+        '{"c": 2}',
         "--mm-processor-kwargs.d",
         '"x"',
         "--max-num-seqs",

@@ -221,28 +221,44 @@ def merged(base: Sequence[str], overrides: Sequence[str], grammar: Grammar = GEN
 
     A dotted key (`--mm-processor-kwargs.images_kwargs.max_pixels N`) sets one key, and vLLM merges the dotted keys of
     an option into one object, but a whole JSON value of that option given beside them is dropped by vLLM's parser.
-    So a base flag giving the whole object is turned into dotted keys, one per top-level key, that vLLM merges with
-    the user's (the user's key wins where both set it); one that is no JSON object is replaced."""
+    So a base flag giving the whole object is turned into dotted keys, one per top-level key, less the keys the
+    overrides set, which vLLM merges with the user's; one that is no JSON object is replaced."""
     given = parse_flags(overrides, grammar)
     whole = {flag.option for flag in given if not flag.key}
-    keyed = {flag.option for flag in given if flag.key} - whole
+    keys = {flag.option: set() for flag in given if flag.key and flag.option not in whole}
+    for flag in given:
+        if flag.option in keys:
+            keys[flag.option].add(flag.key)
     kept: list[str] = []
     for flag in parse_flags(base, grammar):
         if flag.option in whole:
             continue
-        kept += as_dotted(flag) if flag.option in keyed and not flag.key else flag.words
+        kept += as_dotted(flag, keys[flag.option]) if flag.option in keys and not flag.key else flag.words
     return [*kept, *overrides]
 
 
-def as_dotted(flag: Flag) -> list[str]:
-    """A whole JSON object flag as one dotted key per top-level key; nothing where its value is no JSON object."""
+def as_dotted(flag: Flag, taken: Iterable[tuple[str, ...]]) -> list[str]:
+    """A whole JSON object flag as one dotted key per top-level key, less the key paths `taken` (the user's, which
+    vLLM would otherwise report as duplicates); nothing where its value is no JSON object."""
     try:
         value = json.loads(flag.value or "")
     except ValueError:
         return []
     if not isinstance(value, dict):
         return []
+    for path in taken:
+        without_key(value, path)
     return [word for key, item in value.items() for word in (f"{flag.option}.{key}", json.dumps(item))]
+
+
+def without_key(value: dict, path: tuple[str, ...]) -> None:
+    """Removes the key at `path` from a nested JSON object, where it is there."""
+    *parents, last = path
+    for part in parents:
+        value = value.get(part)
+        if not isinstance(value, dict):
+            return
+    value.pop(last, None)
 
 
 def canonical(words: Sequence[str], grammar: Grammar = GENERIC) -> list[str]:
