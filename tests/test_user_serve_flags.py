@@ -123,6 +123,16 @@ def test_every_key_of_api_key_is_a_secret():
         SECRET_VALUES.clear()
 
 
+def test_a_secret_flag_is_known_by_the_option_vllm_reads_not_by_its_spelling():
+    """vLLM reads `--api-k` as `--api-key` (an abbreviation): both its keys are secrets from the moment it is parsed."""
+    SECRET_VALUES.clear()
+    try:
+        settings_for(LIGHTON, serve="--api-k third-key-333 fourth-key-444")
+        assert redact("third-key-333 fourth-key-444") == "*** ***"
+    finally:
+        SECRET_VALUES.clear()
+
+
 @pytest.mark.parametrize(
     "spellings",
     [

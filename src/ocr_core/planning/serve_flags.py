@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from ..console import say
 from ..errors import CommandError
+from ..redaction import is_secret_flag, register_secret
 from .flag_table import GENERIC, Grammar, dashed, grammar_for
 
 NEGATIVE_NUMBER = re.compile(r"-\d")
@@ -138,9 +139,10 @@ def user_flags(text: str) -> tuple[str, ...]:
 
 
 def checked_user_flags(text: str, vllm_version: str | None) -> tuple[str, ...]:
-    """`--extra-serve-args` split and read by the table of the vLLM the recipe pins: a flag that release does not
-    have, a dotted key on an option that takes no JSON, a missing value or a word no flag takes is a CommandError
-    naming the nearest option of that release. With no table for that release the words pass, with a note."""
+    """`--extra-serve-args` split and read by the table of the vLLM the recipe pins: the values of its secret flags
+    are registered as secrets at once (before any message can print them), and a flag that release does not have,
+    a dotted key on an option that takes no JSON, a missing value or a word no flag takes is a CommandError naming
+    the nearest option of that release. With no table for that release the words pass, with a note."""
     words = user_flags(text)
     grammar = grammar_for(vllm_version)
     if grammar is None:
@@ -148,10 +150,22 @@ def checked_user_flags(text: str, vllm_version: str | None) -> tuple[str, ...]:
             release = f"vLLM {vllm_version}" if vllm_version else "this recipe's vLLM"
             say(f"note: no flag table for {release}: --extra-serve-args go to vllm serve unchecked")
         return words
+    for value in secret_values(words, grammar):
+        register_secret(value)
     found = problems(words, grammar)
     if found:
         raise CommandError(f"--extra-serve-args: {'; '.join(found)}")
     return words
+
+
+def secret_values(words: Sequence[str], grammar: Grammar) -> list[str]:
+    """Every value of a flag whose option is a secret as the release reads it (an abbreviation such as `--api-k`
+    is `--api-key`; `--api-key K1 K2` has two), and any word after it that no flag takes."""
+    values = []
+    for flag in parse_flags(words, grammar):
+        if flag.known and is_secret_flag(flag.option):
+            values += [*flag.values, *flag.words[len(flag.words) - flag.strays :]] if flag.strays else flag.values
+    return values
 
 
 def problems(words: Sequence[str], grammar: Grammar) -> list[str]:
