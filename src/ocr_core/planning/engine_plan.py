@@ -104,7 +104,7 @@ class EnginePlan:
     scale: ScalePlan
     flags: tuple[str, ...]
     replaced: tuple[str, ...]
-    spelled: tuple[str, ...] = ()
+    spelled: tuple[str, ...]
     split_budget: str | None = None
 
     @property
