@@ -64,3 +64,10 @@ _.decoder
 
 # The test bed's model caches call it (tests/testbed/tiny_model.py, pinned_model.py).
 cached_model
+
+# tools/vllm_flags.py's stub importer: Python's import system calls the finder and loader methods by name, and reads
+# a stubbed module's __path__ (a package, so its submodules import) and __getattr__ (each name a stand-in class).
+_.find_spec
+_.create_module
+_.__path__
+_.__getattr__

@@ -52,7 +52,7 @@ def settings_for(*extra: str):
 def run_plan(*user: str, machine: Machine = MACHINE):
     settings = settings_for(f"--extra-serve-args={shlex.join(user)}") if user else settings_for()
     plan = plan_engine(engine_request(FACTS, settings), machine, "0.26.0")
-    key = make_key(VERSIONS, [gpu.name for gpu in machine.gpus], settings.model, plan.flags)
+    key = make_key(VERSIONS, [gpu.name for gpu in machine.gpus], settings.model, plan.spelled)
     manifest = fingerprint(settings, FACTS, SCRIPT, None, 10)
     return plan, key.name, json.dumps(manifest.get("serve_args"))
 
@@ -75,11 +75,13 @@ def test_the_cache_key_changes_exactly_when_the_engine_command_changes(flag):
     ids=["underscores", "equals", "both"],
 )
 def test_every_spelling_vllm_takes_is_one_command_one_key_and_one_fingerprint(spelling):
+    """vLLM gets the user's words as typed; the key, the fingerprint and every reading of the flags are one."""
     plan, key, printed = run_plan("--max-num-seqs", "64")
     spelt_plan, spelt_key, spelt_print = run_plan(*spelling)
-    assert (spelt_plan.flags, spelt_key, spelt_print) == (plan.flags, key, printed)
-    assert plan.max_num_seqs() == 64
-    assert [flag for flag in plan.flags if "num-seqs" in flag or "num_seqs" in flag] == ["--max-num-seqs"]
+    assert (spelt_plan.spelled, spelt_key, spelt_print) == (plan.spelled, key, printed)
+    assert spelt_plan.max_num_seqs() == plan.max_num_seqs() == 64
+    assert spelt_plan.flags[-len(spelling) :] == tuple(spelling)
+    assert [flag for flag in spelt_plan.flags if "num-seqs" in flag or "num_seqs" in flag] == spelling[:1]
 
 
 def test_a_machine_that_plans_another_front_end_gets_another_key_and_the_same_fingerprint():
@@ -101,7 +103,7 @@ def test_the_recipes_flags_pass_through_its_hook_before_the_key_and_the_command_
     spec = json.loads(flag_value(plan.flags, "--speculative-config") or "{}")
     assert spec["model"] == str(tmp_path / "P-MTP")
     assert all(launch.flags == plan.flags for launch in plan.replicas())
-    key = make_key(VERSIONS, ["NVIDIA H200"], settings.model, plan.flags)
+    key = make_key(VERSIONS, ["NVIDIA H200"], settings.model, plan.spelled)
     assert key is not None and str(tmp_path / "P-MTP") in " ".join(key.flags)
 
 
@@ -123,7 +125,7 @@ def test_the_flag_reader_reads_as_vllm_does():
     assert flag_value(words, "--enable-x") is None and flag_value(words, "--c") == '{"k": 1}'
     assert merged(["--enable-x", "--a-b", "2"], ["--no-enable-x"]) == ["--a-b", "2", "--no-enable-x"]
     assert canonical(["--a_b=1", "--d=-5"]) == ["--a-b", "1", "--d=-5"]
-    assert EngineRequest("m", 10, ("--a", "1"), ("--a=2",)).engine_flags() == ["--a=2"]
+    assert EngineRequest("m", 10, ("--a", "1"), ("--a=2",)).engine_flags() == ["--a", "2"]
 
 
 def test_a_command_line_whose_extra_serve_args_cannot_be_split_is_refused_at_once(capsys):

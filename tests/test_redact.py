@@ -176,8 +176,8 @@ def test_the_api_key_goes_to_the_named_server_first(url):
     assert api_headers(url, HF_TOKEN, API_KEY) == {"Authorization": f"Bearer {API_KEY}"}
 
 
-def parsed(argv: list[str]):
-    args = parse_arguments(build_parser(SCRIPT, FACTS, "saturate"), argv)
+def parsed(argv: list[str], facts=FACTS):
+    args = parse_arguments(build_parser(SCRIPT, facts, "saturate"), argv)
     register_run_secrets(args, user_flags(args.extra_serve_args))
     return args
 
@@ -208,10 +208,12 @@ def test_without_secrets_knows_the_abbreviations():
 
 
 def test_secret_looking_serve_flags_are_registered_and_the_rest_is_left_alone():
+    """Under a vLLM with no flag table (HPD-Parsing's fork) any flag passes, so a secret is known by its name."""
     parsed(
         ["a/b", "./c", "--extra-serve-args",
          f"--max-num-batched-tokens 8192 --tokenizer-mode auto --hf_token={SERVE_TOKEN} --api-key {API_KEY} "
-         "--ssl-keyfile /etc/key.pem --secret-word s3cr3t-w0rd --enforce-eager"]
+         "--ssl-keyfile /etc/key.pem --secret-word s3cr3t-w0rd --enforce-eager"],
+        model_facts("hpd_parsing"),
     )  # fmt: skip
     assert redact(f"{SERVE_TOKEN} {API_KEY} s3cr3t-w0rd") == "*** *** ***"
     assert redact("8192 auto /etc/key.pem --enforce-eager") == "8192 auto /etc/key.pem --enforce-eager"

@@ -20,6 +20,7 @@ MASK = "***"
 SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd"})
 SECRET_ENVIRONMENT = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY")
 URL_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+NEGATIVE_NUMBER = re.compile(r"-\d")
 HF_TOKEN_SHAPE = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")
 SECRET_VALUES: set[str] = set()
 
@@ -59,16 +60,18 @@ def url_credential(url: str) -> str | None:
 
 
 def secret_flag_values(words: Sequence[str]) -> list[str]:
-    """Values of secret-looking flags (`--api-key X`, `--hf_token=X`) among serve flags."""
+    """Values of secret-looking flags (`--api-key X`, `--hf_token=X`) among serve flags: every word up to the next
+    flag, since vLLM takes a list of keys (`--api-key K1 K2`); a word no flag takes after one is masked too."""
     values = []
-    for word, following in zip(words, [*words[1:], ""]):
+    secret = False
+    for word in words:
         name, equals, value = word.partition("=")
-        if not name.startswith("-") or not is_secret_flag(name):
-            continue
-        if equals:
-            values.append(value)
-        elif following and not following.startswith("-"):
-            values.append(following)
+        if word.startswith("-") and not NEGATIVE_NUMBER.match(word):
+            secret = is_secret_flag(name)
+            if secret and equals:
+                values.append(value)
+        elif secret:
+            values.append(word)
     return values
 
 

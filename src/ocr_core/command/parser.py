@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import NoReturn
 
+from ..errors import CommandError
 from ..facts import ModelFacts
 from ..inputs.addresses import InputError
 from ..inputs.selection import parse_shard
@@ -34,6 +35,7 @@ from ..planning.job_commands import (
     script_url,
     wrapped_command,
 )
+from ..planning.serve_flags import checked_user_flags
 from ..redaction import redact
 from .jobs_request import add_fanout_arguments
 
@@ -265,6 +267,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, facts: ModelFacts, mode
     group.add_argument(
         "--extra-serve-args",
         default="",
+        type=serve_args_checker(facts.vllm_pin),
         help="more `vllm serve` / engine flags as one string; a flag given here replaces the recipe's own",
     )
     group.add_argument("--verbose", action="store_true", help="log package versions and each failed row as it happens")
@@ -370,3 +373,17 @@ def shard_argument(text: str) -> tuple[int, int]:
         return parse_shard(text)
     except InputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def serve_args_checker(vllm_pin: str | None):
+    """--extra-serve-args read by the table of the vLLM the recipe pins, at parse time: a flag that release does not
+    have is exit 2 naming its nearest option, not a `vllm serve` that exits minutes later."""
+
+    def checked(text: str) -> str:
+        try:
+            checked_user_flags(text, vllm_pin)
+        except CommandError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("--extra-serve-args").lstrip(": ")) from None
+        return text
+
+    return checked

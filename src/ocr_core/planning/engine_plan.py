@@ -5,11 +5,13 @@ API servers, the summary's `engine_plan` and the offline engine's arguments all 
 builds a flag list of its own. So the key names exactly the command that ran, and what the summary says ran is what
 ran.
 
-The flags are layered as vLLM's parser reads them (serve_flags.py): the recipe's serve flags (after the model's own
-`prepare_serve` hook), `--max-model-len`, then the machine plan's flags, then the user's `--extra-serve-args`, each
-layer replacing the options the next one sets, so exactly one spelling of each option reaches vLLM. The machine
-plan sees the recipe's and the user's flags before it chooses: a user who turns the processor cache on gets no
-renderer threads from a vLLM that refuses them together.
+The flags are layered as the parser of the vLLM that runs reads them (serve_flags.py, through that release's table):
+the recipe's serve flags (after the model's own `prepare_serve` hook), `--max-model-len`, then the machine plan's
+flags, then the user's `--extra-serve-args` exactly as typed, each layer replacing the options the next one sets, so
+exactly one flag of each option reaches vLLM. The machine plan sees the recipe's and the user's flags before it
+chooses: a user who turns the processor cache on gets no renderer threads from a vLLM that refuses them together.
+A `--gpu-memory-utilization` the user gives is the budget of the GPU: where replicas share a GPU, the plan splits
+it between them and each is started with its share, not with the whole.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from dataclasses import dataclass, field
 
 from ..facts import ModelFacts
 from ..settings import Settings
+from .flag_table import GENERIC, Grammar, grammar_for
 from .machine import Gpu, Machine
 from .scale import ScalePlan, max_num_seqs, memory_utilization, plan_scale
-from .serve_flags import canonical, flag_value, merged, replaced_options, user_flags
+from .serve_flags import canonical, flag_value, merged, replaced_options, user_flags, without_options
 
 
 @dataclass(frozen=True)
@@ -40,15 +43,21 @@ class EngineRequest:
     api_servers: int | None = None
     data_parallel: int | None = None
 
+    @property
+    def grammar(self) -> Grammar:
+        """How the recipe's pinned vLLM reads flags (the generic rules where the package has no table for it)."""
+        return grammar_for(self.vllm_pin) or GENERIC
+
     def engine_flags(self) -> list[str]:
-        """The recipe's flags under the user's: the engine's options on any machine (no length, no plan)."""
-        return merged(self.model_flags, self.user_flags)
+        """The recipe's flags under the user's, in one spelling: the engine's options on any machine (no length, no
+        plan), which the results' fingerprint reads, so two spellings of one command are one fingerprint."""
+        return canonical(merged(self.model_flags, self.user_flags, self.grammar), self.grammar)
 
     def offline_flags(self) -> list[str]:
-        """The in-process engine's flags: the recipe's and the user's, with the run's --max-model-len between."""
-        return canonical(
-            merged(merged(self.model_flags, ["--max-model-len", str(self.max_model_len)]), self.user_flags)
-        )
+        """The in-process engine's flags in one spelling: the recipe's and the user's, with the run's
+        --max-model-len between."""
+        length = ["--max-model-len", str(self.max_model_len)]
+        return canonical(merged(merged(self.model_flags, length), self.user_flags, self.grammar), self.grammar)
 
 
 def engine_request(facts: ModelFacts, settings: Settings) -> EngineRequest:
@@ -87,12 +96,16 @@ class ReplicaLaunch:
 
 @dataclass(frozen=True)
 class EnginePlan:
-    """The engine of a run on this machine: the machine plan, and the exact flags each replica gets."""
+    """The engine of a run on this machine: the machine plan, the exact flags each replica gets (the user's words as
+    typed), the same flags in one spelling (`spelled`: what the engine cache's key and every question about them
+    read), the options the user replaced, and the memory budget the user gave that the plan split (`split_budget`)."""
 
     request: EngineRequest
     scale: ScalePlan
     flags: tuple[str, ...]
     replaced: tuple[str, ...]
+    spelled: tuple[str, ...]
+    split_budget: str | None = None
 
     @property
     def machine(self) -> Machine:
@@ -101,11 +114,17 @@ class EnginePlan:
     @property
     def api_servers(self) -> int:
         """API server processes per replica, as vLLM will read the flags."""
-        return int(flag_value(self.flags, "--api-server-count") or 1)
+        return int(flag_value(self.spelled, "--api-server-count") or 1)
 
     @property
     def renderer_workers(self) -> int:
-        return int(flag_value(self.flags, "--renderer-num-workers") or 1)
+        return int(flag_value(self.spelled, "--renderer-num-workers") or 1)
+
+    @property
+    def memory_share(self) -> float | None:
+        """The --gpu-memory-utilization each replica is started with (None: vLLM's default)."""
+        value = flag_value(self.spelled, "--gpu-memory-utilization")
+        return float(value) if value is not None else None
 
     def replicas(self) -> list[ReplicaLaunch]:
         """One launch per replica, GPU by GPU: each replica sees only its own GPU (CUDA_VISIBLE_DEVICES)."""
@@ -121,10 +140,15 @@ class EnginePlan:
 
     def max_num_seqs(self) -> int:
         """Sequences one engine's scheduler runs at once under these flags on this GPU."""
-        return max_num_seqs(self.flags, self.gpu())
+        return max_num_seqs(self.spelled, self.gpu())
 
     def describe(self) -> str:
         yours = f"; --extra-serve-args replaces {' '.join(self.replaced)}" if self.replaced else ""
+        if self.split_budget is not None and self.memory_share is not None:
+            yours += (
+                f"; --gpu-memory-utilization {self.split_budget} is the GPU's budget: "
+                f"{self.memory_share:.2f} to each of the {self.scale.per_gpu} replicas on it"
+            )
         return self.scale.describe() + yours
 
     def record(self) -> dict:
@@ -135,6 +159,7 @@ class EnginePlan:
             "replicas": self.scale.replicas,
             "api_servers": self.api_servers,
             "renderer_workers": self.renderer_workers,
+            "gpu_memory_utilization": self.memory_share,
             "serve_args": list(self.flags),
             "replaced_by_extra_serve_args": list(self.replaced),
             "why": self.scale.why,
@@ -148,9 +173,12 @@ def plan_engine(
     `model_flags` are the recipe's flags after its `prepare_serve` hook (default: as the recipe states them).
 
     The machine plan sees the recipe's and the user's flags; its own flags go between the two, and the user's
-    replace both (a CommandError where --replicas does not fit the machine)."""
+    replace both, read by the table of that vLLM (the pin's, or the generic rules, where the package has none for
+    it); a memory share the user gives is split between the replicas of a GPU instead (a CommandError where
+    --replicas does not fit the machine)."""
+    grammar = grammar_for(vllm_version) or request.grammar
     recipe = tuple(request.model_flags if model_flags is None else model_flags)
-    declared = merged(recipe, request.user_flags)
+    declared = canonical(merged(recipe, request.user_flags, grammar), grammar)
     scale = plan_scale(
         machine,
         request.params_b,
@@ -162,6 +190,11 @@ def plan_engine(
         declared,
     )
     planned = scale.serve_args()
-    base = merged(merged(recipe, ["--max-model-len", str(request.max_model_len)]), planned)
-    flags = tuple(canonical(merged(base, request.user_flags)))
-    return EnginePlan(request, scale, flags, tuple(replaced_options(planned, request.user_flags)))
+    user = list(request.user_flags)
+    budget = flag_value(user, "--gpu-memory-utilization", grammar) if scale.memory_share is not None else None
+    if budget is not None:
+        user = without_options(user, ["--gpu-memory-utilization"], grammar)
+    base = merged(merged(recipe, ["--max-model-len", str(request.max_model_len)], grammar), planned, grammar)
+    flags = merged(base, user, grammar)
+    replaced = replaced_options(planned, user, grammar)
+    return EnginePlan(request, scale, tuple(flags), tuple(replaced), tuple(canonical(flags, grammar)), budget)

@@ -27,10 +27,10 @@ measured here (the H200 image's torch 2.11 cannot run 0.30.0), and an unmeasured
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .installed import release
 from .serve_flags import flag_value
 
 # The oldest of the pinned releases whose parser takes each flag (a release between two pins counts as the older).
@@ -113,14 +113,6 @@ class Engine:
     large_gpu: bool = False
     params_b: float | None = None
     shm_bytes: int | None = None
-
-
-def release(version: str | None) -> tuple[int, int, int] | None:
-    """(major, minor, patch) of a version string such as "0.30.0" or "0.32.0+cpu"; None where it is not one."""
-    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version or "")
-    if match is None:
-        return None
-    return int(match[1]), int(match[2]), int(match[3] or 0)
 
 
 def has(version: str | None, since: tuple[int, int, int]) -> bool:

