@@ -63,7 +63,10 @@ def stand_in(name: str) -> type:
 
 
 def serve_parser() -> argparse.ArgumentParser:
-    """`vllm serve`'s parser as this release builds it, raising instead of exiting (as tests/pinned/flagcheck.py)."""
+    """`vllm serve`'s parser as this release builds it (its make_arg_parser behind the positional model), raising
+    instead of exiting; tests/pinned/flagcheck.py checks the recipes' flags with it. Built from the parser module
+    rather than the `serve` subcommand, whose package also imports the benchmarks and, through them, the compiled
+    kernels that a release that cannot run here cannot load."""
     try:
         from vllm.entrypoints.launchers.cli_args import make_arg_parser
     except ImportError:

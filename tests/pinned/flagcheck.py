@@ -15,39 +15,28 @@ import dataclasses
 import importlib.util
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 PORT = 8000
 MULTI_GPU = ["--data-parallel-size", "2", "--api-server-count", "4"]
 
 
-class ParseError(Exception):
-    """argparse refused the arguments; the message is its own."""
+# `vllm serve`'s parser as the release builds it comes from the tool that writes the flag tables from it; this file
+# runs as a script (its own folder first on the path), so the checkout's root is put on the path to reach it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tools.vllm_flags import Refused as ParseError  # noqa: E402
+from tools.vllm_flags import serve_parser as release_parser  # noqa: E402
 
 
 def serve_parser() -> tuple[argparse.ArgumentParser, Any]:
-    """`vllm serve`'s parser as this release builds it (its make_arg_parser behind the positional model), raising
-    instead of exiting; and the checks `vllm serve` makes on the parsed arguments before it starts anything.
-
-    Built from the parser module rather than the `serve` subcommand, whose package also imports the benchmarks and,
-    through them, the compiled kernels that a "flags" venv cannot load."""
+    """`vllm serve`'s parser, raising instead of exiting, and the checks `vllm serve` makes on the parsed arguments
+    before it starts anything."""
     try:
-        from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+        from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
     except ImportError:
-        from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
-    try:
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
-    except ImportError:
-        from vllm.utils import FlexibleArgumentParser
-
-    def refuse(message: str) -> None:
-        raise ParseError(message)
-
-    parser = FlexibleArgumentParser(prog="vllm serve")
-    parser.add_argument("model_tag", nargs="?")
-    parser = make_arg_parser(parser)
-    parser.error = refuse
-    return parser, validate_parsed_serve_args
+        from vllm.entrypoints.openai.cli_args import validate_parsed_serve_args
+    return release_parser(), validate_parsed_serve_args
 
 
 def parse_serve(argv: list[str]) -> argparse.Namespace:
