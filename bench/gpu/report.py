@@ -24,8 +24,12 @@ def line(row: dict) -> str:
     """One arm's figures: the rates, the GPU, the front end."""
     summary = row.get("summary") or {}
     held = row.get("cpu_sustained") or {}
+    page = row.get("cpu_per_page") or {}
+    waits = {f"{t['role']}:{t['pid']}": t["main_thread"]["wait_share"] for t in row.get("sched_sustained") or []}
     return (
         f"ok={row.get('ok')} sustained={row.get('sustained_pages_per_s')} billed={row.get('billed_pages_per_s')} "
+        f"core_s_per_page={page.get('core_s_per_page')} by_role={page.get('core_s_per_page_by_role')} "
+        f"main_thread_wait_share={waits} "
         f"pages/s={row.get('pages_per_s')} gpu_util_sustained={row.get('gpu_util_sustained')} "
         f"mfu_sustained={row.get('mfu_sustained')} busy={row.get('gpu_util_mean_inference')} "
         f"peak_in_flight={summary.get('peak_in_flight')} errors={summary.get('errors', summary.get('failed'))} "
