@@ -152,6 +152,7 @@ def test_the_client_is_the_arm_s_command_tree_without_the_servers_it_started(kit
         f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, {str(server)!r}, 'serve'])\ntime.sleep(60)\n"
     )
     started = subprocess.Popen([sys.executable, str(driver), "--serve", "vllm", "serve", "m"])
+    lone = subprocess.Popen(["cat"], stdin=subprocess.PIPE)
     try:
         tree: list[int] = []
         for _ in range(100):
@@ -161,10 +162,13 @@ def test_the_client_is_the_arm_s_command_tree_without_the_servers_it_started(kit
             time.sleep(0.1)
         assert len(tree) == 3
         assert procs.client_pids(tree) == {started.pid}
+        assert procs.client_pids([lone.pid]) == {lone.pid}, "a command line of one word"
     finally:
         for pid in reversed(tree):
             os.kill(pid, signal.SIGKILL)
         started.wait()
+        lone.kill()
+        lone.wait()
 
 
 def descendants(root: int) -> list[int]:

@@ -124,7 +124,9 @@ def is_server(pid: int) -> bool:
     """Whether the process is a `vllm serve` (the real one or the fake) itself: `serve` right after the program or
     its interpreter's script, not a driver's `--serve vllm serve ...` arguments."""
     argv = (read(f"/proc/{pid}/cmdline") or "").split("\0")
-    return any(argv[i] == "serve" and Path(argv[i - 1]).name in ("vllm", "fake_vllm.py") for i in (1, 2)[: len(argv)])
+    return any(
+        argv[i] == "serve" and Path(argv[i - 1]).name in ("vllm", "fake_vllm.py") for i in (1, 2) if i < len(argv)
+    )
 
 
 def parent(pid: int) -> int | None:
