@@ -137,6 +137,16 @@ def test_the_sustained_figures_count_the_client_as_its_own_role_and_the_serving_
     assert engine["main_thread"]["on_cpu_cores"] == 0.9 and engine["main_thread"]["waiting_cores"] == 0.3
 
 
+def test_a_process_counts_in_the_role_of_its_latest_sample(kit):
+    """A driver's child is a copy of the driver (a client) between its fork and its exec of `vllm serve`: once it
+    serves, its CPU is the server's."""
+    procs, _ = kit
+    sampler = procs.CpuSampler()
+    sampler.sample([os.getpid()], 1.0, {os.getpid()})
+    sampler.sample([os.getpid()], 2.0, set())
+    assert sampler.record()["clients"] == []
+
+
 def test_the_client_is_the_arm_s_command_tree_without_the_servers_it_started(kit, tmp_path):
     """A driver whose own arguments say `--serve vllm serve ...` stays the client; the `vllm serve` it started and
     that server's children are not."""

@@ -59,8 +59,8 @@ class CpuSampler:
 
     def sample(self, pids: list[int], now: float, clients: set[int] = frozenset()) -> None:
         """One sample of `pids`; those in `clients` (the arm's command and its helpers, no server) count as the
-        client from then on."""
-        self.clients |= clients
+        client, as of their latest sample: a child forked by the driver is a copy of it until it execs a server."""
+        self.clients = (self.clients - set(pids)) | set(clients)
         for pid in pids:
             ticks = cpu_ticks(pid)
             if ticks is None:
