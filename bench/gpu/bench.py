@@ -294,6 +294,7 @@ def run_all(kit: Kit) -> list[dict]:
         except (RuntimeError, subprocess.CalledProcessError) as exc:  # a replica that never served, a plan that failed
             kit.say(f"{arm.name}: failed: {exc}")
             rows.append({"arm": arm.name, "ok": False, "error": str(exc)})
+        results.write(kit.out, kit.plan.bench.name, header(kit), rows)  # a lease that ends mid-file keeps these
     return rows
 
 
