@@ -46,6 +46,7 @@ def test_a_new_result_file_is_indexed_wherever_it_keeps_its_figures(tmp_path):
         "machine": "1x H200 (139 GiB), 16 cores, vLLM 0.31.1 lean wheels, torch 2.12",
         "model": "Qwen3.5-0.8B shape, --load-format dummy",
         "targets": {"lighton": {"sustained_pages_per_s": 25}},
+        "bound": "host CPU: 0.81 core-s a page at 16.2 pages/s",
         "arms": [
             {
                 "arm": "lighton",
@@ -146,6 +147,7 @@ def test_a_new_result_file_is_indexed_wherever_it_keeps_its_figures(tmp_path):
         ]
     ]
     assert "[`raw-rows/`](raw-rows/)" in text
+    assert "- [`fleet-2031-01-02.json`](fleet-2031-01-02.json): host CPU: 0.81 core-s a page at 16.2 pages/s" in text
 
 
 def test_the_figures_models_json_records_are_listed_with_their_source():

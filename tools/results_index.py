@@ -281,6 +281,13 @@ def cited_figures(models: dict) -> str:
     return table(["script", "what", "value", "hardware", "date", "source"], rows) if rows else "None recorded yet."
 
 
+def bounds(files: list[Path]) -> str:
+    """What bound each run that says so (a file's `bound`: the resource and the measurement that names it)."""
+    found = [(path.name, json.loads(path.read_text()).get("bound")) for path in files]
+    lines = [f"- [`{name}`]({name}): {cell(text)}" for name, text in found if isinstance(text, str)]
+    return "\n".join(lines) or "None recorded yet."
+
+
 def render(results: Path = RESULTS, models_json: Path = MODELS_JSON) -> str:
     """The whole README of the results folder, from the files it holds and models.json."""
     files = sorted(results.glob("*.json"))
@@ -289,7 +296,9 @@ def render(results: Path = RESULTS, models_json: Path = MODELS_JSON) -> str:
     raw = "\n".join(f"- [`{name}/`]({name}/)" for name in folders) or "None."
     models = json.loads(models_json.read_text())
     return (
-        f"{HEADER}\n## Index\n\n{table(COLUMNS, rows)}\n\n## Raw rows\n\n{raw}\n\n"
+        f"{HEADER}\n## Index\n\n{table(COLUMNS, rows)}\n\n## What bound the run\n\n"
+        "A file's `bound`: the resource that set the rate, with the measurement that names it.\n\n"
+        f"{bounds(files)}\n\n## Raw rows\n\n{raw}\n\n"
         "## Figures recorded in models.json\n\n"
         "Per script, each figure with its hardware, date and source (`measured` in `models.json`, kept by hand). A "
         "source under `bench/results/` is a run of these scripts; the others are cited from the seed and the "
