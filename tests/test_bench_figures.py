@@ -114,6 +114,7 @@ def test_cpu_per_page_is_each_role_s_cores_over_the_sustained_rate_with_the_flav
     assert page["core_s_per_page_by_role"] == {"api_server": 0.5, "client": 0.1, "engine_core": 0.3, "other": 0.1}
     assert page["cpu_ceiling_projection"]["h200"] == 17.2 and page["cpu_ceiling_projection"]["l4x1"] == 6.0
     assert sustained.per_page(held, None) == {}, "no sustained interval, no figure per page"
+    assert sustained.per_page({"cores_by_role": {"client": 0.0}}, 10.0) == {}, "no process sampled twice in it"
 
 
 def test_the_sustained_figures_count_the_client_as_its_own_role_and_the_serving_threads_waits(figures):

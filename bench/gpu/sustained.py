@@ -23,8 +23,8 @@ SCALING = 0.75  # cores' worth of one busy vCPU when all are busy (16 gave ~12 o
 def per_page(held: dict, sustained: float | None) -> dict:
     """Core-seconds per page by role and in all over the sustained interval, and the flavors' projected ceilings."""
     cores = held.get("cores_by_role") or {}
-    if not sustained or not cores:
-        return {}
+    if not sustained or not sum(cores.values()):
+        return {}  # no rate, or no process sampled twice inside the interval
     total = sum(cores.values()) / sustained
     return {
         "core_s_per_page": round(total, 3),
