@@ -208,6 +208,10 @@ def test_the_gpu_kit_runs_an_arms_file_on_a_fake_engine(tmp_path, cpu_benches):
     assert "--gil" in (spy.parent / "spy-args").read_text(), "the arm's py-spy flags reach py-spy"
     held = arms["hand"]["cpu_sustained"]
     assert held["seconds"] > 0 and held["cores_total"] is not None, "CPU cut to the sustained interval"
+    if sum(held["cores_by_role"].values()):  # a loaded machine may sample no process twice in a short interval
+        page = arms["hand"]["cpu_per_page"]
+        assert "client" in page["core_s_per_page_by_role"], "the hand driver is the client"
+        assert set(page["cpu_ceiling_projection"]) == {"l4x1", "l40sx1", "a100-large", "h200"}
     assert arms["p1-vp"]["recipe"].endswith("1 output tokens") and arms["p1-full"]["recipe"].endswith("8 output tokens")
     for name, arm in arms.items():
         assert set(arm) >= EFFICIENCY_FIELDS, name

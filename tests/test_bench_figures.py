@@ -9,7 +9,12 @@ the windowed figures with samples whose answer is known.
 from __future__ import annotations
 
 import importlib
+import os
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +93,105 @@ def test_a_folded_profile_is_shared_by_thread_innermost_frame_and_frame_on_stack
     assert summary["innermost"][0] == ["forward (model.py)", 0.6]
     assert dict(map(tuple, summary["on_stack"]))["step (core.py)"] == 0.9, "two lines of one function are one frame"
     assert pyspy.summarize_folder(tmp_path / "absent") == []
+
+
+@pytest.fixture(scope="module")
+def figures():
+    sys.path.insert(0, str(REPO_ROOT / "bench" / "gpu"))
+    try:
+        yield importlib.import_module("sustained"), importlib.import_module("runqueue")
+    finally:
+        sys.path.remove(str(REPO_ROOT / "bench" / "gpu"))
+
+
+def test_cpu_per_page_is_each_role_s_cores_over_the_sustained_rate_with_the_flavors_projected(figures):
+    """10 busy cores at 10 pages/s is one core-second a page; 23 vCPUs at 0.75 of a core each feed 17.2 pages/s
+    at that cost (a projection, stated as one)."""
+    sustained, _ = figures
+    held = {"cores_by_role": {"client": 1.0, "api_server": 5.0, "engine_core": 3.0, "other": 1.0}}
+    page = sustained.per_page(held, 10.0)
+    assert page["core_s_per_page"] == 1.0
+    assert page["core_s_per_page_by_role"] == {"api_server": 0.5, "client": 0.1, "engine_core": 0.3, "other": 0.1}
+    assert page["cpu_ceiling_projection"]["h200"] == 17.2 and page["cpu_ceiling_projection"]["l4x1"] == 6.0
+    assert sustained.per_page(held, None) == {}, "no sustained interval, no figure per page"
+    assert sustained.per_page({"cores_by_role": {"client": 0.0}}, 10.0) == {}, "no process sampled twice in it"
+
+
+def test_the_sustained_figures_count_the_client_as_its_own_role_and_the_serving_threads_waits(figures):
+    """A recipe process (the client) at half a core, an engine core whose main thread ran 0.9 s and waited 0.3 s
+    each second, an API server: over the interval the client is a role of its own and the engine core's main thread
+    waited a quarter of the time it wanted a CPU."""
+    sustained, _ = figures
+    ticks = {pid: [(float(t), rate * t) for t in range(0, 101)] for pid, rate in ((1, 50), (2, 100), (3, 150))}
+    ns = [[float(t), int(0.9e9 * t), int(0.3e9 * t)] for t in range(0, 101)]
+    names = {"1": "python3", "2": "VLLM::EngineCor", "3": "VLLM::APIServe"}
+    stats = {
+        "cpu_samples": {"names": names, "clients": [1], "series": {str(p): rows for p, rows in ticks.items()}},
+        "sched_samples": {"names": {"2": names["2"]}, "series": {"2": {"main": ns, "all": ns}}},
+    }
+    summary = {"sustained_unix": [20.0, 80.0], "sustained_pages_per_s": 6.0}
+    held = sustained.sustained_figures(stats, summary)
+    assert held["cpu_sustained"]["cores_by_role"] == {"client": 0.5, "engine_core": 1.0, "api_server": 1.5}
+    assert held["cpu_per_page"]["core_s_per_page"] == 0.5
+    (engine,) = held["sched_sustained"]
+    assert engine["role"] == "engine_core" and engine["main_thread"]["wait_share"] == 0.25
+    assert engine["main_thread"]["on_cpu_cores"] == 0.9 and engine["main_thread"]["waiting_cores"] == 0.3
+
+
+def test_a_process_counts_in_the_role_of_its_latest_sample(kit):
+    """A driver's child is a copy of the driver (a client) between its fork and its exec of `vllm serve`: once it
+    serves, its CPU is the server's."""
+    procs, _ = kit
+    sampler = procs.CpuSampler()
+    sampler.sample([os.getpid()], 1.0, {os.getpid()})
+    sampler.sample([os.getpid()], 2.0, set())
+    assert sampler.record()["clients"] == []
+
+
+def test_the_client_is_the_arm_s_command_tree_without_the_servers_it_started(kit, tmp_path):
+    """A driver whose own arguments say `--serve vllm serve ...` stays the client; the `vllm serve` it started and
+    that server's children are not."""
+    procs, _ = kit
+    server = tmp_path / "fake_vllm.py"
+    server.write_text(
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "time.sleep(60)\n"
+    )
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, {str(server)!r}, 'serve'])\ntime.sleep(60)\n"
+    )
+    started = subprocess.Popen([sys.executable, str(driver), "--serve", "vllm", "serve", "m"])
+    lone = subprocess.Popen(["cat"], stdin=subprocess.PIPE)
+    try:
+        tree: list[int] = []
+        for _ in range(100):
+            tree = descendants(started.pid)
+            if len(tree) == 3:
+                break
+            time.sleep(0.1)
+        assert len(tree) == 3
+        assert procs.client_pids(tree) == {started.pid}
+        assert procs.client_pids([lone.pid]) == {lone.pid}, "a command line of one word"
+    finally:
+        for pid in reversed(tree):
+            os.kill(pid, signal.SIGKILL)
+        started.wait()
+        lone.kill()
+        lone.wait()
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[-1].split()[1])
+        except OSError:
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        found.append(todo.pop())
+        todo.extend(children.get(found[-1], []))
+    return found

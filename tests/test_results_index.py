@@ -36,7 +36,8 @@ def rows_of(text: str, name: str) -> list[list[str]]:
 def test_a_new_result_file_is_indexed_wherever_it_keeps_its_figures(tmp_path):
     """A file in the layout of the fleet benches (a list of named arms, the machine as one line) and one in the layout
     of the first benches (arms keyed by name, the machine as a record): each field comes from where that file keeps
-    it, and a field a file lacks shows as "-"."""
+    it, and a field a file lacks shows as "-". An arm of the GPU bench gives its CPU per page by role and the h200
+    flavor's projected CPU ceiling."""
     shutil.copy(ROOT / "models.json", tmp_path / "models.json")
     results = tmp_path / "results"
     (results / "raw-rows").mkdir(parents=True)
@@ -45,6 +46,7 @@ def test_a_new_result_file_is_indexed_wherever_it_keeps_its_figures(tmp_path):
         "machine": "1x H200 (139 GiB), 16 cores, vLLM 0.31.1 lean wheels, torch 2.12",
         "model": "Qwen3.5-0.8B shape, --load-format dummy",
         "targets": {"lighton": {"sustained_pages_per_s": 25}},
+        "bound": "host CPU: 0.81 core-s a page at 16.2 pages/s",
         "arms": [
             {
                 "arm": "lighton",
@@ -53,6 +55,11 @@ def test_a_new_result_file_is_indexed_wherever_it_keeps_its_figures(tmp_path):
                 "billed_pages_per_s": 11.647,
                 "pages_per_s": 16.8,
                 "gpu_util_sustained": 92.4,
+                "cpu_per_page": {
+                    "core_s_per_page": 0.812,
+                    "core_s_per_page_by_role": {"api_server": 0.45, "client": 0.04, "engine_core": 0.3, "other": 0.022},
+                    "cpu_ceiling_projection": {"l4x1": 7.4, "h200": 21.2},
+                },
             },
             {"arm": "nanonets", "shape": "qwen2_5_vl", "pages": 512, "pages_per_s": 5.26},
         ],
@@ -82,6 +89,9 @@ def test_a_new_result_file_is_indexed_wherever_it_keeps_its_figures(tmp_path):
             "16.20",
             "11.65",
             "92 %",
+            "0.81",
+            "client 0.04, API 0.45, engine 0.30, other 0.02",
+            "21.2",
         ],
         [
             "[`fleet-2031-01-02.json`](fleet-2031-01-02.json)",
@@ -92,6 +102,9 @@ def test_a_new_result_file_is_indexed_wherever_it_keeps_its_figures(tmp_path):
             "nanonets",
             "512",
             "5.26",
+            "-",
+            "-",
+            "-",
             "-",
             "-",
             "-",
@@ -110,12 +123,31 @@ def test_a_new_result_file_is_indexed_wherever_it_keeps_its_figures(tmp_path):
             "-",
             "-",
             "0 % (inf.)",
+            "-",
+            "-",
+            "-",
         ],
     ]
     assert rows_of(text, "store-2031-01-01.json") == [
-        ["[`store-2031-01-01.json`](store-2031-01-01.json)", "2031-01-01", "-", "-", "-", "-", "-", "-", "-", "-", "-"]
+        [
+            "[`store-2031-01-01.json`](store-2031-01-01.json)",
+            "2031-01-01",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+        ]
     ]
     assert "[`raw-rows/`](raw-rows/)" in text
+    assert "- [`fleet-2031-01-02.json`](fleet-2031-01-02.json): host CPU: 0.81 core-s a page at 16.2 pages/s" in text
 
 
 def test_the_figures_models_json_records_are_listed_with_their_source():

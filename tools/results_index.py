@@ -50,7 +50,11 @@ The index has one row per arm of each file. *pages/s* is over inference, first p
 *sustained* counts the pages sent once every planned replica served and done before the last page was sent, over
 that interval (what a long job runs at); *billed* is the rows over the process's whole wall time, start-up and
 publishing included (what a job pays for); *GPU busy* is nvidia-smi's utilisation over the sustained interval, or,
-marked "(inf.)", over the whole inference. A field the file does not hold shows as "-".
+marked "(inf.)", over the whole inference. *core-s/page* is the CPU the arm's processes used over the sustained
+interval per page done there (core-seconds), in all and by role: the recipe's client, the API servers, the engine
+cores, other (the bench's `cpu_per_page`); *h200 CPU ceiling (proj.)* is a projection, not a measurement: the pages/s
+the h200 flavor's 23 vCPUs would feed at that CPU per page, a busy vCPU counted as 0.75 of a core. A field the file
+does not hold shows as "-".
 """
 
 
@@ -69,6 +73,9 @@ class Arm:
     sustained: str
     billed: str
     gpu_busy: str
+    core_s: str
+    core_s_by_role: str
+    h200_ceiling: str
 
     def cells(self) -> list[str]:
         return [
@@ -83,10 +90,29 @@ class Arm:
             self.sustained,
             self.billed,
             self.gpu_busy,
+            self.core_s,
+            self.core_s_by_role,
+            self.h200_ceiling,
         ]
 
 
-COLUMNS = ["file", "date", "machine", "vLLM", "shape", "arm", "pages", "pages/s", "sustained", "billed", "GPU busy"]
+COLUMNS = [
+    "file",
+    "date",
+    "machine",
+    "vLLM",
+    "shape",
+    "arm",
+    "pages",
+    "pages/s",
+    "sustained",
+    "billed",
+    "GPU busy",
+    "core-s/page",
+    "core-s/page by role",
+    "h200 CPU ceiling (proj.)",
+]
+ROLE_NAMES = {"client": "client", "api_server": "API", "engine_core": "engine", "other": "other"}
 
 
 def figure(value: object) -> str:
@@ -181,6 +207,18 @@ def gpu_busy(arm: dict) -> str:
     return MISSING
 
 
+def ceiling(page: dict) -> str:
+    value = (page.get("cpu_ceiling_projection") or {}).get("h200")
+    return f"{value:.1f}" if isinstance(value, (int, float)) else MISSING
+
+
+def by_role(page: dict) -> str:
+    """An arm's core-seconds per page by role, in ROLE_NAMES' order."""
+    roles = page.get("core_s_per_page_by_role") or {}
+    shown = [f"{label} {roles[key]:.2f}" for key, label in ROLE_NAMES.items() if isinstance(roles.get(key), float)]
+    return ", ".join(shown) or MISSING
+
+
 def index_rows(path: Path) -> list[Arm]:
     """The rows of one result file: one per arm, or one of missing figures when it holds no arm."""
     data = json.loads(path.read_text())
@@ -202,6 +240,9 @@ def index_rows(path: Path) -> list[Arm]:
             sustained=figure(arm.get("sustained_pages_per_s")),
             billed=figure(arm.get("billed_pages_per_s")),
             gpu_busy=gpu_busy(arm),
+            core_s=figure((arm.get("cpu_per_page") or {}).get("core_s_per_page")),
+            core_s_by_role=by_role(arm.get("cpu_per_page") or {}),
+            h200_ceiling=ceiling(arm.get("cpu_per_page") or {}),
         )
         for where, arm in found
     ]
@@ -240,6 +281,13 @@ def cited_figures(models: dict) -> str:
     return table(["script", "what", "value", "hardware", "date", "source"], rows) if rows else "None recorded yet."
 
 
+def bounds(files: list[Path]) -> str:
+    """What bound each run that says so (a file's `bound`: the resource and the measurement that names it)."""
+    found = [(path.name, json.loads(path.read_text()).get("bound")) for path in files]
+    lines = [f"- [`{name}`]({name}): {cell(text)}" for name, text in found if isinstance(text, str)]
+    return "\n".join(lines) or "None recorded yet."
+
+
 def render(results: Path = RESULTS, models_json: Path = MODELS_JSON) -> str:
     """The whole README of the results folder, from the files it holds and models.json."""
     files = sorted(results.glob("*.json"))
@@ -248,7 +296,9 @@ def render(results: Path = RESULTS, models_json: Path = MODELS_JSON) -> str:
     raw = "\n".join(f"- [`{name}/`]({name}/)" for name in folders) or "None."
     models = json.loads(models_json.read_text())
     return (
-        f"{HEADER}\n## Index\n\n{table(COLUMNS, rows)}\n\n## Raw rows\n\n{raw}\n\n"
+        f"{HEADER}\n## Index\n\n{table(COLUMNS, rows)}\n\n## What bound the run\n\n"
+        "A file's `bound`: the resource that set the rate, with the measurement that names it.\n\n"
+        f"{bounds(files)}\n\n## Raw rows\n\n{raw}\n\n"
         "## Figures recorded in models.json\n\n"
         "Per script, each figure with its hardware, date and source (`measured` in `models.json`, kept by hand). A "
         "source under `bench/results/` is a run of these scripts; the others are cited from the seed and the "

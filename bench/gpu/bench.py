@@ -32,6 +32,7 @@ from pathlib import Path
 import arms as arms_file
 import commands
 import fleet
+import image
 import monitor
 import profiling
 import report
@@ -299,6 +300,7 @@ def run_all(kit: Kit) -> list[dict]:
         except (RuntimeError, subprocess.CalledProcessError) as exc:  # a replica that never served, a plan that failed
             kit.say(f"{arm.name}: failed: {exc}")
             rows.append({"arm": arm.name, "ok": False, "error": str(exc)})
+        results.write(kit.out, kit.plan.bench.name, header(kit), rows)  # a lease that ends mid-file keeps these
     return rows
 
 
@@ -342,6 +344,8 @@ def run(args: argparse.Namespace, plan: ArmsFile) -> int:
     finally:
         with tarfile.open(args.out / f"{plan.bench.name}-logs.tar.gz", "w:gz") as logs:
             logs.add(kit.logs, arcname="logs")
+    if kit.fake:
+        image.check()  # what the run imported here would be missing on the device
     written = results.write(args.out, plan.bench.name, header(kit), rows)
     kit.say(f"done: {written}")
     print(report.table(rows))

@@ -7,6 +7,7 @@ Every arm reads the same pages with `ignore_eos`, a fixed `max_tokens` and tempe
 
 from __future__ import annotations
 
+import ast
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +26,14 @@ CARD_MODEL = {"qwen2_5_vl": "nanonets_ocr2", "qwen3_5": "lighton_ocr3"}
 
 
 def card_serve(shape: str) -> tuple[str, ...]:
-    """The serve flags of the model card the shape stands in for, as its recipe gives them."""
-    from ocr_models import model_module
-
-    return tuple(model_module(CARD_MODEL[shape]).FACTS.serve_args)
+    """The serve flags of the model card the shape stands in for, as its recipe gives them: read from the card's
+    source, not imported, since importing it imports the core and its dependencies (`datasets`), which the device's
+    image lacks while bench.py runs on it."""
+    source = Path(__file__).resolve().parents[2] / "src" / "ocr_models" / f"{CARD_MODEL[shape]}.py"
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.keyword) and node.arg == "serve_args":
+            return tuple(ast.literal_eval(node.value))
+    return ()  # a card without serve_args serves with vLLM's defaults
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ model FLOPs of a page from flops.py, over the H200's dense bf16 datasheet peak),
 replica's start-up timeline (`startup`, the core's serving start-up log), the engine cache's use (`engine_cache`)
 and the host-memory peaks. `watch` also keeps each process's CPU seconds and the engines' running and waiting
 counts, and the merge counts the requests each API server process answered from the serve logs (procs.py); it gives
-both again over the sustained interval alone (`cpu_sustained`, `engine_queues_sustained`). With a `Profile`, `watch`
+both again over the sustained interval alone, with CPU per page and the serving threads' scheduler figures
+(sustained.py). With a `Profile`, `watch`
 profiles the busiest engine core and API server once they serve, and the merge adds their summaries (pyspy.py).
 """
 
@@ -36,8 +37,10 @@ from pathlib import Path
 from typing import IO
 
 from flops import DATASHEET_PEAK
-from procs import CpuSampler, QueueSampler, cpu_report, queue_report, requests_per_api_server, serve_ports
+from procs import CpuSampler, QueueSampler, client_pids, queue_report, requests_per_api_server, serve_ports
 from pyspy import Profiler, summarize_folder
+from runqueue import SchedSampler
+from sustained import sustained_figures
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -194,18 +197,6 @@ def profile_folder(stats: Path) -> Path:
     return stats.with_name(stats.stem + "-pyspy")
 
 
-def sustained_figures(stats: dict, interval: list[float] | None) -> dict:
-    """CPU per process and role, and the engines' queues, over the summary's sustained interval only: the arm's
-    own figures count the start-up too."""
-    if not interval or "cpu_samples" not in stats:
-        return {}
-    seconds = interval[1] - interval[0]
-    return {
-        "cpu_sustained": {"seconds": round(seconds, 1), **cpu_report(stats["cpu_samples"], interval, seconds)},
-        "engine_queues_sustained": queue_report(stats.get("queue_samples") or {}, interval),
-    }
-
-
 def stop_gpu_sampler(smi: subprocess.Popen | None, stop: threading.Event) -> None:
     stop.set()
     if smi is None:
@@ -230,7 +221,7 @@ def watch(cmd: Sequence[str], spec: Watch, env: Mapping[str, str], stdout: IO, s
     timed_out = False
     term_sent_at = None
     tick = 0
-    cpu, queues = CpuSampler(), QueueSampler()
+    cpu, queues, sched = CpuSampler(), QueueSampler(), SchedSampler()
     profile = spec.profile
     profiler = Profiler(profile.binary, profile_folder(spec.stats), profile.seconds, profile.flags) if profile else None
     busy_since = None
@@ -242,7 +233,8 @@ def watch(cmd: Sequence[str], spec: Watch, env: Mapping[str, str], stdout: IO, s
                     seen[pid] = start_time(pid)
             watched = pids + [pid for root in spec.watch_pids for pid in descendants(root)]
             now = time.time()
-            cpu.sample(watched, now)
+            cpu.sample(watched, now, client_pids(pids))
+            sched.sample({pid: cpu.names[pid] for pid in watched if pid in cpu.names}, now)
             queues.sample(serve_ports(watched), now)
             busy_since = busy_since or (now if queues.busy() else None)
             if profiler and not profiler.started and busy_since and now - busy_since >= profile.after_s:
@@ -290,6 +282,7 @@ def watch(cmd: Sequence[str], spec: Watch, env: Mapping[str, str], stdout: IO, s
         "engine_queues": queue_report(queues.record()),
         "cpu_samples": cpu.record(),
         "queue_samples": queues.record(),
+        "sched_samples": sched.record(),
     }
     spec.stats.write_text(json.dumps(stats, indent=1) + "\n")
     return stats
@@ -386,8 +379,8 @@ def merge(
         "startup_and_teardown_s": round(stats["elapsed_s"] - float(inference_s), 1)
         if inference_s and "elapsed_s" in stats
         else None,
-        **{key: stats.get(key) for key in stats if key not in ("cpu_samples", "queue_samples")},
-        **sustained_figures(stats, (summary or {}).get("sustained_unix")),
+        **{key: stats.get(key) for key in stats if not key.endswith("_samples")},
+        **sustained_figures(stats, summary or {}),
     }
     profiles = summarize_folder(profile_folder(spec.stats))
     if profiles:

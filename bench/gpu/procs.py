@@ -55,8 +55,12 @@ class CpuSampler:
 
     series: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)
+    clients: set[int] = field(default_factory=set)
 
-    def sample(self, pids: list[int], now: float) -> None:
+    def sample(self, pids: list[int], now: float, clients: set[int] = frozenset()) -> None:
+        """One sample of `pids`; those in `clients` (the arm's command and its helpers, no server) count as the
+        client, as of their latest sample: a child forked by the driver is a copy of it until it execs a server."""
+        self.clients = (self.clients - set(pids)) | set(clients)
         for pid in pids:
             ticks = cpu_ticks(pid)
             if ticks is None:
@@ -72,6 +76,7 @@ class CpuSampler:
         """The samples as JSON: what `cpu_report` reads back at merge time."""
         return {
             "names": {str(pid): name for pid, name in self.names.items()},
+            "clients": sorted(pid for pid in self.clients if pid in self.names),
             "series": {str(pid): [[round(t, 2), ticks] for t, ticks in rows] for pid, rows in self.series.items()},
         }
 
@@ -95,8 +100,9 @@ def cpu_report(record: dict, interval: list[float] | None, seconds: float) -> di
         if len(inside) >= 2:
             used[pid] = (inside[-1] - inside[0]) / TICKS_PER_S
     by_role: Counter[str] = Counter()
+    clients = {str(pid) for pid in record.get("clients", ())}
     for pid, cpu_s in used.items():
-        by_role[role(record["names"][pid])] += cpu_s
+        by_role["client" if pid in clients else role(record["names"][pid])] += cpu_s
     busiest = sorted(used, key=used.get, reverse=True)[:24]
     return {
         "cpu_s_by_role": {name: round(value, 1) for name, value in by_role.items()},
@@ -112,6 +118,38 @@ def cpu_report(record: dict, interval: list[float] | None, seconds: float) -> di
             for pid in busiest
         ],
     }
+
+
+def is_server(pid: int) -> bool:
+    """Whether the process is a `vllm serve` (the real one or the fake) itself: `serve` right after the program or
+    its interpreter's script, not a driver's `--serve vllm serve ...` arguments."""
+    argv = (read(f"/proc/{pid}/cmdline") or "").split("\0")
+    return any(
+        argv[i] == "serve" and Path(argv[i - 1]).name in ("vllm", "fake_vllm.py") for i in (1, 2) if i < len(argv)
+    )
+
+
+def parent(pid: int) -> int | None:
+    stat = read(f"/proc/{pid}/stat")
+    return int(stat.rsplit(")", 1)[-1].split()[1]) if stat else None
+
+
+def client_pids(pids: list[int]) -> set[int]:
+    """The processes of the arm's own command tree with no `vllm serve` among themselves and their ancestors: the
+    recipe (or driver) and its helpers, not the servers it started."""
+    parents = {pid: parent(pid) for pid in pids}
+    servers = {pid for pid in pids if is_server(pid)}
+
+    def served(pid: int | None) -> bool:
+        seen = set()
+        while pid in parents and pid not in seen:
+            if pid in servers:
+                return True
+            seen.add(pid)
+            pid = parents[pid]
+        return False
+
+    return {pid for pid in pids if not served(pid)}
 
 
 def serve_ports(pids: list[int]) -> set[int]:

@@ -3,9 +3,9 @@ figure means, and the full merged result of each arm one JSON line apiece beside
 
 Each arm of the file: `arm`, `recipe`, `shape`, `pages`, `defaults` (true when the arm ran the recipe's own engine
 settings), `sustained_pages_per_s`, `billed_pages_per_s`, `pages_per_s`, `gpu_util_sustained`, `mfu_sustained`,
-`ok`, `startup` (each spawned replica's start-up timeline), `engine_cache`, `cpu_sustained`,
-`engine_queues_sustained`, `py_spy` (where the arm ran under it), and the core that ran (`core`: version
-and folder; a checkout's src/ has no installed version, so the version is pyproject.toml's, marked so).
+`cpu_per_page`, `ok`, `startup` (each spawned replica's start-up timeline), `engine_cache`, `cpu_sustained`,
+`engine_queues_sustained`, `sched_sustained`, `py_spy` (where the arm ran under it), and the core that ran (`core`:
+version and folder; a checkout's src/ has no installed version, so the version is pyproject.toml's, marked so).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ FIELDS = (
     "defaults",
     "sustained_pages_per_s",
     "billed_pages_per_s",
+    "cpu_per_page",
     "pages_per_s",
     "gpu_util_sustained",
     "mfu_sustained",
@@ -33,6 +34,7 @@ FIELDS = (
     "engine_cache",
     "cpu_sustained",
     "engine_queues_sustained",
+    "sched_sustained",
     "py_spy",
 )
 DEFINITIONS = {
@@ -50,10 +52,19 @@ DEFINITIONS = {
     "distributed init), load, compile, warmup (vLLM's initial profiling/warmup run), "
     "kv_cache_and_graphs, api_up; waited_s before its launch (the core's start-up log reader)",
     "engine_cache": "--engine-cache's key, outcome (hit, miss or off), notes and bytes loaded and written",
-    "cpu_sustained": "CPU seconds of the arm's process tree by role (api_server, engine_core, other) and per process, "
+    "cpu_per_page": "core-seconds per page over the sustained interval (each role's cores there over the sustained "
+    "pages/s), in all and by role (client: the recipe or driver and its helpers; api_server; engine_core; other: "
+    "the vllm serve parents and the rest), and cpu_ceiling_projection: a PROJECTION, not a measurement, of the pages/s "
+    "each HF flavor's vCPUs (l4x1 8, l40sx1 8, a100-large 12, h200 23) would feed at that cost, a busy vCPU counted "
+    "as 0.75 of a core (sustained.py)",
+    "cpu_sustained": "CPU seconds of the arm's process tree by role (client, api_server, engine_core, other) and per "
+    "process, "
     "and cores (CPU seconds over the interval), from /proc samples stamped inside the sustained interval only",
     "engine_queues_sustained": "each engine's mean running and waiting requests over the sustained interval "
     "(its /metrics, once a second)",
+    "sched_sustained": "per engine core and API server, from /proc/PID/task/TID/schedstat over the sustained interval: "
+    "its main thread's and all its threads' seconds on a CPU and runnable but waiting for one, the waiting share of "
+    "the time they wanted a CPU, and both as cores (runqueue.py)",
     "py_spy": "py-spy of the busiest engine core and API server once serving (bench/gpu/pyspy.py): shares of the "
     "samples by thread, innermost frame and frame on the stack",
 }

@@ -5,10 +5,11 @@ and installed there.
     python bench/gpu/wheels.py install [FOLDER ...]           # there: join, check, unpack, pip install into --site
 
 The lists: req-vllm026-lean.txt (vLLM 0.26.0 and what it needs that the image lacks) and req-extra.txt (`datasets`
-and its missing requirements). The device tool carries at most 64 MiB a path and 8 paths a call, so the packed tar is
-split into equal parts of at most --part-mb (58) MiB, one folder each; part 1 also holds SHA256 (the tar's name and
-checksum) and PARTS (how many there are). Packing rewrites each wheel with its members stored (a wheel's RECORD
-hashes the files, not the zip, so it stays valid), so that xz finds the redundancy deflate hides. `--lean` leaves out
+and its missing requirements). The device tool carries at most 64 MiB a call, the checkout that travels with every
+call included (about 7 MiB), so the packed tar is split into equal parts of at most --part-mb (48) MiB, one folder
+each; part 1 also holds SHA256 (the tar's name and checksum) and PARTS (how many there are). Packing rewrites each
+wheel with its members stored (a wheel's RECORD hashes the files, not the zip, so it stays valid), so that xz finds
+the redundancy deflate hides. `--lean` leaves out
 vLLM's FlashAttention-2 kernels, which Hopper does not use (FA3 serves the decoder and the vision encoder), into
 .gpu/lean/: fewer parts.
 """
@@ -189,7 +190,7 @@ def main() -> int:
     verbs = parser.add_subparsers(dest="verb", required=True)
     fetching = verbs.add_parser("fetch", help="download the listed wheels and pack them into parts (here)")
     fetching.add_argument("--lean", action="store_true", help="leave out vLLM's FA2 kernels: parts in .gpu/lean/")
-    fetching.add_argument("--part-mb", type=int, default=58, help="the largest part, in MiB")
+    fetching.add_argument("--part-mb", type=int, default=48, help="the largest part, in MiB")
     installing = verbs.add_parser("install", help="join the parts, check, unpack and install them (on the device)")
     installing.add_argument("folders", type=Path, nargs="*", help="folders of parts (default /tmp/parts .gpu/p*)")
     installing.add_argument("--site", type=Path, default=Path("/tmp/site"), help="where the wheels go")
