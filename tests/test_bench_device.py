@@ -12,6 +12,8 @@ import importlib
 import subprocess
 import sys
 
+import pytest
+
 from tests.testbed.env import REPO_ROOT, VENV_PYTHON
 
 # Runs bench.py with `datasets` (and vLLM) unimportable in the bench's own process, as on the device's image; the
@@ -45,12 +47,17 @@ def bench_in(prelude: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_dry_run_of_every_replicas_arm_runs_without_datasets():
-    """The profile file's arms start replicas with the model card's flags: reading them must not import the core's
-    dependencies, which the device's image lacks."""
-    done = bench_in(ON_THE_IMAGE, "bench/gpu/arms/profile.toml", "--dry-run")
+@pytest.mark.parametrize("arms", ["profile.toml", "hand-replicas.toml"])
+def test_the_dry_run_of_every_replicas_arm_runs_without_datasets(arms):
+    """A replicas arm starts its replicas with the model card's flags: a planned arm through the recipe's own
+    `--plan` (run by the core's environment, carried to the device), a hand-started one read from the card's source.
+    Neither may import the core's dependencies into the bench's own process, which the device's image lacks."""
+    done = bench_in(ON_THE_IMAGE, f"bench/gpu/arms/{arms}", "--dry-run")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "--gdn-prefill-backend triton" in done.stdout, "the LightOnOCR-3 card's flags reach the replicas"
+    if arms == "profile.toml":
+        assert "the argv of each replica the recipe plans" in done.stdout and " --plan" in done.stdout
+    else:
+        assert "--gdn-prefill-backend triton" in done.stdout, "the LightOnOCR-3 card's flags reach the replicas"
 
 
 def test_the_dry_run_names_a_module_the_device_lacks_that_the_bench_imported():
