@@ -30,8 +30,10 @@ REFUSED_AT_ONCE = ["--max-tokens", "4096"]
 # script's header through the package index).
 USER_SHELL = ("HOME", "SSL_CERT_FILE", "SSL_CERT_DIR")
 # The test's own Hugging Face home and datasets cache (tests/conftest.py): a demo must not read what earlier runs
-# left in the machine's (issue 35).
-OWN_CACHES = ("HF_HOME", "HF_DATASETS_CACHE")
+# left in the machine's (issue 35). And where this machine keeps its test bed: without it the demo's installer
+# looked in the default cache and pointed the suite's own .testbed/venv at another build there, under the running
+# suite, whose next engine process then mixed two interpreters (a suite run with OCR_TESTBED_CACHE set).
+OWN_CACHES = ("HF_HOME", "HF_DATASETS_CACHE", "OCR_TESTBED_CACHE", "XDG_CACHE_HOME")
 
 
 def demo(

@@ -155,7 +155,10 @@ def test_from_a_clone_a_server_recipe_without_vllm_offers_the_clones_make_comman
     assert f"make demo SCRIPT={SCRIPT} INPUT={SAMPLES}" in failure
     assert "uv run" not in failure and "hf jobs" not in failure, failure
     words = shlex.split(rerun)
-    env = {**os.environ, "PATH": os.defpath}
+    # As a user's shell types it: `make test` (CI's entry) exports its own level and flags, under which a make inside
+    # it prints "Entering directory" around the recipe line.
+    outer_make = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")
+    env = {**{name: value for name, value in os.environ.items() if name not in outer_make}, "PATH": os.defpath}
     recipe = subprocess.run(["make", "-n", *words[1:]], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     assert recipe.stdout.strip() == f'bash tools/run.sh "{SCRIPT}" "{SAMPLES}" "{out}" --max-samples 3', recipe.stdout
 

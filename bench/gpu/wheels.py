@@ -166,7 +166,9 @@ def install(args: argparse.Namespace) -> int:
     folders = args.folders or [Path("/tmp/parts"), *sorted((ROOT / ".gpu").glob("p*"))]
     with tempfile.TemporaryDirectory() as scratch:
         with tarfile.open(joined([f for f in folders if f.is_dir()], Path(scratch))) as tar:
-            tar.extractall(scratch, filter="data")
+            # The "data" filter (Python 3.11.4 and later, and backports) refuses links and paths out of the folder;
+            # an older interpreter extracts without it the archive this tool packed itself.
+            tar.extractall(scratch, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         wheels = sorted(Path(scratch, "whl").glob("*.whl"))
         args.site.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
