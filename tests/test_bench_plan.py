@@ -7,13 +7,13 @@ Both sides run as processes with the test bed's python on a machine injected thr
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.test_bench import gpu_module
 from tests.testbed.env import REPO_ROOT
 
 H200_MIB = 143771
@@ -36,14 +36,6 @@ def injected_env(tmp_path: Path) -> dict[str, str]:
     (site / "sitecustomize.py").write_text(SITE.format(mib=H200_MIB))
     path = os.pathsep.join([str(site), str(REPO_ROOT / "src"), str(REPO_ROOT)])
     return {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1"}
-
-
-def gpu_module(name: str):
-    sys.path.insert(0, str(REPO_ROOT / "bench" / "gpu"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(REPO_ROOT / "bench" / "gpu"))
 
 
 def test_a_replicas_arm_starts_the_argv_the_recipe_plans(tmp_path):
