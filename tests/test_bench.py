@@ -226,6 +226,36 @@ def test_the_gpu_kit_runs_an_arms_file_on_a_fake_engine(tmp_path, cpu_benches):
     assert core["location"] == str(REPO_ROOT / "src" / "ocr_core") and core["version"].endswith("not installed)")
 
 
+RERUN_ARMS = """
+[bench]
+name = "rerun"
+pages = 8
+max_tokens = {tokens}
+budget_s = 600
+arm_timeout_s = 300
+
+[[arm]]
+kind = "replicas"
+name = "r1"
+replicas = 1
+runs = [{{name = "a", pages = 8, use = 1}}]
+"""
+
+
+@pytest.mark.heavy
+def test_a_second_arms_file_in_the_same_work_folder_starts_from_empty_outputs(tmp_path):
+    """A device call that runs another arms file (or the same one with other settings) on the warm machine's work
+    folder: the recipes' outputs there are the bench's scratch, so an arm's run starts from an empty OUTPUT instead
+    of refusing to mix its text with an earlier run's (it did: "holds results made another way", the arm lost)."""
+    work = tmp_path / "work"
+    for tokens in (8, 4):
+        out = tmp_path / f"rerun-{tokens}"
+        done = run_bench(RERUN_ARMS.format(tokens=tokens), out, work)
+        assert done.returncode == 0, done.stderr[-4000:]
+        (arm,) = json.loads((out / "rerun.json").read_text())["arms"]
+        assert arm["ok"] and arm["pages"] == 8, (tokens, done.stderr[-3000:])
+
+
 @pytest.mark.parametrize("arms", sorted((REPO_ROOT / "bench" / "gpu" / "arms").glob("*.toml")), ids=lambda p: p.stem)
 def test_every_shipped_arms_file_reads_and_names_recipes_that_exist(arms):
     done = subprocess.run(

@@ -333,7 +333,8 @@ def run(args: argparse.Namespace, plan: ArmsFile) -> int:
     if not kit.fake and not (args.site / "vllm").is_dir():
         kit.say(f"no vllm in {args.site}: run python bench/gpu/wheels.py install first (a cold machine lost it)")
         return 3
-    shutil.rmtree(kit.logs, ignore_errors=True)
+    for scratch in (kit.logs, kit.paths.outputs):  # an earlier call's, on a warm machine: never results
+        shutil.rmtree(scratch, ignore_errors=True)
     kit.logs.mkdir(parents=True)
     kit.say(f"start {plan.path}; caches: {census()}")
     install_vllm_shim(kit)
