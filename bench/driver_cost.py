@@ -25,7 +25,8 @@ import datasets
 from common import ROOT, save
 from PIL import Image
 
-from ocr_core import chat_body, placeholder_part, prepare_image, run_server
+from ocr_core import run_server
+from ocr_core.internals import chat_body, placeholder_part, prepare_image
 from tools.recipes import load_script
 
 PAGES = sorted((ROOT / "samples" / "pages").glob("*.jpg"))

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from common import ROOT, save
 
-from ocr_core import (
+from ocr_core.internals import (
     PDFIUM_LOCK,
     PREP_THREADS,
     PdfPage,

@@ -20,7 +20,16 @@ from pathlib import Path
 
 from common import ROOT, save
 
-from ocr_core import Destination, Lease, ProgressMirror, ResultLog, RowResult, finished_ids, part_files, read_results
+from ocr_core.internals import (
+    Destination,
+    Lease,
+    ProgressMirror,
+    ResultLog,
+    RowResult,
+    finished_ids,
+    part_files,
+    read_results,
+)
 from tests.testbed.hub_double import FolderHub
 
 REPO = "bench/progress"

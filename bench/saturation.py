@@ -62,7 +62,7 @@ def saturate_library(url: str, model: str, folder: Path, out: Path) -> dict:
     """The peer: saturate's pump with the same request bodies as ours (pass-through JPEG/PNG/WebP bytes)."""
     import saturate
 
-    from ocr_core import cell_bytes, prepare_image
+    from ocr_core.internals import cell_bytes, prepare_image
 
     rows = datasets.load_from_disk(str(folder)).cast_column("image", datasets.Image(decode=False))
 

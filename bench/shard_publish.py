@@ -103,7 +103,7 @@ class ShardJob:
     Hub double that counts the bytes committed to it; the lease and locks go back when the phase ends."""
 
     def __init__(self, input_folder: Path, hub_folder: Path, work: Path, shard: int, shards: int) -> None:
-        from ocr_core import WORK_DIR_ENV, Launch, build_parser, parse_arguments, prepare_job
+        from ocr_core.internals import WORK_DIR_ENV, Launch, build_parser, parse_arguments, prepare_job
         from tests.testbed.hub_double import FolderHub
         from tools.recipes import load_script
 
@@ -125,7 +125,7 @@ class ShardJob:
         return self.job
 
     def __exit__(self, *exc: object) -> None:
-        from ocr_core import release
+        from ocr_core.internals import release
 
         job = self.job
         release(job.destination, job.lease, job.locks, job.mirror)
@@ -133,7 +133,7 @@ class ShardJob:
 
 def log_results(job, chars: int) -> dict:
     """The shard's run, as the driver and the mirror leave it: its rows' results in parts of 32, merged."""
-    from ocr_core import ResultLog, RowResult, compact
+    from ocr_core.internals import ResultLog, RowResult, compact
 
     folder, tag = job.destination.progress_dir, job.destination.slice_tag
     rng = random.Random(job.source.shard[0])
@@ -153,7 +153,7 @@ def log_results(job, chars: int) -> dict:
 
 def publish_slice_of(job) -> dict:
     """The shard's publish from its last page on, as `finish` runs it: its figures and what it cost."""
-    from ocr_core import Drive, publish, script_source
+    from ocr_core.internals import Drive, publish, script_source
 
     work, hub, shard = job.destination.work_dir, job.destination.hub, job.source.shard
     store = folder_bytes(work)

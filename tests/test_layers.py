@@ -29,8 +29,8 @@ STAGES = (
     "command",
     "fanout",
 )
-ENTRY = ("entry", "__init__")
-MAX_TOP_MODULES = 10
+ENTRY = ("entry", "internals", "__init__")
+MAX_TOP_MODULES = 11
 MAX_LINES = 400
 
 
@@ -126,28 +126,95 @@ def test_no_two_modules_share_a_name_and_none_is_named_like_a_public_function():
     assert sorted(set(stems) & functions) == []
 
 
-def test_the_public_face_declares_what_it_hands_on():
-    face = ast.parse((CORE / "__init__.py").read_text())
-    declared = next(
+FACES = {"ocr_core": CORE / "__init__.py", "ocr_core.internals": CORE / "internals.py"}
+MAX_USER_FACE = 12
+# Who enters through which face: the recipes and the model modules compose only the user's face; the project's own
+# bench/ and tools/ may use both. Tests are not held to a face: they test the modules behind it.
+USER_FACE_IMPORTERS = ("*.py", "src/ocr_models/*.py")
+BOTH_FACES_IMPORTERS = ("bench/**/*.py", "bench/**/*.sh", "tools/**/*.py", "tools/**/*.sh")
+FROM_IMPORT = re.compile(r"\bfrom (ocr_core(?:\.\w+)*) import (\([^)]*\)|[^\n;\"']*)")
+MODULE_PATH = re.compile(r"\bocr_core\.\w+")
+
+
+def declared(face: str) -> list[str]:
+    tree = ast.parse(FACES[face].read_text())
+    return next(
         ast.literal_eval(node.value)
-        for node in face.body
+        for node in tree.body
         if isinstance(node, ast.Assign) and any(getattr(target, "id", "") == "__all__" for target in node.targets)
     )
-    imported_names = {
-        alias.asname or alias.name for node in face.body if isinstance(node, ast.ImportFrom) for alias in node.names
-    }
-    assert set(declared) == imported_names
-    assert {"ModelFacts", "run_offline", "run_server", "run_saturate"} <= set(declared)
 
 
-def test_bench_and_tools_use_only_the_public_face():
+def files(patterns: tuple[str, ...]) -> list[Path]:
     root = CORE.parent.parent
-    inside = re.compile(r"\bocr_core\.\w+")
+    return sorted({path for pattern in patterns for path in root.glob(pattern) if ".testbed" not in path.parts})
+
+
+def taken(path: Path) -> list[tuple[str, str]]:
+    """Each (face, name) that `path` imports from the core, in code or in a command it holds as text. A template's
+    placeholder (tools/render.py's `{entry_point.__name__}`) is no name: the scripts it renders are checked."""
+    found = []
+    for match in FROM_IMPORT.finditer(path.read_text()):
+        names = " ".join(line.partition("#")[0] for line in match.group(2).strip("()").splitlines())
+        found += [(match.group(1), name.split()[0]) for name in names.split(",") if name.strip()]
+    return [(face, name) for face, name in found if name.isidentifier()]
+
+
+@pytest.mark.parametrize("face", sorted(FACES))
+def test_each_face_declares_what_it_hands_on(face):
+    tree = ast.parse(FACES[face].read_text())
+    imported_names = {
+        alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
+    assert sorted(declared(face)) == sorted(imported_names)
+
+
+def test_the_user_face_is_what_a_recipe_composes():
+    assert {"ModelFacts", "run_offline", "run_server", "run_saturate"} <= set(declared("ocr_core"))
+    assert len(declared("ocr_core")) <= MAX_USER_FACE, declared("ocr_core")
+
+
+def test_the_two_faces_share_no_name():
+    assert sorted(set(declared("ocr_core")) & set(declared("ocr_core.internals"))) == []
+
+
+def test_recipes_and_models_use_only_the_user_face():
+    root = CORE.parent.parent
+    wrong = [
+        f"{path.relative_to(root)}: {face} {name}"
+        for path in files(USER_FACE_IMPORTERS)
+        for face, name in taken(path)
+        if face != "ocr_core" or name not in declared("ocr_core")
+    ]
     reached = [
         f"{path.relative_to(root)}: {match.group(0)}"
-        for folder in ("bench", "tools")
-        for path in sorted((root / folder).rglob("*"))
-        if path.suffix in {".py", ".sh"}
-        for match in inside.finditer(path.read_text())
+        for path in files(USER_FACE_IMPORTERS)
+        for match in MODULE_PATH.finditer(path.read_text())
     ]
-    assert reached == []
+    assert wrong + reached == []
+
+
+def test_bench_and_tools_enter_only_through_the_faces():
+    root = CORE.parent.parent
+    wrong = [
+        f"{path.relative_to(root)}: {face} {name}"
+        for path in files(BOTH_FACES_IMPORTERS)
+        for face, name in taken(path)
+        if face not in FACES or name not in declared(face)
+    ]
+    reached = [
+        f"{path.relative_to(root)}: {match.group(0)}"
+        for path in files(BOTH_FACES_IMPORTERS)
+        for match in MODULE_PATH.finditer(path.read_text())
+        if match.group(0) != "ocr_core.internals"
+    ]
+    assert wrong + reached == []
+
+
+@pytest.mark.parametrize(
+    ("face", "importers"),
+    [("ocr_core", USER_FACE_IMPORTERS + BOTH_FACES_IMPORTERS), ("ocr_core.internals", BOTH_FACES_IMPORTERS)],
+)
+def test_every_name_on_a_face_has_a_user(face, importers):
+    used = {name for path in files(importers) for taken_face, name in taken(path) if taken_face == face}
+    assert sorted(set(declared(face)) - used) == []

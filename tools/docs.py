@@ -22,12 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from ocr_core import (  # noqa: E402  (src/ is on the path only from here on)
+from ocr_core import ModelFacts  # noqa: E402  (src/ is on the path only from here on)
+from ocr_core.internals import (  # noqa: E402
     INFO_COLUMN,
     OFFLINE_BATCH,
     Gpu,
     Machine,
-    ModelFacts,
     job_command,
     memory_utilization,
     plan_scale,

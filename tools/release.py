@@ -38,7 +38,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from ocr_core import DEFAULT_JOB_TIMEOUT, DISTRIBUTION, RELEASE_TABLE, header_pins, job_command, read_header  # noqa: E402  (src/ is on the path only from here on)
+from ocr_core.internals import DEFAULT_JOB_TIMEOUT, DISTRIBUTION, RELEASE_TABLE, header_pins, job_command, read_header  # noqa: E402  (src/ is on the path only from here on)
 from ocr_models import RECIPES, recipe  # noqa: E402
 from tools.core_wheel import WheelNotBuilt, build_core_wheel, record_hash  # noqa: E402
 from tools.recipes import facts_of  # noqa: E402  (a script's FACTS, as the script states them)

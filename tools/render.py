@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 import ocr_core
-from ocr_core import DEFAULT_JOB_TIMEOUT, DISTRIBUTION, job_command
+from ocr_core.internals import DEFAULT_JOB_TIMEOUT, DISTRIBUTION, job_command
 from ocr_models import Recipe, model_module, recipe
 
 # The docstring's own paragraphs are wrapped this narrow, as the scripts always were: the twin's name moves a break.

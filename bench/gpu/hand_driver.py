@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 from fleet import Launch, replicas
 
-from ocr_core import Tally
+from ocr_core.internals import Tally
 
 # The Nanonets-OCR2 prompt (the text after the image), as the nanonets recipes send it.
 NANONETS_PROMPT = (

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ocr_core.facts import ModelFacts, Parsed
+from ocr_core import ModelFacts, Parsed
 
 BLOCK = re.compile(
     r"<BLOCK>\s*(?P<type>[^\[<]*?)\s*\[(?P<bbox>[^\]]*)\]\s*(?:<CHILD>(?P<text>.*?))?(?=<BLOCK>|\Z)", re.S

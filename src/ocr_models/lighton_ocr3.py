@@ -8,7 +8,7 @@ on Hopper vLLM's `auto` picks FlashInfer's JIT-compiled kernel, and without flas
 prefill (vLLM 0.26 on an H200, 2026-11-30); on other GPUs `auto` is Triton already.
 """
 
-from ocr_core.facts import ModelFacts
+from ocr_core import ModelFacts
 
 FACTS = ModelFacts(
     model="lightonai/LightOnOCR-3-0.8B",

@@ -6,7 +6,7 @@ image, and decoding is greedy. The card names no page size ("higher resolution h
 200 dpi inside the Qwen2.5-VL processor's pixel band (3136 to 12845056), which a 32768-token context holds.
 """
 
-from ocr_core.facts import ModelFacts
+from ocr_core import ModelFacts
 
 FACTS = ModelFacts(
     model="nanonets/Nanonets-OCR2-3B",

@@ -12,8 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ocr_core.facts import ModelFacts, Parsed
-from ocr_core.judging.repeats import trim_repeats
+from ocr_core import ModelFacts, Parsed, trim_repeats
 
 IMAGE_TAG = re.compile(r'<img\s+src="images/bbox_\d+_\d+_\d+_\d+\.jpg"\s*/?>')
 TRIM_FROM_CHARS = 8000
