@@ -16,6 +16,7 @@ import pytest
 
 from tests.test_layers import ENTRY, RECORDS, STAGES
 from tools import docs
+from tools.release import core_version
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^\s*(```|~~~)")
@@ -195,3 +196,13 @@ def test_the_stage_table_follows_the_layer_order():
     records = ", ".join(f"`{name}.py`" for name in RECORDS)
     assert stage_column() == [*entry, *(f"`{stage}/`" for stage in reversed(STAGES)), records]
     assert docs.layer_order() == {"RECORDS": RECORDS, "STAGES": STAGES, "ENTRY": ENTRY}
+
+
+def test_the_changelog_is_kept_by_release_version():
+    """CHANGELOG.md's sections are release versions, newest first, the first the version pyproject.toml builds: a
+    version bump opens its section, and the history reads as what each release brings."""
+    text = (ROOT / HISTORY).read_text()
+    versions = re.findall(r"^## (\S+)", text, flags=re.MULTILINE)
+    assert versions and all(re.fullmatch(r"\d+\.\d+\.\d+", version) for version in versions), versions
+    assert versions[0] == core_version()
+    assert versions == sorted(versions, key=lambda version: tuple(map(int, version.split("."))), reverse=True)
