@@ -296,35 +296,3 @@ def test_the_readmes_first_screen_shows_every_way_to_run():
     assert any("--server http" in command for command in commands)
     assert "python3 -m pip install --user uv" in screen
     assert "make run SCRIPT=lighton-ocr3-saturate.py ARGS=--help" in text
-
-
-DATE = re.compile(r"20\d{2}-\d{2}-\d{2}")
-RESULT_FILE = re.compile(r"bench/results/[\w./-]+")
-
-
-@pytest.mark.parametrize("doc", ["README.md", "SERVING.md"])
-def test_the_guides_keep_no_diary(doc):
-    """The guides say what is, in the present tense: no dates and no issue numbers (the history is CHANGELOG.md's).
-    A date inside a result file's name is the file's name, which the link to it must give."""
-    lines = (ROOT / doc).read_text().splitlines()
-    dated = [
-        f"{doc}:{number}: {line}" for number, line in enumerate(lines, 1) if DATE.search(RESULT_FILE.sub("", line))
-    ]
-    issues = [f"{doc}:{number}: {line}" for number, line in enumerate(lines, 1) if re.search(r"\bissue \d", line)]
-    assert dated + issues == []
-
-
-def test_the_readme_is_a_guide_not_a_manual():
-    assert len((ROOT / "README.md").read_text().split()) <= 4000
-
-
-@pytest.mark.parametrize("doc", ["README.md", "SERVING.md", "ARCHITECTURE.md", "CONTRIBUTING.md", "CHANGELOG.md"])
-def test_every_local_link_leads_to_a_file_of_the_repository(doc):
-    """A link into the repository names a file that exists in it, never one outside it."""
-    text = (ROOT / doc).read_text()
-    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
-    local = [target for target in targets if "://" not in target]
-    missing = [
-        target for target in local if not (ROOT / target).resolve().is_relative_to(ROOT) or not (ROOT / target).exists()
-    ]
-    assert missing == []

@@ -1,10 +1,11 @@
-"""Writes the model facts into models.json and renders the README's recipes table and ARCHITECTURE.md's modules.
+"""Writes the model facts into models.json and renders the docs' tables of recipes, models, stages and modules.
 
 models.json is the one place that says which script runs which model on which image and what was measured. Its
 facts (model id, shape, image, flags, prompt, sampling, columns, twin) are copied from the model registry and each
 model's FACTS (src/ocr_models) by this tool, so only the hand-kept fields (params, license, notes, measured,
 pinned_check) are edited there. The docs show it between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`
 markers, and `--check` fails when models.json or a block differs from what this tool would write (the tests run it).
+ARCHITECTURE.md's stage table follows the layer order tests/test_layers.py enforces, read from that file.
 The measured figures models.json records are listed in bench/results/README.md, by tools/results_index.py.
 Usage: python tools/docs.py [--check]  (with the test bed's python, which has the core's dependencies)
 """
@@ -37,7 +38,8 @@ from ocr_models import RECIPES, Recipe, model_module  # noqa: E402
 MODELS_JSON = ROOT / "models.json"
 CORE = ROOT / "src" / "ocr_core"
 PACKAGES = (CORE, *sorted(folder.parent for folder in CORE.glob("*/__init__.py")), ROOT / "src" / "ocr_models")
-BLOCKS = {"README.md": ("scripts",), "ARCHITECTURE.md": ("modules",)}
+LAYERS_TEST = ROOT / "tests" / "test_layers.py"
+BLOCKS = {"README.md": ("scripts",), "SERVING.md": ("models",), "ARCHITECTURE.md": ("stages", "modules")}
 SHAPES = {
     "offline": f"offline (`vllm.LLM`), batches of {OFFLINE_BATCH}",
     "server": "server, fixed window of each engine's batch",
@@ -166,8 +168,86 @@ def modules_table(entries: dict[str, dict]) -> str:
     return table(["module (src/)", "its role"], rows)
 
 
+def models_by_id(entries: dict[str, dict]) -> dict[str, list[str]]:
+    """Each model id with its scripts, in the order models.json lists them (twins share one model)."""
+    grouped: dict[str, list[str]] = {}
+    for script, entry in entries.items():
+        grouped.setdefault(entry["model_id"], []).append(script)
+    return grouped
+
+
+def shown_pin(entry: dict) -> str:
+    """The vLLM a model runs: the image tag's version, or the vendor's image where the tag names no release."""
+    tag = entry["image"].rpartition(":")[2]
+    return f"`{tag}`" if tag.startswith("v") else "the vendor's image"
+
+
+PINNED_LEVELS = {"runs": "**runs end to end**", "flags": "flags parse"}
+
+
+def models_section(entries: dict[str, dict]) -> str:
+    """One row per model (its twins together): the image its scripts need, how far the pinned test tier gets on
+    that vLLM and why not further; then each script's hand-kept notes, where models.json explains its facts."""
+    rows = []
+    for model_id, scripts in models_by_id(entries).items():
+        entry = entries[scripts[0]]
+        check = entry["pinned_check"] or {}
+        rows.append(
+            [
+                model_id,
+                ", ".join(f"`{script}`" for script in scripts),
+                entry["params"] or "-",
+                entry["license"] or "see the card",
+                shown_pin(entry),
+                f"{check.get('vllm', 'unchecked')}: {PINNED_LEVELS.get(check.get('level'), 'unchecked')}",
+                check.get("why_not_higher") or "",
+            ]
+        )
+    header = ["model", "scripts", "params", "license", "vLLM", "pinned tier reaches", "why not further"]
+    notes = [f"- `{script}`: {entry['notes']}" for script, entry in entries.items() if entry["notes"]]
+    return "\n".join([table(header, rows), "", *notes])
+
+
+def layer_order(path: Path = LAYERS_TEST) -> dict[str, tuple[str, ...]]:
+    """RECORDS, STAGES and ENTRY as tests/test_layers.py states them (lowest first), read without importing it."""
+    found = {}
+    for node in ast.parse(path.read_text()).body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and getattr(node.targets[0], "id", "")
+            in (
+                "RECORDS",
+                "STAGES",
+                "ENTRY",
+            )
+        ):
+            found[node.targets[0].id] = tuple(ast.literal_eval(node.value))
+    return found
+
+
+def stages_table(entries: dict[str, dict]) -> str:
+    """The layers from the top down: the entry, each stage folder in the order the layers test enforces, then the
+    shared records; each with its docstring's first sentence, so the table says what the code says."""
+    order = layer_order()
+    rows = [
+        [f"`{name}.py`", first_sentence(module_docstring(CORE / f"{name}.py"))]
+        for name in order["ENTRY"]
+        if name != "__init__"
+    ]
+    rows += [
+        [f"`{stage}/`", first_sentence(module_docstring(CORE / stage / "__init__.py"))]
+        for stage in reversed(order["STAGES"])
+    ]
+    records = ", ".join(f"`{name}.py`" for name in order["RECORDS"])
+    rows.append([records, "the shared typed records and helpers every stage may use"])
+    return table(["layer, from the top", "what it owns"], rows)
+
+
 RENDERERS: dict[str, Callable[[dict[str, dict]], str]] = {
     "scripts": scripts_table,
+    "models": models_section,
+    "stages": stages_table,
     "modules": modules_table,
 }
 

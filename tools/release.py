@@ -45,7 +45,7 @@ from tools.recipes import facts_of  # noqa: E402  (a script's FACTS, as the scri
 from tools.render import RenderRefused, render  # noqa: E402
 
 WHEELS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/resolve/main/wheels"
-DOCS = ("README.md", "SERVING.md", "models.json", "compare-ocr.py")
+DOCS = ("README.md", "SERVING.md", "RELIABILITY.md", "PERFORMANCE.md", "models.json", "compare-ocr.py")
 # 1980-01-01, the earliest a zip can record: the entry added to the wheel is dated like every other one.
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 

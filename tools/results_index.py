@@ -263,6 +263,12 @@ def number(value: float | int) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def shown_date(item: dict) -> str:
+    """A figure's date where its source is a result file here (the file's own date); a figure cited from elsewhere
+    shows its source alone, its date staying in models.json: the docs carry no date that names no result file."""
+    return item["date"] if item["source"].startswith("bench/results/") else "-"
+
+
 def cited_figures(models: dict) -> str:
     """Every figure models.json records per script, with where, when and by whom it was measured."""
     rows = [
@@ -271,7 +277,7 @@ def cited_figures(models: dict) -> str:
             item["metric"],
             f"{number(item['value'])} {item['unit']}",
             item["hardware"],
-            item["date"],
+            shown_date(item),
             item["source"],
         ]
         for script, entry in models.items()
@@ -301,8 +307,9 @@ def render(results: Path = RESULTS, models_json: Path = MODELS_JSON) -> str:
         f"{bounds(files)}\n\n## Raw rows\n\n{raw}\n\n"
         "## Figures recorded in models.json\n\n"
         "Per script, each figure with its hardware, date and source (`measured` in `models.json`, kept by hand). A "
-        "source under `bench/results/` is a run of these scripts; the others are cited from the seed and the "
-        "uv-scripts collection, measured on other code or other pages.\n\n"
+        "source under `bench/results/` is a run of these scripts, dated by its file; the others are cited from the "
+        "seed and the uv-scripts collection, measured on other code or other pages, and `models.json` keeps their "
+        "dates.\n\n"
         f"{cited_figures(models)}\n"
     )
 

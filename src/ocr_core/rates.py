@@ -1,4 +1,4 @@
-"""The run's speed figures, each over a window that holds only the work it counts (issue 30).
+"""The run's speed figures, each over a window that holds only the work it counts.
 
 A rate that mixes in work done outside its window reads high: a window that opens when the last replica joins
 counts pages half decoded before that, one that closes on the final burst counts the drain. So each figure here

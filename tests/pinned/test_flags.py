@@ -100,7 +100,8 @@ def test_flagcheck_names_a_flag_the_release_does_not_know(pinned_model, tmp_path
 
 
 def test_models_json_states_the_level_each_pin_reaches():
-    """models.json (and SERVING.md, rendered by hand from it) say what this tier proves; they must not drift."""
+    """models.json (and SERVING.md's models table, rendered from it by tools/docs.py) say what this tier proves; they
+    must not drift."""
     entries = json.loads((REPO_ROOT / "models.json").read_text())
     for script, entry in entries.items():
         if script.startswith("_"):
