@@ -8,6 +8,7 @@ bench/saturation.py and bench/ceiling.py are left out: each needs a real vLLM en
 
 from __future__ import annotations
 
+import http.server
 import importlib
 import json
 import os
@@ -15,6 +16,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 import zipfile
 from collections.abc import Iterator
@@ -393,3 +395,29 @@ def test_wheel_parts_packed_here_install_there(tmp_path, monkeypatch):
     assert "VALUE = 7" in (site / "kitprobe.py").read_text()
     missing = subprocess.run([*install, *folders[:2]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert missing.returncode != 0 and "missing parts ['p3']" in missing.stderr
+
+
+def test_a_replica_port_that_already_answers_is_refused_before_anything_starts(tmp_path):
+    """A server left on the bench's port (another run on the machine, a replica that outlived its arm) answered the
+    new arm's readiness check at once, and the arm measured that server instead of its own ("ready" in 0.0 s)."""
+    fleet = gpu_module("fleet")
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    squatter = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=squatter.serve_forever, daemon=True).start()
+    port = squatter.server_address[1]
+    launch = fleet.Launch(("sleep", "30"), {})
+    try:
+        started = fleet.replicas([launch], False, tmp_path, {}, ready_s=5, first_port=port)
+        with pytest.raises(RuntimeError, match=f"port {port} already answers"), started:
+            pass
+    finally:
+        squatter.shutdown()
+    assert not list(tmp_path.glob("serve-*.log")), "nothing was started"

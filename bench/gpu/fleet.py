@@ -135,6 +135,10 @@ def replicas(
     way out however the block ends; `on_first` gets the first replica's pid as soon as it is started (to profile
     its start)."""
     fleet = Fleet([], [], [], {})
+    taken = [port for port in range(first_port, first_port + len(launches)) if healthy(f"http://127.0.0.1:{port}")]
+    if taken:
+        raise RuntimeError(f"port {taken[0]} already answers /health: end the server there (another bench run, or a "
+                           "replica that outlived its arm) before this arm starts its own")  # fmt: skip
     try:
         for index, launch in enumerate(launches):
             port = first_port + index
