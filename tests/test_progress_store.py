@@ -19,6 +19,7 @@ from ocr_core.preparation.job import release
 from ocr_core.publishing.card import CardFacts, render_card
 from ocr_core.store.compaction import FAN_IN, TOP_CLASS, compact, plan_merges, size_class
 from ocr_core.store.front_matter import split_front_matter
+from ocr_core.store.layout import foreign_files, owned_configs
 from ocr_core.store.lease import (
     WHOLE,
     Lease,
@@ -33,7 +34,8 @@ from ocr_core.store.lease import (
 )
 from ocr_core.store.manifest import differences, fingerprint, limit_changes, settings_mismatch_message
 from ocr_core.store.mirror import ProgressMirror
-from ocr_core.store.output import Destination, foreign_files, owned_configs, unsafe_local_output
+from ocr_core.store.output import Destination
+from ocr_core.store.output_checks import unsafe_local_output
 from ocr_core.store.progress import ResultLog, RowResult, finished_ids, part_files, read_results, read_strikes
 from tests.testbed.hub_double import FolderHub
 

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from ocr_core.facts import ModelFacts
-from ocr_core.store.output import PROGRESS_ROOT
+from ocr_core.store.layout import PROGRESS_ROOT
 from tests.testbed.env import REPO_ROOT
 from tests.testbed.pinned import PinnedVllm
 from tools.recipes import facts_of

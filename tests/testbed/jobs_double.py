@@ -31,7 +31,7 @@ from ocr_core.command.checks import parse_arguments
 from ocr_core.command.parser import build_parser
 from ocr_core.fanout.jobs import RUNNING_STAGES, JobLaunch, JobRecord
 from ocr_core.fanout.plan import SHARD_LABEL
-from ocr_core.publishing.slices import slice_facts_name
+from ocr_core.store.layout import slice_facts_name
 from ocr_core.store.manifest import fingerprint, write_manifest
 from ocr_core.store.progress import ResultLog, RowResult, new_run_id, read_results
 from ocr_models import recipe

@@ -30,7 +30,8 @@ from ..publishing.slices import published_slices
 from ..redaction import redact, register_secret
 from ..settings import Settings
 from ..store.hub import HubClient, with_retries
-from ..store.output import Destination, is_local_output
+from ..store.output import Destination
+from ..store.output_checks import is_local_output
 from .heal import Attempt, ShardStep, Step, decide, failure_of
 from .jobs import JobRecord, JobsClient, newest_first
 from .launcher_lease import LauncherLease, take_launcher_lease

@@ -28,7 +28,7 @@ from ..redaction import register_run_secrets
 from ..settings import Settings
 from ..store.hub import HfHub, HubClient
 from ..store.lease import LeaseTaken
-from ..store.output import is_local_output
+from ..store.output_checks import is_local_output
 from .drive import fan_out
 from .jobs import HfJobs, JobsClient
 from .plan import API_KEY_SECRET, check_image_command, plan_launches, run_fingerprint

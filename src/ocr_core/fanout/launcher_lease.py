@@ -47,7 +47,7 @@ class LauncherLease:
 
     def release(self) -> None:
         if self.lease is not None:
-            gone = f"{self.destination.progress_prefix}/{self.lease.file_name}"
+            gone = self.destination.in_progress(self.lease.file_name)
             self.destination.push({}, [gone], "OCR launcher: lease released")
             self.lease = None
 
@@ -67,7 +67,7 @@ class LauncherLease:
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / self.lease.file_name
             path.write_text(self.lease.to_json())
-            self.destination.push({f"{self.destination.progress_prefix}/{path.name}": path}, [], title)
+            self.destination.push({self.destination.in_progress(path.name): path}, [], title)
 
 
 def take_launcher_lease(destination: Destination, settings: Settings) -> LauncherLease:

@@ -1,7 +1,7 @@
 """A running shard's pages, read live off the output repo while the launcher watches, and each shard's plan.
 
 Each job mirrors its shard's progress files to `.ocr-progress/<config>/<split>/` as it goes, named after the
-shard (`part-shard-<I>-of-<N>-...` and `merged-shard-<I>-of-<N>-...`, output.slice_tag). A file there never
+shard (`part-shard-<I>-of-<N>-...` and `merged-shard-<I>-of-<N>-...`, layout.shard_tag). A file there never
 changes: every name is new (a part's run id and sequence, a merge's fresh run id) and files only go, merged away
 in the same commit that adds the file holding their rows. So the watch lists the repo once a poll and reads only
 the files it has not read, and of those only the four small columns that say which page a record is, when it was
@@ -15,7 +15,6 @@ wrote into the results' manifest and --max-samples; unknown until a job has writ
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -24,7 +23,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..inputs.selection import shard_span
-from ..store.manifest import MANIFEST, read_manifest
+from ..store.layout import MANIFEST, shard_progress_pattern
+from ..store.manifest import read_manifest
 from ..store.output import Destination
 from ..store.progress import RESULT_SCHEMA, newest_rows
 
@@ -48,7 +48,7 @@ NO_PAGES = PageCount(0, 0)
 
 def shard_files(listing: Sequence[str], prefix: str, shards: int) -> dict[int, list[str]]:
     """The progress files each shard of this N holds on the output, by shard."""
-    pattern = re.compile(rf"{re.escape(prefix)}/(?:part|merged)-shard-(\d{{5}})-of-{shards:05d}-[^/]*\.parquet")
+    pattern = shard_progress_pattern(prefix, shards)
     files: dict[int, list[str]] = {}
     for name in listing:
         found = pattern.fullmatch(name)
@@ -137,7 +137,7 @@ class LivePages:
 
     def plan(self, listing: Sequence[str]) -> dict[int, int] | None:
         """Each shard's planned pages, read once, from the manifest the first job writes."""
-        if self.planned is None and f"{self.destination.progress_prefix}/{MANIFEST}" in listing:
+        if self.planned is None and self.destination.in_progress(MANIFEST) in listing:
             if self.destination.local:
                 manifest = read_manifest(self.destination.progress_dir)
             else:

@@ -22,10 +22,10 @@ from ..command.script_header import JobsHeader
 from ..command.sealed_arguments import SEALED_SECRET, hand_template
 from ..errors import CommandError
 from ..facts import ModelFacts
-from ..inputs.selection import shard_label
 from ..planning.job_commands import DEFAULT_JOB_TIMEOUT, bucket_mounts, filled_words, image_command, script_url
 from ..planning.provenance import ScriptSource
 from ..settings import Settings
+from ..store.layout import shard_label
 from ..store.manifest import fingerprint
 from .jobs import JobLaunch
 

@@ -26,7 +26,8 @@ from ..console import say
 from ..errors import CommandError
 from ..publishing.slices import published_slices
 from ..settings import Settings
-from ..store.lease import LAUNCHER, LEASE_PREFIX, LeaseTaken, taken_message
+from ..store.layout import lease_files_of
+from ..store.lease import LAUNCHER, LeaseTaken, taken_message
 from ..store.manifest import ManifestUnreadable, differences, is_legacy_match, settings_mismatch_message
 from ..store.output import Destination
 from .heal import Attempt
@@ -102,7 +103,7 @@ def clear_earlier(
         say(f"--overwrite: removing the results made another way {differ} before any job starts")
     else:
         say(f"the earlier run at {destination.where()} made no result; this run's settings replace its own {differ}")
-    launchers = f"{destination.progress_prefix}/{LEASE_PREFIX}{LAUNCHER}-"
+    launchers = destination.in_progress(lease_files_of(LAUNCHER))
     destination.discard_progress([name for name in listing if not name.startswith(launchers)])
 
 

@@ -1,5 +1,5 @@
 """Which rows a run covers, in which order, under which stable ids; and shard I of N: its contiguous range of the
-selected rows, and its label in file names."""
+selected rows (store/layout.py spells it in file names)."""
 
 from __future__ import annotations
 
@@ -26,11 +26,6 @@ def row_ids(dataset: datasets.Dataset, split: str, selected: list[int], id_colum
     if len(set(ids)) != len(ids):
         raise InputError(f"--id-column {id_column!r} has duplicate values; pick a column that is unique per row")
     return ids
-
-
-def shard_label(shard: tuple[int, int]) -> str:
-    """Shard I of N as file names spell it, zero-padded so that names sort in shard order: `00001-of-00004`."""
-    return f"{shard[0]:05d}-of-{shard[1]:05d}"
 
 
 def shard_span(count: int, shard: tuple[int, int] | None) -> range:

@@ -49,7 +49,7 @@ def hold_lease(destination: Destination, listing: list[str], lease: Lease | None
     name, path = destination.lease_file(lease)
     now = time.time()
     expired = [
-        f"{destination.progress_prefix}/{old.file_name}"
+        destination.in_progress(old.file_name)
         for old in destination.leases(listing)
         if old.expires <= now or old.job in settings.take_over_jobs
     ]
@@ -85,7 +85,7 @@ def confirm_lease(destination: Destination, lease: Lease | None, settings: Setti
         return
     winner = first_landed([lease, *live], destination.commit_titles())
     if winner is not lease:
-        destination.push({}, [f"{destination.progress_prefix}/{lease.file_name}"], "OCR progress: lease given up")
+        destination.push({}, [destination.in_progress(lease.file_name)], "OCR progress: lease given up")
         raise LeaseTaken(taken_message(winner.describe(), destination.where()))
 
 
@@ -118,7 +118,7 @@ def replace_results(
     """--overwrite after a settings change: every slice's results go, so no run may be writing any slice now."""
     with whole_output(destination, listing, lease, locks, take_over):
         say(f"--overwrite: removing the results made another way ({', '.join(changed)} differ)")
-        ours = f"{destination.progress_prefix}/{lease.file_name}" if lease is not None else None
+        ours = destination.in_progress(lease.file_name) if lease is not None else None
         destination.discard_progress([name for name in listing if name != ours])
 
 

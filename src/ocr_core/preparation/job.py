@@ -120,7 +120,7 @@ def release(destination: Destination, lease: Lease | None, locks: LocalLocks, mi
         if mirror is not None:
             mirror.stop()
         if lease is not None:
-            name = f"{destination.progress_prefix}/{lease.file_name}"
+            name = destination.in_progress(lease.file_name)
             destination.push({}, [name], "OCR progress: lease released")
     except Exception as exc:
         say(f"warning: could not remove this run's lease from the Hub ({type(exc).__name__}: {exc}); it expires")

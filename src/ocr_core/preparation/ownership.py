@@ -11,14 +11,9 @@ from ..planning.provenance import on_hf_jobs
 from ..settings import Settings
 from ..store.front_matter import split_front_matter
 from ..store.hub import HfHub, HubClient, with_retries
-from ..store.output import (
-    Destination,
-    foreign_files,
-    foreign_message,
-    is_local_output,
-    owned_configs,
-    unsafe_local_output,
-)
+from ..store.layout import foreign_files, owned_configs
+from ..store.output import Destination
+from ..store.output_checks import foreign_message, is_local_output, unsafe_local_output
 
 
 def hub_token(settings: Settings) -> str | None:

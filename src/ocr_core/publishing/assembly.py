@@ -1,29 +1,28 @@
 """Builds a job's slice of the final dataset: the input's own columns (all, or those --columns names) and rows, in
 input order, with the results beside them.
 
-Each job (one --shard, or the whole selection) writes only its own contiguous range of rows, as files named
-`<prefix>/<split>-<shard>-of-<shards>-<part>.parquet`: zero-padded, so the names sort in shard order and within a
-shard in part order, and `load_dataset` over `<prefix>/<split>-*` reads the union of the finished shards in input
-order. Rows are read from the input and written WRITE_ROWS at a time through one parquet writer per file, so
-memory holds one batch of images, never the slice.
+Each job (one --shard, or the whole selection) writes only its own contiguous range of rows, as files named by
+layout.data_file_name, so that `load_dataset` over `<prefix>/<split>-*` reads the union of the finished shards in
+input order. Rows are read from the input and written WRITE_ROWS at a time through one writer per file
+(layout.SLICE_WRITER), so memory holds one batch of images, never the slice.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import datasets
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from datasets.table import embed_table_storage
 
 from ..inputs.columns import INFO_COLUMN, Columns
-from ..inputs.selection import shard_label
 from ..inputs.source import Source
+from ..store.layout import SLICE_WRITER, data_file_name
 from ..store.progress import RESULT_SCHEMA
 
 SHARD_BYTES = 500 * 1024**2
@@ -78,10 +77,6 @@ def rows_per_shard(source: Source) -> int:
     return max(1, SHARD_BYTES // per_row)
 
 
-def slice_file_name(prefix: str, split: str, shard: tuple[int, int], part: int) -> str:
-    return f"{prefix}/{split}-{shard_label(shard)}-{part:05d}.parquet"
-
-
 EntryOf = Callable[[str | None], dict[str, Any]]
 
 
@@ -97,14 +92,14 @@ def assemble(
     step = rows_per_shard(source)
     files: dict[str, Path] = {}
     for part, start in enumerate(range(span.start, span.stop, step)):
-        name = slice_file_name(prefix, source.split, source.shard or (0, 1), part)
+        name = data_file_name(prefix, source.split, source.shard or (0, 1), part)
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        with pq.ParquetWriter(path, schema) as writer:
+        with closing(SLICE_WRITER.open(path, schema)) as writer:
             for first in range(start, min(start + step, span.stop), WRITE_ROWS):
                 rows = slice(first, min(first + WRITE_ROWS, start + step, span.stop))
                 batch = shard_table(source, source.selected[rows], source.ids[rows], results, position, columns, info)
-                writer.write_table(batch.cast(schema))
+                writer.write(batch)
         files[name] = path
     return files
 

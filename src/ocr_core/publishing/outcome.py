@@ -19,12 +19,13 @@ from ..shapes.drive_result import Drive
 from ..shapes.inference import inference_info
 from ..shapes.tally import Tally
 from ..store.hub import HubRefused
-from ..store.output import data_prefix_of, is_local_output
+from ..store.layout import data_prefix, split_data_glob
+from ..store.output_checks import is_local_output
 from ..store.progress import read_results
 from ..summary_line import RunFacts, process_seconds
 from ..version import DISTRIBUTION, core_build, core_version
 from .assembly import assemble, image_columns, inference_history, missing_rows
-from .card import CardFacts, split_files
+from .card import CardFacts
 from .cost import cost_facts, describe_cost, price_known, run_price
 from .slices import publish_slice, slice_facts, slice_results
 
@@ -41,7 +42,7 @@ def load_call(settings: Settings) -> str:
     if not is_local_output(settings.output):
         return f"datasets.load_dataset({settings.output!r}{config}, split={settings.split!r})"
     where = str(Path(settings.output).expanduser().resolve())
-    files = {settings.split: split_files(data_prefix_of(settings.config), settings.split)}
+    files = {settings.split: split_data_glob(data_prefix(settings.config), settings.split)}
     return f"datasets.load_dataset({where!r}{config}, split={settings.split!r}, data_files={files!r})"
 
 

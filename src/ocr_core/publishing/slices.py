@@ -2,8 +2,9 @@
 
 A job (one `--shard I/N`, or an unsharded run as shard 0 of 1) reads only its own rows' results, writes them
 beside its range of input rows as its own data files (assembly.py names them so they sort in input order), and
-commits those with a small facts file, `.ocr-progress/<config>/<split>/slice-<I>-of-<N>.json` (its rows,
-errors, speed, cost and command), in one commit. `load_dataset` then returns every finished shard in input order.
+commits those with a small facts file in the progress folder, `slice-<I>-of-<N>.json` (layout.slice_facts_name:
+its rows, errors, speed, cost and command), in one commit. `load_dataset` then returns every finished shard in
+input order.
 
 The card is shared, so it is never built from one job's memory: it is rendered from the facts files on the Hub
 (or in the folder), which only their own shard writes. After its commit a job reads them again and rewrites the
@@ -24,13 +25,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..console import say
-from ..inputs.selection import shard_label
 from ..store.hub import with_retries
+from ..store.layout import is_slice_facts_of, slice_facts_name
 from ..store.output import Destination
 from ..store.progress import RESULT_SCHEMA, folder_lock, newest_rows, part_files, read_part
 from .card import CardFacts, ShardLine, render_card
 
-SLICE_FACTS_PREFIX = "slice-"
 CARD_SETTLE_ATTEMPTS = 5
 
 
@@ -80,15 +80,10 @@ def slice_facts(shard: tuple[int, int], facts: CardFacts, files: list[str]) -> d
     }
 
 
-def slice_facts_name(shard: tuple[int, int]) -> str:
-    return f"{SLICE_FACTS_PREFIX}{shard_label(shard)}.json"
-
-
 def published_slices(destination: Destination, shards: int) -> list[dict[str, Any]]:
     """The facts of every slice of this N published so far, in shard order (read fresh each time)."""
-    suffix = f"-of-{shards:05d}.json"
-    prefix = f"{destination.progress_prefix}/{SLICE_FACTS_PREFIX}"
-    names = [name for name in destination.listing() if name.startswith(prefix) and name.endswith(suffix)]
+    prefix = destination.progress_prefix
+    names = [name for name in destination.listing() if is_slice_facts_of(name, prefix, shards)]
     if destination.local:
         return sorted((json.loads((destination.root / name).read_text()) for name in names), key=shard_of)
     with tempfile.TemporaryDirectory() as folder:
@@ -139,7 +134,7 @@ def publish_slice(
     with tempfile.TemporaryDirectory() as folder:
         facts_path = Path(folder) / slice_facts_name(shard)
         facts_path.write_text(json.dumps(facts, sort_keys=True) + "\n")
-        name = f"{destination.progress_prefix}/{facts_path.name}"
+        name = destination.in_progress(facts_path.name)
         card = render_card(destination.existing_card(), rendered)
         published = destination.publish({**files, name: facts_path}, card, message, shard)
     if not destination.create_pr:

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .layout import is_own_progress_file, merged_name
 from .progress import bad_bytes, folder_lock, new_run_id, newest_rows, part_files, read_part, sync_folder, write_durably
 
 FAN_IN = 16
@@ -46,7 +47,7 @@ def row_counts(folder: Path, tag: str = "") -> dict[str, int]:
     merged (and set aside)."""
     counts = {}
     for part in part_files(folder):
-        if not part.name.startswith((f"part-{tag}", f"merged-{tag}")):
+        if not is_own_progress_file(part.name, tag):
             continue
         try:
             counts[part.name] = pq.ParquetFile(part).metadata.num_rows
@@ -69,7 +70,7 @@ def merge(folder: Path, names: list[str], tag: str = "") -> list[str]:
             table = table.append_column("_file", pa.array([position] * table.num_rows, pa.int32()))
             keys.append(table.append_column("_row", pa.array(range(table.num_rows), pa.int64())))
     kept = newest_rows(pa.concat_tables(keys)) if keys else None
-    write_durably(folder / f"merged-{tag}{new_run_id()}.parquet", kept_rows(folder, names, kept))
+    write_durably(folder / merged_name(tag, new_run_id()), kept_rows(folder, names, kept))
     for name in merged:
         (folder / name).unlink(missing_ok=True)
     sync_folder(folder)

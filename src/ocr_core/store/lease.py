@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import IO
 
 from ..errors import CommandError
+from .layout import lease_file_name, lease_lock_name
 
-LEASE_PREFIX = "lease-"
 WHOLE = "all"
 # The --jobs launcher's lease (fanout/launcher_lease.py): it holds no rows, so it overlaps only another launcher's.
 LAUNCHER = "launcher"
@@ -75,7 +75,7 @@ class Lease:
 
     @property
     def file_name(self) -> str:
-        return f"{LEASE_PREFIX}{self.key}-{self.run_id}.json"
+        return lease_file_name(self.key, self.run_id)
 
     def renewed(self, ttl_s: float) -> Lease:
         return replace(self, expires=time.time() + ttl_s)
@@ -200,7 +200,7 @@ class LocalLocks:
             self.handles.append(handle)
 
     def lock_path(self, name: str) -> Path:
-        return self.folder / f".{LEASE_PREFIX}{name}.lock"
+        return self.folder / lease_lock_name(name)
 
     @property
     def paths(self) -> list[Path]:

@@ -31,8 +31,8 @@ from ..planning.page_rules import requested_sampling
 from ..planning.serve_flags import parse_flags
 from ..redaction import is_secret_flag
 from ..settings import Settings
+from .layout import MANIFEST
 
-MANIFEST = "manifest.json"
 SPEED_ONLY_FLAGS = frozenset(
     {
         "--gpu-memory-utilization",

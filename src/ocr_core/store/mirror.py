@@ -65,7 +65,7 @@ class ProgressMirror:
 
     def compact(self) -> None:
         for names in compact(self.destination.progress_dir, self.destination.slice_tag):
-            self.removed |= {f"{self.destination.progress_prefix}/{name}" for name in names}
+            self.removed |= {self.destination.in_progress(name) for name in names}
 
     def upload(self) -> None:
         """One commit that makes the Hub hold what the folder holds, with the lease renewed (the lease alone while

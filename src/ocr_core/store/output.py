@@ -1,98 +1,24 @@
 """Where results go: a local folder or a Hub dataset repo, with progress mirrored as the run goes.
 
-Both kinds keep the same layout, so resuming, publishing and reading back are one code path:
-  .ocr-progress/<config>/<split>/manifest.json      what the results depend on (manifest.py)
-  .ocr-progress/<config>/<split>/*.parquet          results as they come, merged as they pile up (compaction.py)
-  .ocr-progress/<config>/<split>/lease-*.json       which run writes them now (lease.py)
-  .ocr-progress/<config>/<split>/slice-*.json       each published shard's figures, for the card (slices.py)
-  <data dir>/<split>-<I>-of-<N>-<part>.parquet      shard I's rows of the final dataset, in input order
-  README.md                                         the dataset card
-Nothing else in OUTPUT is ours, and a config's data files are ours only when its progress folder has a manifest:
-anything else makes OUTPUT foreign, and publishing there needs --overwrite.
+Both kinds keep the same layout (layout.py names every file of it; CONTRACT.md states it), so resuming, publishing
+and reading back are one code path. A Destination is one config and split of OUTPUT, seen from one run: where its
+files are here and in the repo, and the steps that read, mirror, replace and publish them.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..console import say
-from ..inputs.selection import shard_label
+from . import layout
 from .hub import HubClient, with_retries
-from .lease import LEASE_PREFIX, Lease
-from .manifest import MANIFEST, differences, read_manifest, write_manifest
+from .lease import Lease
+from .manifest import differences, read_manifest, write_manifest
 from .progress import part_files
-
-PROGRESS_ROOT = ".ocr-progress"
-HUB_OWN_FILES = ("README.md", ".gitattributes")
-DATA_FILE = re.compile(r"[^/]+-\d{5}-of-\d{5}(-\d{5})?\.parquet")
-LISTED_FOREIGN = 5
-
-
-def is_local_output(spec: str) -> bool:
-    return spec.startswith((".", "/", "~")) or Path(spec).expanduser().exists()
-
-
-def unsafe_local_output(spec: str, input_spec: str) -> str | None:
-    """Why a local folder must not be OUTPUT (publishing would write over files that are not ours, or it cannot be
-    a folder at all), or None."""
-    target = Path(spec).expanduser().resolve()
-    blocking = next((path for path in (target, *target.parents) if path.exists()), None)
-    if blocking is not None and not blocking.is_dir():
-        where = "is a file" if blocking == target else f"lies inside {str(blocking)!r}, which is a file"
-        return f"OUTPUT {spec!r} {where}; give the results a folder of their own, e.g. ./scans-ocr"
-    named = {Path(target.anchor): "the root folder", Path.home().resolve(): "your home folder"}
-    named[Path.cwd().resolve()] = "the current folder"
-    if target in named:
-        return f"OUTPUT {spec!r} is {named[target]}; give the results a folder of their own, e.g. ./scans-ocr"
-    source = Path(input_spec).expanduser()
-    if source.exists():
-        source = source.resolve()
-        if target == source or source in target.parents or target in source.parents:
-            return f"OUTPUT {spec!r} is, holds or lies inside INPUT {input_spec!r}; write the results elsewhere"
-    return None
-
-
-def data_prefix_of(config: str | None) -> str:
-    return config or "data"
-
-
-def owned_configs(names: Iterable[str]) -> set[str]:
-    """Configs whose progress folder holds a manifest: this tool wrote them."""
-    return {
-        parts[1]
-        for parts in (name.split("/") for name in names)
-        if len(parts) == 4 and parts[0] == PROGRESS_ROOT and parts[3] == MANIFEST
-    }
-
-
-def foreign_files(names: Iterable[str], owned: set[str]) -> list[str]:
-    """Files in OUTPUT that no run of ours wrote."""
-    prefixes = {data_prefix_of(None if config == "default" else config) for config in owned}
-    foreign = []
-    for name in names:
-        folder, _, rest = name.partition("/")
-        if name in HUB_OWN_FILES or folder == PROGRESS_ROOT or (folder in prefixes and DATA_FILE.fullmatch(rest)):
-            continue
-        foreign.append(name)
-    return sorted(foreign)
-
-
-def foreign_message(where: str, files: list[str], configs: list[str]) -> str:
-    found = []
-    if files:
-        listed = ", ".join(files[:LISTED_FOREIGN]) + (f" and {len(files) - LISTED_FOREIGN} more" if files[5:] else "")
-        found.append(f"files this tool did not write ({listed})")
-    if configs:
-        found.append(f"configs this tool did not write ({', '.join(configs)})")
-    return (
-        f"OUTPUT {where} holds {' and '.join(found)}; publishing there could replace or hide them. Choose another "
-        "OUTPUT, or pass --overwrite to publish this run's config there anyway."
-    )
 
 
 class Destination:
@@ -130,7 +56,7 @@ class Destination:
 
     @property
     def progress_prefix(self) -> str:
-        return f"{PROGRESS_ROOT}/{self.config or 'default'}/{self.split}"
+        return layout.progress_prefix(self.config, self.split)
 
     @property
     def progress_dir(self) -> Path:
@@ -140,21 +66,25 @@ class Destination:
     def slice_tag(self) -> str:
         """How this run's progress files begin after `part-` or `merged-`: a shard's own tag, so a shard fetches and
         merges only its own files; empty for an unsharded run, which owns them all."""
-        return "" if self.shard is None else f"shard-{shard_label(self.shard)}-"
+        return layout.shard_tag(self.shard)
 
     @property
     def data_prefix(self) -> str:
-        return data_prefix_of(self.config)
+        return layout.data_prefix(self.config)
 
     def describe(self) -> str:
         return str(self.root) if self.local else f"https://huggingface.co/datasets/{self.spec}"
 
     def where(self) -> str:
         """This run's slice of OUTPUT, for messages."""
-        return f"{self.describe()} (config {self.config or 'default'}, split {self.split})"
+        return f"{self.describe()} (config {layout.config_name(self.config)}, split {self.split})"
 
     def in_repo(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
+
+    def in_progress(self, name: str) -> str:
+        """The repo path of a file of this config and split's progress folder."""
+        return f"{self.progress_prefix}/{name}"
 
     def listing(self) -> list[str]:
         """Every file of OUTPUT, as paths inside it."""
@@ -166,14 +96,15 @@ class Destination:
         """The manifest the Hub holds for this config and split now, or None (read aside, never over ours). With
         a listing of OUTPUT it is read when the listing names it; without one it is fetched by name, so a re-check
         costs one call and no listing."""
-        name = f"{self.progress_prefix}/{MANIFEST}"
+        name = self.in_progress(layout.MANIFEST)
         if self.local or (listing is not None and name not in set(listing)):
             return None
         with tempfile.TemporaryDirectory() as folder:
             here = Path(folder)
             if listing is None:
                 parts = self.hub.download_parts
-                with_retries(lambda: parts(self.spec, self.progress_prefix, here, [MANIFEST]), "reading the manifest")
+                wanted = [layout.MANIFEST]
+                with_retries(lambda: parts(self.spec, self.progress_prefix, here, wanted), "reading the manifest")
             else:
                 with_retries(lambda: self.hub.download(self.spec, name, here), "reading the manifest")
             return read_manifest(here / self.progress_prefix)
@@ -214,16 +145,17 @@ class Destination:
     def lists_results(self, listing: Iterable[str]) -> bool:
         """Whether the listing of OUTPUT names a result of this config and split (a progress part or a published
         data file), whatever this machine holds."""
-        published = f"{self.data_prefix}/{self.split}-"
-        progress = f"{self.progress_prefix}/"
+        published = layout.split_data_prefix(self.data_prefix, self.split)
+        progress = self.in_progress("")
         return any(
-            name.startswith(published) or (name.startswith(progress) and name.endswith(".parquet")) for name in listing
+            name.startswith(published) or (name.startswith(progress) and name.endswith(layout.PROGRESS_SUFFIX))
+            for name in listing
         )
 
     def leases(self, listing: list[str]) -> list[Lease]:
         """The lease files runs left on the Hub for this config and split; one that vanished meanwhile (its run
         ended) or cannot be read is passed over."""
-        names = [name for name in listing if name.startswith(f"{self.progress_prefix}/{LEASE_PREFIX}")]
+        names = [name for name in listing if name.startswith(self.in_progress(layout.LEASE_PREFIX))]
         if self.local or not names:
             return []
         found = []
@@ -259,10 +191,7 @@ class Destination:
         if self.local:
             return 0
         before = {path.name for path in part_files(self.progress_dir)}
-        kinds = ("part-", "merged-")
-        names = [f"{kind}{self.slice_tag}*.parquet" for kind in kinds]
-        if self.slice_tag:
-            names += [f"{kind}[0-9]*.parquet" for kind in kinds]
+        names = layout.progress_fetch_globs(self.slice_tag)
         with_retries(
             lambda: self.hub.download_parts(self.spec, self.progress_prefix, self.root, names), "fetching progress"
         )
@@ -272,12 +201,12 @@ class Destination:
         """--overwrite after a fingerprint change: this config's earlier results and published slices go, here and
         on the Hub (shards publish one by one, so a slice made another way must not stay beside the new ones)."""
         self.clear_local_progress()
-        data = [name for name in listing if name.startswith(f"{self.data_prefix}/{self.split}-")]
+        data = [name for name in listing if name.startswith(layout.split_data_prefix(self.data_prefix, self.split))]
         if self.local:
             for name in data:
                 (self.root / name).unlink()
             return
-        old = [name for name in listing if name.startswith(self.progress_prefix + "/")]
+        old = [name for name in listing if name.startswith(self.in_progress(""))]
         self.push({}, old + data, "OCR progress: --overwrite removes results made another way")
 
     def push(self, add: Mapping[str, Path], delete: Iterable[str], message: str) -> None:
@@ -296,20 +225,20 @@ class Destination:
     def existing_card(self, listing: Iterable[str] | None = None) -> str | None:
         """The card at OUTPUT, or None; `listing` is a listing of OUTPUT already read, else it is listed now."""
         if self.local:
-            path = self.root / "README.md"
+            path = self.root / layout.CARD
             return path.read_text() if path.exists() else None
-        if "README.md" not in (self.listing() if listing is None else listing):
+        if layout.CARD not in (self.listing() if listing is None else listing):
             return None
         with tempfile.TemporaryDirectory() as folder:
-            return with_retries(lambda: self.hub.download(self.spec, "README.md", Path(folder)), "reading").read_text()
+            return with_retries(lambda: self.hub.download(self.spec, layout.CARD, Path(folder)), "reading").read_text()
 
     def stale_data_files(self, names: Iterable[str], keep: Iterable[str], shard: tuple[int, int]) -> list[str]:
         """This split's data files that a publish of `shard` replaces: the shard's own earlier files, and files not
         cut into this many shards (an earlier layout); the other shards' files stay."""
         keep = set(keep)
-        prefix = f"{self.data_prefix}/{self.split}-"
-        own = f"{prefix}{shard_label(shard)}-"
-        sibling = re.compile(re.escape(prefix) + rf"\d{{5}}-of-{shard[1]:05d}-\d{{5}}\.parquet")
+        prefix = layout.split_data_prefix(self.data_prefix, self.split)
+        own = layout.shard_data_prefix(self.data_prefix, self.split, shard)
+        sibling = layout.cut_into(self.data_prefix, self.split, shard[1])
         return sorted(
             name
             for name in names
@@ -331,9 +260,9 @@ class Destination:
             self.write_card(card, message)
             return str(self.root)
         with tempfile.TemporaryDirectory() as folder:
-            card_path = Path(folder) / "README.md"
+            card_path = Path(folder) / layout.CARD
             card_path.write_text(card)
-            add = {**files, "README.md": card_path}
+            add = {**files, layout.CARD: card_path}
 
             def attempt() -> str:
                 stale = self.stale_data_files(self.hub.list_files(self.spec), files, shard)
@@ -345,11 +274,11 @@ class Destination:
         """The card alone: written aside and renamed here, so a concurrent reader never sees half of one; one
         commit on the Hub."""
         if self.local:
-            temporary = self.progress_dir / f".README.md.{os.getpid()}.tmp"
+            temporary = self.progress_dir / f".{layout.CARD}.{os.getpid()}.tmp"
             temporary.write_text(card)
-            temporary.replace(self.root / "README.md")
+            temporary.replace(self.root / layout.CARD)
             return
         with tempfile.TemporaryDirectory() as folder:
-            card_path = Path(folder) / "README.md"
+            card_path = Path(folder) / layout.CARD
             card_path.write_text(card)
-            self.push({"README.md": card_path}, [], message)
+            self.push({layout.CARD: card_path}, [], message)

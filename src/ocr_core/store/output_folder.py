@@ -12,10 +12,9 @@ import tempfile
 from pathlib import Path
 
 from ..errors import CommandError
+from .layout import FOLDER_LOCK, MANIFEST
 from .lease import LocalLocks
-from .manifest import MANIFEST
 from .output import Destination
-from .progress import FOLDER_LOCK
 
 
 class OutputError(CommandError):

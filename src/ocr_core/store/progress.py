@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..console import say
+from .layout import FOLDER_LOCK, PROGRESS_GLOB, SET_ASIDE_SUFFIX, part_name
 
 RESULT_SCHEMA = pa.schema(
     [
@@ -51,9 +52,6 @@ RESULT_SCHEMA = pa.schema(
         ("provenance", pa.string()),
     ]
 )
-PART_GLOB = "*.parquet"
-SET_ASIDE_SUFFIX = ".unreadable"
-FOLDER_LOCK = ".folder.lock"
 
 
 @dataclass
@@ -142,7 +140,7 @@ class ResultLog:
         if not self.buffer:
             return
         table = pa.Table.from_pylist([asdict(result) for result in self.buffer], schema=RESULT_SCHEMA)
-        path = self.folder / f"part-{self.run_id}-{self.sequence:05d}.parquet"
+        path = self.folder / part_name(self.run_id, self.sequence)
         write_durably(path, [table])
         self.sequence += 1
         self.buffer.clear()
@@ -158,7 +156,7 @@ def folder_lock(folder: Path, exclusive: bool) -> Iterator[None]:
 
 
 def part_files(folder: Path) -> list[Path]:
-    return sorted(folder.glob(PART_GLOB)) if folder.is_dir() else []
+    return sorted(folder.glob(PROGRESS_GLOB)) if folder.is_dir() else []
 
 
 def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table | None:
