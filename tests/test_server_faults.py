@@ -448,7 +448,7 @@ def test_a_given_server_down_at_the_start_joins_the_fleet_once_it_answers(fake_s
         assert [replica.state for replica in fleet.replicas] == [SERVING, STARTING]
         late.append(FakeServer(url_port(down)))
         late[0].models = listing("org/model")
-        await fleet.start_rest()
+        await fleet.joining.start_rest()
         return [replica.state for replica in fleet.replicas]
 
     try:
