@@ -21,7 +21,7 @@ from ocr_core.serving.joining import Joining
 from ocr_core.serving.membership import Membership
 from ocr_core.serving.replica import GONE, RECOVERING, SERVING, STARTING, Replica
 from ocr_core.serving.routing import PageRouting
-from ocr_core.serving.spawn import ServerError
+from ocr_core.serving.server_api import ServerError
 from ocr_core.serving.supervision import ReplicaSupervision
 
 

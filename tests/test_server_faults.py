@@ -35,7 +35,8 @@ from ocr_core.serving.chat import Retryable
 from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.handle import ServerHandle, Target
 from ocr_core.serving.replica import SERVING, STARTING, Replica
-from ocr_core.serving.spawn import ServerError, SpawnedServer, url_port
+from ocr_core.serving.server_api import ServerError, url_port
+from ocr_core.serving.spawn import SpawnedServer
 from ocr_core.serving.stall import PROGRESS_COUNTERS, StallDetector, watch_for_stalls
 from ocr_core.shapes import served
 from tests.testbed.env import REPO_ROOT

@@ -21,7 +21,7 @@ from .membership import Membership
 from .ports import free_ports, server_urls, with_port
 from .replica import Replica
 from .routing import PageRouting
-from .spawn import is_local, url_port
+from .server_api import is_local, url_port
 from .supervision import ReplicaSupervision
 
 

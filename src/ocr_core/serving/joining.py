@@ -19,7 +19,7 @@ from ..planning.engine_plan import EnginePlan
 from .handle import StartupTimeout, Target, server_version
 from .membership import Membership
 from .replica import SERVING, STARTING, Replica
-from .spawn import NotAVllmRoot, ServerError
+from .server_api import NotAVllmRoot, ServerError
 
 Retire = Callable[[Replica, str], Awaitable[None]]
 

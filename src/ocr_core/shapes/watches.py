@@ -20,9 +20,9 @@ from ..judging.canary import Canary
 from ..serving.hostmem import MemoryGuard
 from ..serving.membership import Membership
 from ..serving.probe import probe_body, servers_answer
+from ..serving.prometheus import parse_metrics
 from ..serving.replica import Replica
 from ..serving.routing import PageRouting
-from ..serving.spawn import parse_metrics
 from ..store.progress import RowResult
 from .window import Window
 
