@@ -30,7 +30,7 @@ class Endpoint:
 
 def wave(fleet: Fleet, client: httpx.AsyncClient, count: int) -> list:
     replica = fleet.replicas[0]
-    return [fleet.post(replica, client, b"{}", f"page-{index}") for index in range(count)]
+    return [fleet.routing.post(replica, client, b"{}", f"page-{index}") for index in range(count)]
 
 
 def test_a_burst_of_new_connections_to_one_server_opens_them_apart():

@@ -60,7 +60,7 @@ class PacedFleet:
     async def wave(self, client: httpx.AsyncClient, count: int) -> int:
         """`count` requests at once; how many of them were paced."""
         before = self.paced
-        await asyncio.gather(*(self.fleet.post(self.replica, client, b"{}", f"p{i}") for i in range(count)))
+        await asyncio.gather(*(self.fleet.routing.post(self.replica, client, b"{}", f"p{i}") for i in range(count)))
         return self.paced - before
 
 

@@ -89,7 +89,7 @@ def start_fleet(plan: EnginePlan, answering: bool = False) -> tuple[Fleet, list[
     async def scenario() -> None:
         await fleet.open()
         fleet.joined = joined
-        await fleet.start_rest()
+        await fleet.joining.start_rest()
 
     asyncio.run(scenario())
     return fleet, spans, joins

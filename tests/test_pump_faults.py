@@ -36,8 +36,9 @@ from ocr_core.serving.chat import Retryable, RowFailed, post_chat
 from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.replica import SERVING, STARTING, Replica
 from ocr_core.settings import Settings
+from ocr_core.shapes import page_attempts as attempts_module
+from ocr_core.shapes import page_life as life_module
 from ocr_core.shapes import page_requests as requests_module
-from ocr_core.shapes import pump as pump_module
 from ocr_core.shapes.page_requests import retry_delay
 from ocr_core.shapes.pump import Pump
 from ocr_core.shapes.tally import ProgressBar
@@ -145,7 +146,7 @@ def fleet_of(*endpoints: FakeEndpoint) -> Fleet:
     processes to spread connections over, and its deaths are timed in milliseconds (tests/test_connection_pacing.py
     covers the spacing)."""
     fleet = Fleet([Replica(index, endpoint) for index, endpoint in enumerate(endpoints)])
-    fleet.model = "m"
+    fleet.members.model = "m"
     for replica in fleet.replicas:
         replica.state = SERVING
         replica.connection_gap = 0.0
@@ -371,7 +372,8 @@ def test_an_api_key_refused_mid_run_stops_the_job_at_once(tmp_path):
 def request_clock(monkeypatch) -> list[float]:
     """The pump's clock, moved only by the fake server: every failing request takes ten seconds."""
     now = [100.0]
-    monkeypatch.setattr(pump_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    for module in (life_module, attempts_module):
+        monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=lambda: now[0]))
     return now
 
 
@@ -622,7 +624,7 @@ def test_the_fleet_description_counts_pages_and_servers_apart(tmp_path):
     """Before: 12 pages from 2 servers read "2 server(s) given with --server, 2 answered pages" in the summary,
     the card and inference_info: the servers that answered, counted as pages."""
     fleet = two_replicas()
-    fleet.given = True
+    fleet.members.given = True
     outcome = run_pump(tmp_path, lambda request: answer(), count=12, fleet=fleet, window=4)
     assert outcome.failure is None
     assert fleet.describe() == "2 server(s) given with --server, 2 of them answered 12 page(s)"
@@ -726,7 +728,7 @@ def test_a_given_server_on_trial_gets_no_more_than_its_canary_pages_until_a_real
     """A server the user gave is on trial until its canary sees one real answer: the one writing "!!!!" gets its
     canary's 3 pages and no more, however wide the window, and the job stops on its canary."""
     fleet = two_replicas()
-    fleet.given, fleet.trial_pages = True, 3
+    fleet.members.given, fleet.trial_pages = True, 3
     log = ResultLog(tmp_path, "20260101T000000Z-aaaaaa", flush_rows=1000)
     facts, args = recipe()
     sent = {URL: 0, OTHER: 0}
@@ -786,7 +788,7 @@ def test_a_hung_replica_hands_its_pages_back_at_once_when_its_stall_is_reported(
     async def hangs_once(request: httpx.Request) -> httpx.Response:
         if not hung:
             hung.append(1)
-            reported = fleet.stalled(fleet.replicas[0], "made no progress for 300 s", 0)
+            reported = fleet.supervision.stalled(fleet.replicas[0], "made no progress for 300 s", 0)
             asyncio.get_running_loop().call_later(0.05, asyncio.ensure_future, reported)
             await asyncio.Event().wait()
         return answer()
@@ -802,10 +804,10 @@ def test_a_stalled_server_this_run_did_not_start_leaves_unless_it_is_the_last():
     fleet = two_replicas(FakeEndpoint(URL, stalls_fail=True), FakeEndpoint(OTHER, stalls_fail=True))
 
     async def scenario() -> None:
-        await fleet.stalled(fleet.replicas[0], "made no progress for 300 s", 0)
+        await fleet.supervision.stalled(fleet.replicas[0], "made no progress for 300 s", 0)
         assert [replica.state for replica in fleet.replicas] == ["gone", "serving"]
         with pytest.raises(JobFailed, match="hung"):
-            await fleet.stalled(fleet.replicas[1], "made no progress for 300 s", 0)
+            await fleet.supervision.stalled(fleet.replicas[1], "made no progress for 300 s", 0)
 
     asyncio.run(scenario())
 
@@ -979,7 +981,9 @@ class KillableEngine(FakeEndpoint):
             self.deaths += 1
             self.died.set()
             if self.hang:
-                reported = self.fleet.stalled(self.fleet.replicas[0], "made no progress for 300 s", self.generation)
+                reported = self.fleet.supervision.stalled(
+                    self.fleet.replicas[0], "made no progress for 300 s", self.generation
+                )
                 asyncio.get_running_loop().call_later(0.02, asyncio.ensure_future, reported)
 
     def revive(self) -> None:
@@ -1124,7 +1128,7 @@ def test_the_summary_rates_count_only_what_the_whole_fleet_did_in_its_window(tmp
         if not joined:
             joined.append(time.monotonic())
             asyncio.get_running_loop().call_later(
-                0.5, lambda: asyncio.ensure_future(fleet.set_state(fleet.replicas[1], SERVING))
+                0.5, lambda: asyncio.ensure_future(fleet.members.set_state(fleet.replicas[1], SERVING))
             )
         return await first(request)
 

@@ -18,7 +18,7 @@ import pytest
 from ocr_core.command.script_header import read_header
 from ocr_core.facts import ModelFacts
 from ocr_core.planning.job_commands import job_command, job_timeout, without_secrets
-from ocr_core.serving.spawn import parse_metrics
+from ocr_core.serving.prometheus import parse_metrics
 from ocr_models import MODELS, RECIPES, hpd_parsing, model_module, ovis_ocr2
 from tests.testbed.env import ran_the_installed_wheel, script_command
 from tests.testbed.env import testbed_env as bed_env

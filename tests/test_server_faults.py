@@ -35,7 +35,8 @@ from ocr_core.serving.chat import Retryable
 from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.handle import ServerHandle, Target
 from ocr_core.serving.replica import SERVING, STARTING, Replica
-from ocr_core.serving.spawn import ServerError, SpawnedServer, url_port
+from ocr_core.serving.server_api import ServerError, url_port
+from ocr_core.serving.spawn import SpawnedServer
 from ocr_core.serving.stall import PROGRESS_COUNTERS, StallDetector, watch_for_stalls
 from ocr_core.shapes import served
 from tests.testbed.env import REPO_ROOT
@@ -448,7 +449,7 @@ def test_a_given_server_down_at_the_start_joins_the_fleet_once_it_answers(fake_s
         assert [replica.state for replica in fleet.replicas] == [SERVING, STARTING]
         late.append(FakeServer(url_port(down)))
         late[0].models = listing("org/model")
-        await fleet.start_rest()
+        await fleet.joining.start_rest()
         return [replica.state for replica in fleet.replicas]
 
     try:

@@ -24,7 +24,7 @@ from PIL import Image
 from ocr_core import run_saturate
 from ocr_core.planning.defaults import SERVER_WINDOW
 from ocr_core.planning.scale import max_num_seqs
-from ocr_core.serving.spawn import kv_capacity
+from ocr_core.serving.prometheus import kv_capacity
 from ocr_core.shapes.window import engine_window
 from tests.testbed.env import REPO_ROOT, ran_the_installed_wheel, script_command
 from tests.testbed.env import testbed_env as bed_env

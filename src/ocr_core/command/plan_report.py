@@ -28,7 +28,8 @@ from ..redaction import MASK, is_secret_flag, redact
 from ..serving.cache_key import make_key
 from ..serving.engine_cache import CACHE_FOLDERS, FIXED_VARIABLES
 from ..serving.ports import server_urls
-from ..serving.spawn import serve_command, url_port
+from ..serving.server_api import url_port
+from ..serving.spawn import serve_command
 from ..settings import Settings
 from ..shapes.llm_batches import engine_flags, engine_kwargs, quiet_engine_notices
 from ..shapes.served import spawns_here

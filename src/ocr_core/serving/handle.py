@@ -33,21 +33,19 @@ from ..errors import JobFailed
 from ..planning.engine_plan import ReplicaLaunch
 from ..planning.server_policy import ServerPolicy
 from .chat import Retryable
-from .spawn import (
-    STOPPING,
+from .serve_log import log_tail
+from .server_api import (
     NotAVllmRoot,
     ServerError,
-    SpawnedServer,
     health_status,
     healthy,
     is_local,
     list_models,
-    log_tail,
     matching_model,
-    serve_command,
     served_names,
     url_port,
 )
+from .spawn import STOPPING, SpawnedServer, serve_command
 from .startup_log import describe_timeline, startup_timeline
 
 HF_TOKEN_HOSTS = ("huggingface.co", "hf.co")

@@ -18,7 +18,7 @@ from PIL import Image
 from ..facts import ModelFacts
 from ..inputs.images import placeholder_part, prepare_image
 from .chat import Retryable, RowFailed, chat_body, post_chat
-from .fleet import Fleet
+from .routing import PageRouting
 
 PROBE_SIDE = 64
 
@@ -34,9 +34,9 @@ def probe_body(facts: ModelFacts, model: str, sampling: Mapping[str, Any]) -> by
     return image.json_with_image(body)
 
 
-async def servers_answer(fleet: Fleet, client: httpx.AsyncClient, body: bytes) -> bool:
+async def servers_answer(routing: PageRouting, client: httpx.AsyncClient, body: bytes) -> bool:
     """Whether a serving replica answers the probe; a refusal of it (400) is an answer too: the server judged it."""
-    replica = await fleet.pick()
+    replica = await routing.pick()
     try:
         await post_chat(client, replica.url, body, replica.handle.headers)
     except Retryable:

@@ -10,24 +10,25 @@ import asyncio
 import httpx
 
 from .chat import Answer, Retryable, RowFailed
+from .membership import Membership
 from .replica import Replica
 
 TRIAL_POLL_S = 0.05
 
 
 class PageRouting:
-    """The fleet's routing (serving/fleet.py mixes it in): it needs the fleet's `wait_serving` and `trial_pages`."""
+    """The fleet's routing over its `members`. `trial_pages`: pages a server may hold until its canary sees a real
+    answer (0: no trial)."""
 
-    trial_pages: int
-
-    async def wait_serving(self) -> list[Replica]:
-        raise NotImplementedError
+    def __init__(self, members: Membership) -> None:
+        self.members = members
+        self.trial_pages = 0
 
     async def pick(self, failed_on: Replica | None = None) -> Replica:
         """The serving replica with the fewest requests outstanding, other than the one the page just failed on
         while another serves; waits while every replica recovers or starts, or holds all the pages its trial
         allows."""
-        while not (takers := [replica for replica in await self.wait_serving() if self.takes_pages(replica)]):
+        while not (takers := [replica for replica in await self.members.wait_serving() if self.takes_pages(replica)]):
             await asyncio.sleep(TRIAL_POLL_S)
         others = [replica for replica in takers if replica is not failed_on]
         return min(others or takers, key=lambda replica: (replica.outstanding, replica.index))

@@ -17,7 +17,7 @@ from typing import Protocol, TypeVar
 import httpx
 
 from .handle import Target, metrics_page
-from .spawn import parse_metrics
+from .prometheus import parse_metrics
 
 PROGRESS_COUNTERS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total")
 STALL_POLL_S = 5.0

@@ -13,28 +13,20 @@ from dataclasses import dataclass
 from ..console import say
 from ..errors import JobFailed
 from .chat import Retryable
-from .handle import Target
+from .membership import Membership
 from .replica import GONE, RECOVERING, SERVING, Replica
 from .stall import watch_for_stalls
 
 
 class ReplicaSupervision:
-    """The fleet's supervision (serving/fleet.py mixes it in): recoveries run in `background`, and each page's
-    deaths are counted in `deaths`, with their cause in `death_causes`."""
+    """The fleet's supervision over its `members`: recoveries run in `background`, and each page's deaths are
+    counted in `deaths`, with their cause in `death_causes`."""
 
-    replicas: list[Replica]
-    background: set[asyncio.Task]
-    deaths: Counter[str]
-    death_causes: dict[str, str]
-
-    def target(self, replica: Replica) -> Target:
-        raise NotImplementedError
-
-    async def set_state(self, replica: Replica, state: str) -> None:
-        raise NotImplementedError
-
-    async def start_rest(self) -> None:
-        raise NotImplementedError
+    def __init__(self, members: Membership) -> None:
+        self.members = members
+        self.background: set[asyncio.Task] = set()
+        self.deaths: Counter[str] = Counter()
+        self.death_causes: dict[str, str] = {}
 
     def count_deaths(self, replica: Replica, what: str) -> None:
         """The replica's engine died, hung or left: each page that was in flight there counts one death."""
@@ -62,45 +54,53 @@ class ReplicaSupervision:
             return
         if replica.handle.generation != before:
             self.count_deaths(replica, f"died ({error})")
-        await self.set_state(replica, SERVING)
+        await self.members.set_state(replica, SERVING)
 
     async def stalled(self, replica: Replica, reason: str, generation: int) -> None:
         """The stall watcher's report on one replica: restarted, or out of the fleet; the last one ends the job."""
         if replica.state == GONE:
             return
-        await self.set_state(replica, RECOVERING)
+        await self.members.set_state(replica, RECOVERING)
         replica.hand_back(f"its engine {reason}")
         before = replica.handle.generation
         try:
             await replica.handle.stalled(reason, generation)
         except JobFailed as exc:
-            if len([other for other in self.replicas if other.state != GONE]) == 1:
+            if self.members.staying() == 1:
                 self.count_deaths(replica, f"hung (it {reason})")
                 raise
             await self.retire(replica, str(exc))
             return
         if replica.handle.generation != before:
             self.count_deaths(replica, f"hung (it {reason})")
-        await self.set_state(replica, SERVING)
+        await self.members.set_state(replica, SERVING)
 
     async def retire(self, replica: Replica, why: str) -> None:
         replica.why_gone = why
         self.count_deaths(replica, f"left the fleet ({why})")
         replica.hand_back(f"it left the fleet: {why}")
-        await self.set_state(replica, GONE)
-        left = len([other for other in self.replicas if other.state != GONE])
-        say(f"{replica.url} leaves the fleet ({why}); {left} replica(s) left")
+        await self.members.set_state(replica, GONE)
+        say(f"{replica.url} leaves the fleet ({why}); {self.members.staying()} replica(s) left")
         await asyncio.to_thread(replica.handle.close)
 
-    async def watch(self, bound_s: float) -> None:
-        """Beside the pump: starts the replicas still to start and watches each for a hung engine."""
+    async def watch_stalls(self, bound_s: float) -> None:
+        """Watches each replica for a hung engine (stall.py): one whose requests make no progress for `bound_s`."""
         watchers = [
             watch_for_stalls(
-                self.target(replica), bound_s, lambda replica=replica: replica.outstanding, StallReport(self, replica)
+                self.members.target(replica),
+                bound_s,
+                lambda replica=replica: replica.outstanding,
+                StallReport(self, replica),
             )
-            for replica in self.replicas
+            for replica in self.members.replicas
         ]
-        await asyncio.gather(self.start_rest(), *watchers)
+        await asyncio.gather(*watchers)
+
+    def cancel_background(self) -> None:
+        """Recoveries still running end with the run (in the event loop's thread; the fleet then stops the
+        servers)."""
+        for task in list(self.background):
+            task.cancel()
 
 
 @dataclass

@@ -30,7 +30,8 @@ from ..serving.handle import VllmMissing, api_headers
 from ..serving.hostmem import MemoryGuard
 from ..serving.mps import cuda_mps
 from ..serving.ports import server_urls
-from ..serving.spawn import healthy, is_local, kv_capacity, parse_metrics
+from ..serving.prometheus import kv_capacity, parse_metrics
+from ..serving.server_api import healthy, is_local
 from ..serving.stall import beside
 from ..settings import Settings
 from ..store.progress import ResultLog
