@@ -41,6 +41,7 @@ from .planning.launch import Launch
 from .planning.provenance import ScriptSource, released_scripts, script_source
 from .planning.serve_flags import user_flags
 from .preparation.job import Job, prepare_job, release
+from .publishing.live_progress import show_progress_on_card
 from .publishing.outcome import finish, load_call
 from .redaction import register_run_secrets
 from .settings import Settings
@@ -148,6 +149,7 @@ def run_job(
 ) -> int:
     job = prepare_job(settings, facts, launch, hub)
     try:
+        show_progress_on_card(job)
         try:
             drive = drive_pages(job, stop, streams)
         finally:

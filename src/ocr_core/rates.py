@@ -8,6 +8,9 @@ says exactly which pages and which seconds it divides:
   moment every planned replica served, and that finished by the time the last page was sent, over that interval.
   It is a lower bound: the interval opens with earlier pages in flight, whose completions it leaves out.
 - billed: rows done over the process's wall time, start-up and publishing included: what the user pays for.
+- recent: what the run does now, for the expected end a live card shows. Pages finished in the last few minutes,
+  over those minutes; a run younger than that counts from its first finished page, so start-up does not read as
+  slowness.
 
 The inputs are plain times (any one clock), so the definitions are pinned by scenario tests with known times.
 """
@@ -57,3 +60,15 @@ def sustained(
 def billed_pages_per_s(rows_done: int, wall_s: float) -> float | None:
     """Rows done per second of the process's life; None before any time has passed."""
     return rows_done / wall_s if wall_s > 0 else None
+
+
+def recent_pages_per_s(finished: Iterable[float], now: float, window_s: float) -> float | None:
+    """Pages per second over the `window_s` seconds before `now`, or since the first page finished when that is
+    later (the first page marks the start and is not counted: n pages after it took the time since it). None until
+    a second page has finished."""
+    times = [moment for moment in finished if moment <= now]
+    if not times:
+        return None
+    start = max(now - window_s, min(times))
+    counted = sum(start < moment for moment in times)
+    return counted / (now - start) if counted else None

@@ -15,7 +15,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +31,9 @@ class FakeState:
     poisoned: str | None = None
     page_tokens: int | None = None
     answered: int = 0
+    before_answer: Callable[[int], None] | None = None
+    """Called with the count of pages answered so far before each answer: a test holds the pages there until it
+    has seen what it waits for."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -71,6 +74,8 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(500, b'{"error": {"message": "EngineCore encountered an issue"}}')
             return
         time.sleep(self.state.delay_s)
+        if self.state.before_answer is not None:
+            self.state.before_answer(self.state.answered)
         with self.state.lock:
             self.state.answered += 1
         answer = {

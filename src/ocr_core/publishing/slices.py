@@ -30,6 +30,7 @@ from ..store.layout import is_slice_facts_of, slice_facts_name
 from ..store.output import Destination
 from ..store.progress import RESULT_SCHEMA, folder_lock, newest_rows, part_files, read_part
 from .card import CardFacts, ShardLine, render_card
+from .live_card import section_key, without_progress
 
 CARD_SETTLE_ATTEMPTS = 5
 
@@ -135,20 +136,29 @@ def publish_slice(
         facts_path = Path(folder) / slice_facts_name(shard)
         facts_path.write_text(json.dumps(facts, sort_keys=True) + "\n")
         name = destination.in_progress(facts_path.name)
-        card = render_card(destination.existing_card(), rendered)
+        card = finished_card(destination.existing_card(), rendered, len(others) + 1)
         published = destination.publish({**files, name: facts_path}, card, message, shard)
     if not destination.create_pr:
         settle_card(destination, template, rendered, shard[1])
     return published
 
 
+def finished_card(existing: str | None, facts: CardFacts, published: int) -> str:
+    """The card with these facts; once every shard has published, without the progress the shards wrote into it
+    while they ran (live_card.py): the run's own figures take its place."""
+    card = render_card(existing, facts)
+    return without_progress(card, section_key(facts.config, facts.split)) if published == facts.shards else card
+
+
 def settle_card(destination: Destination, template: CardFacts, rendered: CardFacts, shards: int) -> None:
     """Rewrites the card until it says what the published facts say: a shard that committed between our reading
     and our commit is counted, whichever commit landed last."""
     for _ in range(CARD_SETTLE_ATTEMPTS):
-        current = card_facts(template, published_slices(destination, shards))
+        slices = published_slices(destination, shards)
+        current = card_facts(template, slices)
         if current == rendered:
             return
-        destination.write_card(render_card(destination.existing_card(), current), "OCR: card counts every slice")
+        card = finished_card(destination.existing_card(), current, len(slices))
+        destination.write_card(card, "OCR: card counts every slice")
         rendered = current
     say("warning: the card kept changing under concurrent shards; the next shard to publish rewrites it")

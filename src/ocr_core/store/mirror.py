@@ -10,12 +10,19 @@ behind on this machine stays off the Hub. Before each commit it checks that the 
 if another run replaced it (an --overwrite with other settings), it uploads nothing more and the run fails at the
 end instead of mixing two jobs' text. With --create-pr the progress still goes to the main branch (only the
 finished dataset is a pull request): that is where a rerun on a fresh machine looks for it.
+
+A stage above may hand it a rider (`carry`): files that go in the commits it makes anyway (the lease's renewal
+makes one every upload), such as the card's live progress, so that they cost the repo no commits of their own (the
+Hub limits a repo's commits per hour). A rider never raises: what it cannot make, it leaves out, and the parts go
+up all the same.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from ..console import say
 from ..errors import JobFailed
@@ -25,6 +32,8 @@ from .output import Destination
 from .progress import part_files
 
 COMPACT_EVERY_S = 60.0
+Rider = Callable[[Sequence[str], bool], Mapping[str, Path]]
+"""Files for the next progress commit, given the Hub's listing and whether it is the drive's last upload."""
 
 
 class ProgressMirror:
@@ -41,6 +50,7 @@ class ProgressMirror:
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.loop, name="progress-mirror", daemon=True)
         self.last_upload = time.monotonic()
+        self.rider: Rider | None = None
 
     @property
     def mirrored(self) -> bool:
@@ -48,6 +58,10 @@ class ProgressMirror:
 
     def start(self) -> None:
         self.thread.start()
+
+    def carry(self, rider: Rider) -> None:
+        """From now on each upload of the parts also carries what `rider` gives."""
+        self.rider = rider
 
     def begin(self, manifest: dict) -> None:
         """The manifest is at OUTPUT now: from here on the parts are merged and mirrored too."""
@@ -67,9 +81,9 @@ class ProgressMirror:
         for names in compact(self.destination.progress_dir, self.destination.slice_tag):
             self.removed |= {self.destination.in_progress(name) for name in names}
 
-    def upload(self) -> None:
-        """One commit that makes the Hub hold what the folder holds, with the lease renewed (the lease alone while
-        there is no manifest to check the parts against)."""
+    def upload(self, final: bool = False) -> None:
+        """One commit that makes the Hub hold what the folder holds, with the lease renewed and the rider's files
+        (the lease alone while there is no manifest to check the parts against); `final`: the drive has ended."""
         self.last_upload = time.monotonic()
         if self.replaced is not None:
             return
@@ -88,11 +102,14 @@ class ProgressMirror:
             self.lease = self.lease.renewed(lease_ttl(self.upload_every_s))
             name, path = self.destination.lease_file(self.lease)
             files[name] = path
+        counted = len(files)
+        if self.rider is not None and (files or removed):
+            files.update(self.rider(sorted(listing), final))
         started = time.monotonic()
         self.destination.push(files, removed, f"OCR progress: {len(files)} file(s) in, {len(removed)} out")
         self.removed -= set(removed)
-        if len(files) > 1:
-            say(f"mirrored {len(files)} progress file(s) in {time.monotonic() - started:.1f} s")
+        if counted > 1:
+            say(f"mirrored {counted} progress file(s) in {time.monotonic() - started:.1f} s")
 
     def renew_lease(self) -> None:
         if self.lease is None:
@@ -108,7 +125,7 @@ class ProgressMirror:
         self.stop()
         self.compact()
         if self.mirrored:
-            self.upload()
+            self.upload(final=True)
         if self.replaced is not None:
             raise JobFailed(self.replaced)
         self.manifest = None
