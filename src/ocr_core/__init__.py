@@ -29,6 +29,7 @@ from .planning.installed import installed_vllm_version
 from .planning.job_commands import DEFAULT_JOB_TIMEOUT, job_command
 from .planning.launch import Launch
 from .planning.machine import Gpu, Machine, detect_machine
+from .planning.make_plan import command_plan
 from .planning.provenance import script_source
 from .planning.scale import memory_utilization, plan_scale
 from .preparation.job import prepare_job, release
@@ -70,6 +71,7 @@ __all__ = [
     "build_parser",
     "cell_bytes",
     "chat_body",
+    "command_plan",
     "compact",
     "detect_machine",
     "finished_ids",

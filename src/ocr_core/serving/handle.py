@@ -31,6 +31,7 @@ import httpx
 from ..console import say
 from ..errors import JobFailed
 from ..planning.engine_plan import ReplicaLaunch
+from ..planning.server_addresses import is_local
 from ..planning.server_policy import ServerPolicy
 from .chat import Retryable
 from .spawn import (
@@ -40,7 +41,6 @@ from .spawn import (
     SpawnedServer,
     health_status,
     healthy,
-    is_local,
     list_models,
     log_tail,
     matching_model,

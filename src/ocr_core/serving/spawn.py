@@ -27,7 +27,6 @@ import httpx
 
 from ..console import say
 from ..errors import CommandError
-from ..planning.job_commands import LOCAL_HOSTS
 from ..planning.serve_flags import flag_value
 from ..redaction import redact
 
@@ -69,10 +68,6 @@ LOG_TAIL_LINES = 40
 
 class ServerError(CommandError, RuntimeError):
     """The server could not be found, started or kept alive; the message says what to do."""
-
-
-def is_local(url: str) -> bool:
-    return (urlsplit(url).hostname or "") in LOCAL_HOSTS
 
 
 def url_port(url: str) -> int:
