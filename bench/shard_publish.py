@@ -103,7 +103,7 @@ class ShardJob:
     Hub double that counts the bytes committed to it; the lease and locks go back when the phase ends."""
 
     def __init__(self, input_folder: Path, hub_folder: Path, work: Path, shard: int, shards: int) -> None:
-        from ocr_core.internals import WORK_DIR_ENV, Launch, build_parser, parse_arguments, prepare_job
+        from ocr_core.internals import WORK_DIR_ENV, Launch, build_parser, command_plan, parse_arguments, prepare_job
         from tests.testbed.hub_double import FolderHub
         from tools.recipes import load_script
 
@@ -119,7 +119,8 @@ class ShardJob:
         argv = [str(input_folder), REPO, "--shard", f"{shard}/{shards}", "--server", "http://127.0.0.1:9"]
         settings = parse_arguments(build_parser(SCRIPT, facts, "saturate"), argv)
         os.environ[WORK_DIR_ENV] = str(work)
-        self.job = prepare_job(settings, facts, Launch(SCRIPT, "saturate", argv), CountingHub(hub_folder))
+        plan = command_plan(settings, facts, "saturate")
+        self.job = prepare_job(plan, facts, Launch(SCRIPT, "saturate", argv), CountingHub(hub_folder))
 
     def __enter__(self):
         return self.job

@@ -19,7 +19,7 @@ from ocr_core.facts import ModelFacts
 from ocr_core.inputs.columns import Columns
 from ocr_core.inputs.source import InputSelection, load_source
 from ocr_core.judging.answers import judge
-from ocr_core.planning.page_rules import answer_rules
+from ocr_core.planning.plan_records import answer_rules
 from ocr_core.publishing.assembly import assemble
 from ocr_core.settings import Settings
 from ocr_core.store.progress import ResultLog, RowResult, read_results

@@ -22,7 +22,7 @@ from ocr_core.judging.canary import (
     degenerate_kind,
     repeated_unit,
 )
-from ocr_core.planning.page_rules import rules_of
+from ocr_core.planning.plan_records import rules_of
 from ocr_core.shapes.llm_batches import OfflineRunner
 from ocr_core.shapes.tally import ProgressBar
 from ocr_core.store.progress import ResultLog, RowResult, read_results

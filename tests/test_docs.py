@@ -275,7 +275,7 @@ def test_the_docs_show_the_local_loader_a_run_prints(docs, arguments):
     settings = parse_arguments(
         build_parser(script, facts_of(script), mode_of(script)), ["in", "/abs/scans-ocr", *arguments]
     )
-    printed = load_call(settings)
+    printed = load_call(settings.output, settings.split, settings.config)
     for doc in docs:
         assert printed in " ".join((ROOT / doc).read_text().split()), f"{doc} does not show {printed}"
 

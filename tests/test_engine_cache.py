@@ -27,6 +27,7 @@ from ocr_core.facts import ModelFacts
 from ocr_core.fanout.jobs import bucket_volume
 from ocr_core.planning.installed import served_versions
 from ocr_core.planning.job_commands import job_command
+from ocr_core.planning.make_plan import World, make_run_plan
 from ocr_core.redaction import register_secret
 from ocr_core.serving import engine_cache
 from ocr_core.serving.cache_claim import claimed_folder
@@ -42,7 +43,7 @@ from ocr_core.serving.engine_cache import (
 from ocr_core.serving.ports import free_ports
 from ocr_core.shapes import served
 from ocr_core.shapes.served import served_engine_cache
-from tests.testbed.handles import engine_plan_for, handle_for
+from tests.testbed.handles import handle_for
 
 VERSIONS = {"vllm": "0.30.0", "torch": "2.13.0", "triton": "3.9.0"}
 FLAGS = ("--max-model-len", "8192", "--limit-mm-per-prompt", '{"image": 1}')
@@ -350,7 +351,7 @@ def spawned_run(volume: Path, monkeypatch, tmp_path) -> EngineCache:
     """One run's spawned server under the cache, as the served shape sets it up; the cache once the server stopped."""
     argv = ["IN", "./OUT", "--engine-cache", str(volume), "--startup-timeout", "60"]
     settings = parse_arguments(build_parser("x-server.py", SERVED, "server"), argv)
-    cache = served_engine_cache(settings, engine_plan_for(settings, SERVED))
+    cache = served_engine_cache(make_run_plan(settings, SERVED, "server", World(answering=lambda policy: False)).cache)
     handle = handle_for(f"http://127.0.0.1:{free_ports(18600, 1)[0]}", settings, SERVED, cache.environment())
     try:
         handle.spawn()
@@ -437,7 +438,8 @@ def test_a_run_that_starts_no_server_opens_no_cache(tmp_path):
     for server in ("https://example.org:8000", "http://127.0.0.1:8000,http://127.0.0.1:8001"):
         argv = ["IN", "./OUT", "--engine-cache", str(volume), "--server", server]
         settings = parse_arguments(build_parser("x-server.py", SERVED, "server"), argv)
-        assert served_engine_cache(settings, engine_plan_for(settings, SERVED)) is None
+        plan = make_run_plan(settings, SERVED, "server", World(answering=lambda policy: False))
+        assert not plan.starts_servers and plan.cache.key is None
     assert not volume.exists() and not (tmp_path / "work").exists()
 
 

@@ -16,12 +16,14 @@ import pytest
 from ocr_core.command.checks import parse_arguments
 from ocr_core.command.parser import build_parser
 from ocr_core.errors import CommandError
-from ocr_core.planning.engine_plan import EngineRequest, engine_request, plan_engine
+from ocr_core.planning.engine_plan import EngineRequest, plan_engine
 from ocr_core.planning.machine import Gpu, Machine
+from ocr_core.planning.plan_records import engine_request
 from ocr_core.planning.serve_flags import canonical, flag_value, merged, user_flags
 from ocr_core.serving.engine_cache import make_key
-from ocr_core.store.manifest import SPEED_ONLY_FLAGS, fingerprint
+from ocr_core.store.manifest import SPEED_ONLY_FLAGS
 from ocr_models import model_module
+from tests.testbed.handles import fingerprint_of
 
 H200 = Gpu("0", "NVIDIA H200", 143771)
 MACHINE = Machine((H200,), 23, 64 * 1024**3)
@@ -53,7 +55,7 @@ def run_plan(*user: str, machine: Machine = MACHINE):
     settings = settings_for(f"--extra-serve-args={shlex.join(user)}") if user else settings_for()
     plan = plan_engine(engine_request(FACTS, settings), machine, "0.26.0")
     key = make_key(VERSIONS, [gpu.name for gpu in machine.gpus], settings.model, plan.spelled)
-    manifest = fingerprint(settings, FACTS, SCRIPT, None, 10)
+    manifest = fingerprint_of(settings, FACTS, SCRIPT, None, 10)
     return plan, key.name, json.dumps(manifest.get("serve_args"))
 
 

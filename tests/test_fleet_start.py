@@ -19,7 +19,8 @@ import pytest
 from ocr_core.command.checks import parse_arguments
 from ocr_core.command.parser import build_parser
 from ocr_core.errors import CommandError
-from ocr_core.planning.engine_plan import EnginePlan, ReplicaLaunch, engine_request, plan_engine
+from ocr_core.planning.engine_plan import EnginePlan, ReplicaLaunch, plan_engine
+from ocr_core.planning.plan_records import engine_request, window_policy
 from ocr_core.planning.scale import Gpu, Machine
 from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.handle import Target
@@ -142,10 +143,10 @@ def test_the_fixed_window_stays_within_host_memory(monkeypatch):
     monkeypatch.setattr(
         run_server, "MemoryGuard", functools.partial(MemoryGuard, reading=lambda: 10 * GIB)
     )  # 50 pages at the 0.1 GiB prior
-    window, guard = run_server.make_window(settings, "server", 3, 924, fixed=308, full=924)
+    window, guard = run_server.make_window(window_policy(settings, "server"), True, 3, 924, fixed=308, full=924)
     assert (window.limit, window.cap, guard) == (50, 50, None)
     monkeypatch.setattr(run_server, "MemoryGuard", functools.partial(MemoryGuard, reading=lambda: 1000 * GIB))
-    roomy, _ = run_server.make_window(settings, "server", 3, 924, fixed=308, full=924)
+    roomy, _ = run_server.make_window(window_policy(settings, "server"), True, 3, 924, fixed=308, full=924)
     assert (roomy.limit, roomy.cap) == (308, 924)
 
 

@@ -17,7 +17,7 @@ import pytest
 from ocr_core.planning.cpus import cgroup_quota, job_cpus
 from ocr_core.planning.engine_plan import EngineRequest, plan_engine
 from ocr_core.planning.frontend import DRIVER_CORES, Engine, FrontEnd, plan_front_end
-from ocr_core.planning.installed import installed_vllm_version
+from ocr_core.planning.installed import served_versions
 from ocr_core.planning.scale import GIB, Gpu, Machine, memory_utilization, plan_scale
 from ocr_models import model_module
 
@@ -223,11 +223,11 @@ def test_the_plan_reads_the_release_of_the_vllm_on_path(tmp_path, monkeypatch):
     command.chmod(command.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("PYTHONPATH", str(site))
-    assert installed_vllm_version() == "0.17.1"
-    plan = plan_scale(Machine((H200,), 23, SHM), 0.8, vllm_version=installed_vllm_version())
+    assert served_versions().get("vllm") == "0.17.1"
+    plan = plan_scale(Machine((H200,), 23, SHM), 0.8, vllm_version=served_versions().get("vllm"))
     assert not any(flag in plan.serve_args() for flag in FRONT_END_FLAGS)
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
-    assert installed_vllm_version() is None
+    assert served_versions().get("vllm") is None
 
 
 def test_a_vllm_command_without_an_interpreter_line_reads_as_unknown(tmp_path, monkeypatch):
@@ -235,4 +235,4 @@ def test_a_vllm_command_without_an_interpreter_line_reads_as_unknown(tmp_path, m
     binary.write_bytes(b"\x7fELF not a script")
     binary.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert installed_vllm_version() is None
+    assert served_versions().get("vllm") is None

@@ -218,3 +218,13 @@ def test_bench_and_tools_enter_only_through_the_faces():
 def test_every_name_on_a_face_has_a_user(face, importers):
     used = {name for path in files(importers) for taken_face, name in taken(path) if taken_face == face}
     assert sorted(set(declared(face)) - used) == []
+
+
+# The parsed command line (`Settings`) is read by the command line, the fan-out and the plan's maker alone: every
+# stage below them receives the plan's records (planning/run_plan.py) instead.
+SETTINGS_READERS = ("command", "fanout", "planning.make_plan", "planning.plan_records", "settings")
+
+
+def test_only_the_command_line_the_fanout_and_the_plan_maker_import_settings():
+    readers = sorted(name for name, path in modules().items() if "settings" in imported(name, path))
+    assert [name for name in readers if not name.startswith(SETTINGS_READERS)] == []

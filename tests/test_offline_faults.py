@@ -26,8 +26,7 @@ from ocr_core.command.parser import build_parser
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts, Parsed, default_parse
 from ocr_core.inputs.source import RowInput
-from ocr_core.planning.engine_plan import engine_request
-from ocr_core.planning.page_rules import rules_of
+from ocr_core.planning.plan_records import engine_request, rules_of
 from ocr_core.settings import Settings
 from ocr_core.shapes.llm_batches import OfflineRunner
 from ocr_core.shapes.signals import Interrupted, StopSignals

@@ -20,7 +20,7 @@ from ocr_core.inputs.files import page_files
 from ocr_core.inputs.pdf import BadPdf, PdfPage, RenderSize, looks_like_pdf, prepare_page, render_scale, render_size
 from ocr_core.inputs.source import InputSelection, load_source
 from ocr_core.judging.canary import Canary, CanaryContext
-from ocr_core.planning.page_rules import rules_of
+from ocr_core.planning.plan_records import rules_of
 from ocr_core.publishing.cost import JOB_PRICES_USD_PER_HOUR
 from ocr_core.shapes.llm_batches import OfflineRunner
 from ocr_core.shapes.tally import ProgressBar

@@ -32,11 +32,12 @@ from ocr_core.store.lease import (
     lease_key,
     overlaps,
 )
-from ocr_core.store.manifest import differences, fingerprint, limit_changes, settings_mismatch_message
+from ocr_core.store.manifest import differences, limit_changes, settings_mismatch_message
 from ocr_core.store.mirror import ProgressMirror
 from ocr_core.store.output import Destination
 from ocr_core.store.output_checks import unsafe_local_output
 from ocr_core.store.progress import ResultLog, RowResult, finished_ids, part_files, read_results, read_strikes
+from tests.testbed.handles import fingerprint_of
 from tests.testbed.hub_double import FolderHub
 
 
@@ -149,7 +150,7 @@ def manifest_args(**changes):
 
 
 def test_the_fingerprint_sees_every_setting_that_changes_a_rows_text():
-    base = fingerprint(*manifest_args(), "ovis-ocr2-server.py", None, 12)
+    base = fingerprint_of(*manifest_args(), "ovis-ocr2-server.py", None, 12)
     for option, value, field in [
         ("input-config", "fr", "input_config"),
         ("image-column", "scan", "image_column"),
@@ -157,30 +158,32 @@ def test_the_fingerprint_sees_every_setting_that_changes_a_rows_text():
         ("temperature", "0.3", "sampling"),
         ("model", "other/model", "model"),
     ]:
-        changed = fingerprint(*manifest_args(**{option: value}), "ovis-ocr2-server.py", None, 12)
+        changed = fingerprint_of(*manifest_args(**{option: value}), "ovis-ocr2-server.py", None, 12)
         assert differences(json.loads(json.dumps(base)), changed) == [field], option
-    parse = fingerprint(*manifest_args(), "ovis-ocr2-server.py", None, 12)
-    keeping_tags = fingerprint(*manifest_args(**{"keep-image-tags": None}), "ovis-ocr2-server.py", None, 12)
+    parse = fingerprint_of(*manifest_args(), "ovis-ocr2-server.py", None, 12)
+    keeping_tags = fingerprint_of(*manifest_args(**{"keep-image-tags": None}), "ovis-ocr2-server.py", None, 12)
     assert differences(parse, keeping_tags) == ["parse_options"]
-    assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2.py", None, 12)) == ["script"]
-    assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2-server.py", "abc123", 12)) == ["input_revision"]
-    assert differences(base, fingerprint(*manifest_args(), "ovis-ocr2-server.py", None, 13)) == ["input_rows"]
+    assert differences(base, fingerprint_of(*manifest_args(), "ovis-ocr2.py", None, 12)) == ["script"]
+    assert differences(base, fingerprint_of(*manifest_args(), "ovis-ocr2-server.py", "abc123", 12)) == [
+        "input_revision"
+    ]
+    assert differences(base, fingerprint_of(*manifest_args(), "ovis-ocr2-server.py", None, 13)) == ["input_rows"]
 
 
 def test_a_limit_that_cuts_pages_off_is_recorded_but_changes_no_row_s_text():
     """A larger --max-tokens (or a --max-model-len among the serve flags) only redoes the pages it cut off, which
     are error rows; under --ignore-eos every page runs to max_tokens on purpose, so there it changes the text."""
-    base = fingerprint(*manifest_args(), "ovis-ocr2-server.py", None, 12)
-    raised = fingerprint(*manifest_args(**{"max-tokens": "100"}), "ovis-ocr2-server.py", None, 12)
+    base = fingerprint_of(*manifest_args(), "ovis-ocr2-server.py", None, 12)
+    raised = fingerprint_of(*manifest_args(**{"max-tokens": "100"}), "ovis-ocr2-server.py", None, 12)
     assert differences(base, raised) == [] and limit_changes(base, raised) == [
         f"max_tokens {base['sampling']['max_tokens']} -> 100"
     ]
-    longer = fingerprint(
+    longer = fingerprint_of(
         *manifest_args(**{"extra-serve-args=--max-model-len=9000": None}), "ovis-ocr2-server.py", None, 12
     )
     assert differences(base, longer) == [] and limit_changes(base, longer) == ["--max-model-len None -> 9000"]
-    eos = fingerprint(*manifest_args(**{"ignore-eos": None}), "ovis-ocr2-server.py", None, 12)
-    eos_raised = fingerprint(
+    eos = fingerprint_of(*manifest_args(**{"ignore-eos": None}), "ovis-ocr2-server.py", None, 12)
+    eos_raised = fingerprint_of(
         *manifest_args(**{"ignore-eos": None, "max-tokens": "100"}), "ovis-ocr2-server.py", None, 12
     )
     assert differences(eos, eos_raised) == ["sampling"]
@@ -193,7 +196,7 @@ def edited_facts(facts, **changes):
 
 def test_the_fingerprint_sees_the_facts_that_change_text_whatever_their_source():
     settings, facts = manifest_args()
-    base = fingerprint(settings, facts, "ovis-ocr2-server.py", None, 12)
+    base = fingerprint_of(settings, facts, "ovis-ocr2-server.py", None, 12)
     band = list(facts.serve_args)
     band[band.index("--mm-processor-kwargs") + 1] = '{"images_kwargs": {"min_pixels": 3136, "max_pixels": 1003520}}'
     for changes, field in [
@@ -203,10 +206,10 @@ def test_the_fingerprint_sees_the_facts_that_change_text_whatever_their_source()
         ({"max_pixels": 1003520}, "image_limits"),
         ({"retry_temperature": 0.7}, "retry_temperature"),
     ]:
-        edited = fingerprint(settings, edited_facts(facts, **changes), "ovis-ocr2-server.py", None, 12)
+        edited = fingerprint_of(settings, edited_facts(facts, **changes), "ovis-ocr2-server.py", None, 12)
         assert differences(json.loads(json.dumps(base)), edited) == [field], changes
     faster = edited_facts(facts, serve_args=[*facts.serve_args, "--max-num-seqs", "8"])
-    assert differences(base, fingerprint(settings, faster, "ovis-ocr2-server.py", None, 12)) == []
+    assert differences(base, fingerprint_of(settings, faster, "ovis-ocr2-server.py", None, 12)) == []
 
 
 def test_the_mismatch_message_names_the_fields_and_both_ways_out():
@@ -317,29 +320,32 @@ def two_runs_of_one_command(tmp_path):
     """Two machines' view of one Hub output, and each run's lease, the first started before the second."""
     from ocr_core.command.checks import parse_arguments
     from ocr_core.command.parser import build_parser
+    from ocr_core.planning.make_plan import command_plan
     from tests.testbed.recipes import model_facts
 
     hub = FolderHub(tmp_path / "hub")
-    settings = parse_arguments(build_parser("ovis-ocr2-server.py", model_facts("ovis_ocr2"), "server"), ["in", REPO])
+    facts = model_facts("ovis_ocr2")
+    settings = parse_arguments(build_parser("ovis-ocr2-server.py", facts, "server"), ["in", REPO])
+    plan = command_plan(settings, facts, "server")
     runs = []
     for name in ("early", "late"):
         destination = Destination(REPO, "train", None, hub, work_dir=tmp_path / name)
         destination.progress_dir.mkdir(parents=True)
-        runs.append((destination, claim_lease(destination, destination.listing(), f"run-{name}", settings)))
-    return settings, runs
+        runs.append((destination, claim_lease(destination, destination.listing(), f"run-{name}", plan)))
+    return plan, runs
 
 
 @pytest.mark.parametrize("landing", [["late", "early"], ["early", "late"]], ids=["crossed", "in-order"])
 def test_of_two_runs_started_at_once_the_lease_that_landed_first_wins_whatever_the_start_times(tmp_path, landing):
     """The race: the later run pushed and confirmed its lease while the earlier run's commit was in flight; the
     earlier run then saw it but, having started first, did not step back, and both did every page."""
-    settings, runs = two_runs_of_one_command(tmp_path)
+    plan, runs = two_runs_of_one_command(tmp_path)
     by_name = dict(zip(("early", "late"), runs))
     first, second = (by_name[name] for name in landing)
-    mirror = hold_lease(first[0], first[0].listing(), first[1], settings)
+    mirror = hold_lease(first[0], first[0].listing(), first[1], plan)
     try:
         with pytest.raises(LeaseTaken, match=first[1].run_id):
-            hold_lease(second[0], second[0].listing(), second[1], settings)
+            hold_lease(second[0], second[0].listing(), second[1], plan)
         assert [lease.run_id for lease in first[0].leases(first[0].listing())] == [first[1].run_id]
     finally:
         release(first[0], first[1], LocalLocks(first[0].progress_dir, WHOLE), mirror)

@@ -31,7 +31,7 @@ from ocr_core.facts import ModelFacts, default_parse
 from ocr_core.inputs.source import RowInput
 from ocr_core.judging.canary import Canary, CanaryContext
 from ocr_core.planning.engine_plan import ReplicaLaunch
-from ocr_core.planning.page_rules import rules_of
+from ocr_core.planning.plan_records import rules_of
 from ocr_core.serving.chat import Retryable, RowFailed, post_chat
 from ocr_core.serving.fleet import Fleet
 from ocr_core.serving.replica import SERVING, STARTING, Replica

@@ -25,7 +25,7 @@ from PIL import Image
 from ocr_core.errors import JobFailed
 from ocr_core.inputs.source import RowInput
 from ocr_core.planning.engine_plan import ReplicaLaunch
-from ocr_core.planning.page_rules import rules_of
+from ocr_core.planning.plan_records import rules_of
 from ocr_core.serving.chat import Answer, Retryable, RowFailed
 from ocr_core.serving.replica import Replica
 from ocr_core.shapes import page_life as life_module

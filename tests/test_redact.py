@@ -18,10 +18,10 @@ from ocr_core import run_saturate
 from ocr_core.command.advice import missing_vllm_message
 from ocr_core.command.checks import parse_arguments
 from ocr_core.command.parser import build_parser
+from ocr_core.command.sealed_arguments import register_command_secrets
 from ocr_core.console import say
 from ocr_core.planning.job_commands import job_command, without_secrets
-from ocr_core.planning.serve_flags import user_flags
-from ocr_core.redaction import redact, register_run_secrets, register_secret
+from ocr_core.redaction import redact, register_secret
 from ocr_core.serving.handle import api_headers
 from ocr_core.serving.spawn import SpawnedServer
 from ocr_core.summary_line import Summary
@@ -178,7 +178,7 @@ def test_the_api_key_goes_to_the_named_server_first(url):
 
 def parsed(argv: list[str], facts=FACTS):
     args = parse_arguments(build_parser(SCRIPT, facts, "saturate"), argv)
-    register_run_secrets(args, user_flags(args.extra_serve_args))
+    register_command_secrets(args)
     return args
 
 

@@ -28,7 +28,6 @@ from ocr_core.command.checks import parse_arguments
 from ocr_core.command.parser import build_parser
 from ocr_core.errors import JobFailed
 from ocr_core.facts import ModelFacts
-from ocr_core.planning.engine_plan import engine_request
 from ocr_core.serving import handle as engine_module
 from ocr_core.serving import spawn as server_module
 from ocr_core.serving.chat import Retryable
@@ -38,7 +37,6 @@ from ocr_core.serving.replica import SERVING, STARTING, Replica
 from ocr_core.serving.server_api import ServerError, url_port
 from ocr_core.serving.spawn import SpawnedServer
 from ocr_core.serving.stall import PROGRESS_COUNTERS, StallDetector, watch_for_stalls
-from ocr_core.shapes import served
 from tests.testbed.env import REPO_ROOT
 from tests.testbed.handles import handle_for
 
@@ -588,25 +586,6 @@ def test_close_while_restart_stops_the_old_server_starts_nothing(fake_vllm, monk
     assert not thread.is_alive()
     assert living(fake_vllm.pids()) == [], "a server was left running after close()"
     assert len(fake_vllm.pids()) == 1, "a server was started after close()"
-
-
-def test_the_models_serve_hook_runs_once_for_the_whole_fleet_and_not_for_a_server_it_will_not_start():
-    """The hook (HPD's fetches its P-MTP folder) ran lazily inside each handle while the cache key read the flags
-    before it; now the plan runs it once, before any replica or key, and never where the run starts no server."""
-    calls: list[str] = []
-
-    def hook(serve_args: list[str], model: str) -> list[str]:
-        calls.append(model)
-        return [*serve_args, "--hooked"]
-
-    facts = dataclasses.replace(FACTS, prepare_serve=hook)
-    settings = parse_arguments(build_parser("x-server.py", facts, "server"), ["IN", "./OUT", "--replicas", "3"])
-    request = engine_request(facts, settings)
-    plan = served.machine_engine_plan(facts, request, spawns=True)
-    assert calls == ["org/model"] and len(plan.replicas()) == 3
-    assert all("--hooked" in launch.flags for launch in plan.replicas())
-    served.machine_engine_plan(facts, request, spawns=False)
-    assert calls == ["org/model"]
 
 
 def test_close_while_waiting_for_readiness_gives_up(fake_vllm):

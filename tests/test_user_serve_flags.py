@@ -16,12 +16,13 @@ import pytest
 
 from ocr_core.command.checks import parse_arguments
 from ocr_core.command.parser import build_parser
-from ocr_core.planning.engine_plan import engine_request, plan_engine
+from ocr_core.planning.engine_plan import plan_engine
 from ocr_core.planning.machine import Gpu, Machine
+from ocr_core.planning.plan_records import engine_request
 from ocr_core.planning.serve_flags import flag_value, user_flags
 from ocr_core.redaction import SECRET_VALUES, redact, register_run_secrets
-from ocr_core.store.manifest import fingerprint
 from ocr_models import model_module
+from tests.testbed.handles import fingerprint_of
 
 H200 = Gpu("0", "NVIDIA H200", 143771)
 MACHINE = Machine((H200,), 23, 64 * 1024**3)
@@ -114,7 +115,7 @@ def test_every_key_of_api_key_is_a_secret():
     SECRET_VALUES.clear()
     try:
         words = user_flags("--api-key first-key-111 second-key-222 --max-num-seqs 4")
-        register_run_secrets(settings_for(LIGHTON), words, environ={})
+        register_run_secrets((), None, words, environ={})
         plan = plan_for(LIGHTON, shlex.join(words))
         printed = redact(json.dumps(plan.record()) + " " + " ".join(plan.flags))
         assert "first-key-111" not in printed and "second-key-222" not in printed
@@ -143,9 +144,9 @@ def test_a_secret_flag_is_known_by_the_option_vllm_reads_not_by_its_spelling():
     ids=["equals", "underscores", "dotted"],
 )
 def test_two_spellings_of_one_command_are_one_fingerprint(spellings):
-    prints = [fingerprint(settings_for(OVIS, serve=words), OVIS, "ovis.py", None, 10) for words in spellings]
+    prints = [fingerprint_of(settings_for(OVIS, serve=words), OVIS, "ovis.py", None, 10) for words in spellings]
     assert prints[0] == prints[1]
-    assert prints[0]["serve_args"] != fingerprint(settings_for(OVIS), OVIS, "ovis.py", None, 10).get("serve_args")
+    assert prints[0]["serve_args"] != fingerprint_of(settings_for(OVIS), OVIS, "ovis.py", None, 10).get("serve_args")
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,6 @@ that reached its pages says the same in one sentence on stderr first.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import traceback
@@ -29,26 +28,25 @@ from typing import TextIO
 from .command.advice import explain
 from .command.checks import parse_command
 from .command.parser import build_parser, usage
-from .command.plan_report import run_plan
+from .command.plan_report import show_plan
 from .command.rerun import raised_tokens_command, retry_command
-from .command.sealed_arguments import unsealed
+from .command.sealed_arguments import register_command_secrets, unsealed
 from .console import say, silence_notices
 from .errors import CommandError, JobFailed
 from .facts import ModelFacts
 from .fanout.jobs import JobsClient
 from .fanout.launcher import launch_command_line
 from .planning.launch import Launch
+from .planning.make_plan import World, make_run_plan
 from .planning.provenance import ScriptSource, released_scripts, script_source
-from .planning.serve_flags import user_flags
+from .planning.run_plan import RunPlan
 from .preparation.job import Job, prepare_job, release
 from .publishing.live_progress import show_progress_on_card
 from .publishing.outcome import finish, load_call
-from .redaction import register_run_secrets
-from .settings import Settings
 from .shapes.drive_result import DrivePages
 from .shapes.inference import prompt_sha256
 from .shapes.offline import drive_offline_job
-from .shapes.served import drive_server_job
+from .shapes.served import already_answering, drive_server_job
 from .shapes.signals import KEPT, Interrupted, StopSignals, uninterrupted
 from .store.hub import HubClient
 from .store.lease import LeaseTaken
@@ -88,20 +86,22 @@ def run_recipe(
     if plan_only:
         return show_plan(settings, facts, script_path, mode)
     if fanout is not None:
-        return launch_command_line(facts, script_path, parser, settings, fanout, argv, hub, jobs, load_call(settings))
+        loads = load_call(settings.output, settings.split, settings.config)
+        return launch_command_line(facts, script_path, parser, settings, fanout, argv, hub, jobs, loads)
     summary = Summary(script, settings.model, mode, settings.output)
     streams: list[TextIO] = [sys.stdout]
     stop = StopSignals()
     stop.install()
     try:
-        register_run_secrets(settings, user_flags(settings.extra_serve_args))
+        register_command_secrets(settings)
         if settings.verbose:
             say(versions())
         origin = script_source(script_path, released_scripts())
         summary.copy = ScriptCopy(origin.standing, origin.sha256, prompt_sha256(facts))
         retry = retry_command(script, facts, argv, settings)
         launch = Launch(script, mode, argv, origin, retry, raised_tokens_command(script, facts, argv, settings))
-        code = run_job(settings, facts, launch, drive_pages, hub, stop, summary, streams, origin)
+        plan = make_run_plan(settings, facts, mode, World(answering=already_answering))
+        code = run_job(plan, facts, launch, drive_pages, hub, stop, summary, streams, origin)
     except BaseException as exc:
         explained = explain(exc, script, facts, argv, settings) if isinstance(exc, CommandError) else None
         code = failure_code(exc, stop, summary, settings.verbose, explained)
@@ -115,19 +115,6 @@ def run_recipe(
     return code
 
 
-def show_plan(settings: Settings, facts: ModelFacts, script_path: Path, mode: str) -> int:
-    """`--plan`: the plan as JSON on stdout, exit 0; a plan the machine refuses (--replicas that do not fit) exits
-    2 with the fix, as the run would."""
-    register_run_secrets(settings, user_flags(settings.extra_serve_args))
-    try:
-        plan = run_plan(facts, script_path, mode, settings)
-    except CommandError as exc:
-        say(f"error: {exc}")
-        return 2
-    print(json.dumps(plan, indent=2))
-    return 0
-
-
 def refused_command(parser: argparse.ArgumentParser, summary: Summary) -> int:
     """A command line argparse refused (it printed the one line that says why): the summary line, exit 2."""
     summary.failure = getattr(parser, "failure", None) or "the command line is wrong; see --help"
@@ -137,7 +124,7 @@ def refused_command(parser: argparse.ArgumentParser, summary: Summary) -> int:
 
 
 def run_job(
-    settings: Settings,
+    plan: RunPlan,
     facts: ModelFacts,
     launch: Launch,
     drive_pages: DrivePages,
@@ -147,7 +134,8 @@ def run_job(
     streams: list[TextIO],
     origin: ScriptSource,
 ) -> int:
-    job = prepare_job(settings, facts, launch, hub)
+    """Prepares the job under the run's plan, lets the shape drive its pages and publishes; the exit code."""
+    job = prepare_job(plan, facts, launch, hub)
     try:
         show_progress_on_card(job)
         try:
@@ -156,7 +144,7 @@ def run_job(
             closed = uninterrupted(lambda: close_mirror(job, job.mirror))
         drive.failure = drive.failure or closed
         code, summary.run = finish(job, drive, stop.signum, origin)
-        summary.load_with = load_call(job.settings) if code == 0 else None
+        summary.load_with = load_call(plan.output.output, plan.output.split, plan.output.config) if code == 0 else None
         summary.next_command = drive.next_command
         return code
     finally:

@@ -26,6 +26,7 @@ from .planning.defaults import OFFLINE_BATCH
 from .planning.job_commands import DEFAULT_JOB_TIMEOUT, job_command
 from .planning.launch import Launch
 from .planning.machine import Gpu, Machine
+from .planning.make_plan import command_plan
 from .planning.provenance import script_source
 from .planning.scale import memory_utilization, plan_scale
 from .preparation.job import prepare_job, release
@@ -65,6 +66,7 @@ __all__ = [
     "build_parser",
     "cell_bytes",
     "chat_body",
+    "command_plan",
     "compact",
     "finished_ids",
     "header_pins",

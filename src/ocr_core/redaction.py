@@ -14,8 +14,6 @@ import shlex
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
-from .settings import Settings
-
 MASK = "***"
 SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd"})
 SECRET_ENVIRONMENT = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY")
@@ -40,15 +38,19 @@ def register_secret(value: str | None) -> None:
 
 
 def register_run_secrets(
-    settings: Settings, serve_words: Sequence[str] = (), environ: Mapping[str, str] = os.environ
+    tokens: Sequence[str | None],
+    server: str | None,
+    serve_words: Sequence[str] = (),
+    environ: Mapping[str, str] = os.environ,
 ) -> None:
-    """Registers every secret a run knows of, `serve_words` being its --extra-serve-args as flags; the entry calls
-    it once, right after parsing the arguments."""
-    for value in (settings.hf_token, settings.api_key):
+    """Registers every secret a run knows of: its `tokens` (--hf-token, --api-key), the credential in its --server
+    URL, the secret variables of `environ` and the secret flags' values of `serve_words` (its --extra-serve-args as
+    flags); the command line calls it once, right after parsing the arguments."""
+    for value in tokens:
         register_secret(value)
     for name in SECRET_ENVIRONMENT:
         register_secret(environ.get(name))
-    register_secret(url_credential(settings.server or ""))
+    register_secret(url_credential(server or ""))
     for value in secret_flag_values(serve_words):
         register_secret(value)
 

@@ -32,12 +32,14 @@ from ocr_core.command.parser import build_parser
 from ocr_core.fanout.jobs import RUNNING_STAGES, JobLaunch, JobRecord
 from ocr_core.fanout.plan import SHARD_LABEL
 from ocr_core.store.layout import slice_facts_name
-from ocr_core.store.manifest import fingerprint, write_manifest
+from ocr_core.store.manifest import write_manifest
 from ocr_core.store.progress import ResultLog, RowResult, new_run_id, read_results
 from ocr_models import recipe
 from tests.testbed.env import REPO_ROOT, UV, VENV_PYTHON, script_python
 from tests.testbed.hub_double import FolderHub
 from tools.recipes import load_script
+
+from .handles import fingerprint_of
 
 EPOCH = datetime(2026, 12, 1, tzinfo=timezone.utc)
 # Where HF Jobs mount the files a job's command line names (huggingface_hub.constants.HF_JOBS_ARTIFACTS_MOUNT_PATH)
@@ -193,7 +195,7 @@ def job_manifest(launch: JobLaunch, input_rows: int) -> dict:
     name = Path(launch.script).name
     facts = load_script(name).FACTS
     settings = parse_arguments(build_parser(name, facts, recipe(name).shape), list(launch.script_args))
-    return fingerprint(settings, facts, name, INPUT_REVISION, input_rows)
+    return fingerprint_of(settings, facts, name, INPUT_REVISION, input_rows)
 
 
 @dataclass

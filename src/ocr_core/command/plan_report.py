@@ -1,80 +1,97 @@
 """`--plan`: what a run would start, as one JSON document, made by the functions the run itself plans with and
 printed instead of done: no model is loaded, OUTPUT is not touched, the Hub is not called.
 
-It reads the machine (planning/machine.py) and the installed vLLM (planning/installed.py) once, as a run does, then
-shows: each replica's exact `vllm serve` argv and environment (engine_plan.py, the same record the spawned command
-is built from) or the offline engine's flags and `LLM(...)` arguments, the engine cache's key, the window, the
-input's pages where they are cheap to count (inputs/extent.py) and the projected hours and dollars where the recipe
-has a measured rate (publishing/projection.py). Every secret is masked. The machine and the installed vLLM are read
-through their modules at call time, so a test (or the bench's check) can put another machine in their place.
+It renders the run's own plan (planning/make_plan.py: the machine and the installed vLLM read once, as a run reads
+them; no server asked, no serve hook run): each replica's exact `vllm serve` argv and environment (engine_plan.py,
+the same record the spawned command is built from) or the offline engine's flags and `LLM(...)` arguments, the
+engine cache's key, the window, the input's pages where they are cheap to count (inputs/extent.py) and the projected
+hours and dollars where the recipe has a measured rate (publishing/projection.py). Every secret is masked. The
+machine and the installed vLLM are read through their modules at call time, so a test (or the bench's check) can
+put another machine in their place.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from ..console import say
+from ..errors import CommandError
 from ..facts import ModelFacts
 from ..inputs.extent import input_pages
-from ..inputs.source import InputSelection
-from ..planning import installed, machine
 from ..planning.defaults import SATURATE_MAX_INFLIGHT, SERVER_WINDOW
-from ..planning.engine_plan import EnginePlan, EngineRequest, engine_request, plan_engine
+from ..planning.engine_plan import EnginePlan
+from ..planning.make_plan import World, make_run_plan
+from ..planning.run_plan import CachePlan, RunPlan, WindowPolicy
 from ..planning.scale import gpu_kind, max_num_seqs
+from ..planning.server_policy import ServerPolicy
 from ..publishing.projection import projected_run
 from ..redaction import MASK, is_secret_flag, redact
-from ..serving.cache_key import make_key
 from ..serving.engine_cache import CACHE_FOLDERS, FIXED_VARIABLES
-from ..serving.ports import server_urls
 from ..serving.server_api import url_port
 from ..serving.spawn import serve_command
 from ..settings import Settings
 from ..shapes.llm_batches import engine_flags, engine_kwargs, quiet_engine_notices
-from ..shapes.served import spawns_here
+from .sealed_arguments import register_command_secrets
 
 NO_KEY = "no vLLM found to key by: an --engine-cache would be a note and a cold start"
 
 
-def run_plan(facts: ModelFacts, script_path: Path, mode: str, settings: Settings) -> dict[str, Any]:
-    """The whole plan of this command on this machine (a CommandError where --replicas does not fit it)."""
-    found = machine.detect_machine()
-    offline = mode == "offline"
-    versions = installed.versions_of(sys.executable) if offline else installed.served_versions()
-    request = engine_request(facts, settings)
+def show_plan(settings: Settings, facts: ModelFacts, script_path: Path, mode: str) -> int:
+    """`--plan`: the plan as JSON on stdout, exit 0; a plan the machine refuses (--replicas that do not fit) exits
+    2 with the fix, as the run would."""
+    register_command_secrets(settings)
+    try:
+        plan = plan_document(facts, script_path, mode, settings)
+    except CommandError as exc:
+        say(f"error: {exc}")
+        return 2
+    print(json.dumps(plan, indent=2))
+    return 0
+
+
+def plan_document(facts: ModelFacts, script_path: Path, mode: str, settings: Settings) -> dict[str, Any]:
+    """The whole plan of this command on this machine (a CommandError where --replicas does not fit it): the run's
+    own `RunPlan`, made as the run makes it but without asking a server or running the serve hook, rendered."""
+    plan = make_run_plan(settings, facts, mode, World(answering=never_asked), probe_servers=False)
+    found = plan.machine
     document: dict[str, Any] = {
         "script": script_path.name,
         "mode": mode,
-        "model": settings.model,
+        "model": plan.model,
         "machine": {
             "gpus": [{"device": gpu.device, "name": gpu.name, "memory_mib": gpu.memory_mib} for gpu in found.gpus],
             "cpus": found.cpus,
             "shm_bytes": found.shm_bytes,
-            "vllm": versions.get("vllm"),
+            "vllm": plan.versions.get("vllm"),
         },
     }
-    if offline:
-        document |= offline_plan(request, settings, found, versions)
-    else:
-        document |= served_plan(facts, mode, request, settings, found, versions)
-    pages = input_pages(InputSelection.of(settings))
+    document |= offline_plan(plan) if mode == "offline" else served_plan(facts, plan)
+    pages = input_pages(plan.selection)
     kind = gpu_kind(found.gpus[0].name) if found.gpus else None
     document["input"] = pages
     document["projection"] = projected_run(
-        script_path, kind, len(found.gpus), pages.get("this_run"), settings.price_per_hour
+        script_path, kind, len(found.gpus), pages.get("this_run"), plan.price_per_hour
     )
     return masked(document)
 
 
-def offline_plan(request: EngineRequest, settings: Settings, found: machine.Machine, versions: dict) -> dict[str, Any]:
+def never_asked(policy: ServerPolicy) -> bool:
+    """`--plan` asks no server whether it answers (make_run_plan does not call this without `probe_servers`)."""
+    raise AssertionError("--plan asks no server")
+
+
+def offline_plan(plan: RunPlan) -> dict[str, Any]:
     """The in-process engine: its flags as vLLM's parser gets them, the `LLM(...)` arguments they make, the key."""
-    flags = request.offline_flags()
+    flags = plan.request.offline_flags()
     return {
         "starts": "one in-process vllm.LLM engine",
-        "engine": {"flags": engine_flags(flags), **offline_kwargs(request.model, flags)},
-        "cache_key": planned_key(versions, found, request.model, flags, settings),
-        "window": {"kind": "batches", "batch_size": settings.batch_size},
+        "engine": {"flags": engine_flags(flags), **offline_kwargs(plan.model, flags)},
+        "cache_key": planned_key(plan.cache),
+        "window": {"kind": "batches", "batch_size": plan.window.batch_size},
     }
 
 
@@ -91,28 +108,27 @@ def offline_kwargs(model: str, flags: list[str]) -> dict[str, Any]:
     return {"llm_kwargs": {"model": model, **{key: jsonable(value) for key, value in kwargs.items()}}}
 
 
-def served_plan(
-    facts: ModelFacts, mode: str, request: EngineRequest, settings: Settings, found: machine.Machine, versions: dict
-) -> dict[str, Any]:
+def served_plan(facts: ModelFacts, plan: RunPlan) -> dict[str, Any]:
     """The replicas a served run would start (none for servers it is given), and its window."""
-    urls = server_urls(settings.server or "")
-    if not spawns_here(settings):
-        seqs = max_num_seqs(request.engine_flags(), None)
+    servers, engine = plan.servers, plan.engine
+    assert servers is not None and engine is not None, "a served plan holds its servers and engine plan"
+    urls = list(servers.urls)
+    if not servers.may_start:
+        seqs = max_num_seqs(plan.request.engine_flags(), None)
         return {
             "starts": "nothing: --server names servers this run does not start; it feeds them as they are",
             "servers": urls,
-            "window": window_rule(mode, settings, len(urls), seqs),
+            "window": window_rule(plan.window, len(urls), seqs),
         }
-    plan = plan_engine(request, found, versions.get("vllm") if found.gpus else None)
     document: dict[str, Any] = {
-        "starts": f"{plan.scale.replicas} `vllm serve` replica(s), unless a server already answers at {urls[0]}: "
+        "starts": f"{engine.scale.replicas} `vllm serve` replica(s), unless a server already answers at {urls[0]}: "
         "the run then uses it and starts none",
-        "plan": plan.describe(),
-        "engine_plan": plan.record(),
-        "replicas": replicas(plan, settings.model, url_port(urls[0])),
-        "started_together": plan.scale.concurrent_start,
-        "cache_key": planned_key(versions, found, request.model, list(plan.flags), settings),
-        "window": window_rule(mode, settings, plan.scale.replicas * plan.scale.data_parallel, plan.max_num_seqs()),
+        "plan": engine.describe(),
+        "engine_plan": engine.record(),
+        "replicas": replicas(engine, plan.model, url_port(urls[0])),
+        "started_together": engine.scale.concurrent_start,
+        "cache_key": planned_key(plan.cache),
+        "window": window_rule(plan.window, engine.scale.replicas * engine.scale.data_parallel, engine.max_num_seqs()),
     }
     if facts.prepare_serve is not None:
         document["serve_hook"] = (
@@ -136,31 +152,29 @@ def replicas(plan: EnginePlan, model: str, first_port: int) -> list[dict[str, An
     ]
 
 
-def window_rule(mode: str, settings: Settings, engines: int, seqs: int) -> dict[str, Any]:
+def window_rule(policy: WindowPolicy, engines: int, seqs: int) -> dict[str, Any]:
     """The window's rule, as shapes/served.py sizes it once the engines serve: each engine's batch (max_num_seqs,
     fewer where its KV cache holds fewer full-length sequences), fixed for -server, adaptive for -saturate."""
-    if mode == "server" and settings.max_inflight:
-        return {"kind": "fixed", "pages": settings.max_inflight, "why": "--max-inflight"}
+    if policy.mode == "server" and policy.max_inflight:
+        return {"kind": "fixed", "pages": policy.max_inflight, "why": "--max-inflight"}
     rule: dict[str, Any] = {
         "engines": engines,
         "max_num_seqs": seqs,
         "per_engine": "max_num_seqs, or the full-length sequences its KV cache holds when fewer (read once it "
         f"serves); {SERVER_WINDOW} where the server does not say",
     }
-    if mode == "server":
+    if policy.mode == "server":
         return {"kind": "fixed", **rule, "bound": "half the host's free memory"}
-    cap = settings.max_inflight or SATURATE_MAX_INFLIGHT * engines
+    cap = policy.max_inflight or SATURATE_MAX_INFLIGHT * engines
     return {"kind": "adaptive", **rule, "cap": cap, "cap_rule": "lowered at start to what host memory holds"}
 
 
-def planned_key(
-    versions: dict, found: machine.Machine, model: str, flags: list[str], settings: Settings
-) -> dict[str, Any]:
+def planned_key(cache: CachePlan) -> dict[str, Any]:
     """The engine cache's key for this exact command, whether this run uses a cache, and the variables that point
     each engine at the cache's private copy when it does (its folder is chosen at start)."""
-    key = make_key(versions, [gpu.name for gpu in found.gpus], model, flags)
-    used: dict[str, Any] = {"engine_cache": settings.engine_cache}
-    if settings.engine_cache:
+    key = cache.key
+    used: dict[str, Any] = {"engine_cache": cache.location}
+    if cache.location:
         used["env_added"] = sorted([*CACHE_FOLDERS, *FIXED_VARIABLES])
     if key is None:
         return {"name": None, "why": NO_KEY, **used}

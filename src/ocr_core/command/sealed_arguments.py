@@ -17,7 +17,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
-from ..redaction import MASK, redact
+from ..planning.serve_flags import user_flags
+from ..redaction import MASK, redact, register_run_secrets
+from ..settings import Settings
 
 SEALED_SECRET = "OCR_SEALED_ARGUMENTS"
 
@@ -64,3 +66,10 @@ def unsealed(
         if index < len(words) and words[index] == masked:
             words[index] = word
     return words
+
+
+def register_command_secrets(settings: Settings, environ: Mapping[str, str] = os.environ) -> None:
+    """Every secret the parsed command holds, registered once so that nothing the run prints or writes shows it:
+    the tokens, the --server URL's credential and the secret flags of --extra-serve-args."""
+    tokens = (settings.hf_token, settings.api_key)
+    register_run_secrets(tokens, settings.server, user_flags(settings.extra_serve_args), environ)

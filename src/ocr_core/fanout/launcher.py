@@ -16,15 +16,13 @@ from pathlib import Path
 from ..command.core_wheel import check_ships
 from ..command.jobs_request import FanoutRequest, job_arguments
 from ..command.script_header import jobs_header
-from ..command.sealed_arguments import SEALED_SECRET, sealed
+from ..command.sealed_arguments import SEALED_SECRET, register_command_secrets, sealed
 from ..console import say
 from ..errors import CommandError
 from ..facts import ModelFacts
 from ..planning.job_commands import job_command, without_secrets
 from ..planning.provenance import released_scripts, script_source
-from ..planning.serve_flags import user_flags
 from ..preparation.ownership import hub_token
-from ..redaction import register_run_secrets
 from ..settings import Settings
 from ..store.hub import HfHub, HubClient
 from ..store.lease import LeaseTaken
@@ -47,7 +45,7 @@ def launch_command_line(
     load_with: str,
 ) -> int:
     """`hub` and `jobs` replace the real Hub and Jobs clients (tests pass doubles)."""
-    register_run_secrets(settings, user_flags(settings.extra_serve_args))
+    register_command_secrets(settings)
     options = [option for action in parser._actions for option in action.option_strings]
     arguments, sealed_words = sealed(without_secrets(job_arguments(argv, options)))
     given = given_secrets(settings, sealed_words)
@@ -68,8 +66,8 @@ def launch_command_line(
                 f"note: --engine-cache {settings.engine_cache} is a folder of this machine, which the jobs do not "
                 "see, so each starts cold; pass a bucket they all mount, --engine-cache hf://buckets/NAME/PATH"
             )
-        client = jobs or HfJobs(hub_token(settings))
-        output_hub = hub if hub is not None or is_local_output(settings.output) else HfHub(hub_token(settings))
+        client = jobs or HfJobs(hub_token(settings.hf_token))
+        output_hub = hub if hub is not None or is_local_output(settings.output) else HfHub(hub_token(settings.hf_token))
         summary.exit_code = fan_out(request, settings, plan, summary, client, output_hub, given)
     except (CommandError, LeaseTaken) as exc:
         say(f"error: {exc}")

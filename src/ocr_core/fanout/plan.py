@@ -23,6 +23,7 @@ from ..command.sealed_arguments import SEALED_SECRET, hand_template
 from ..errors import CommandError
 from ..facts import ModelFacts
 from ..planning.job_commands import DEFAULT_JOB_TIMEOUT, bucket_mounts, filled_words, image_command, script_url
+from ..planning.make_plan import command_plan
 from ..planning.provenance import ScriptSource
 from ..settings import Settings
 from ..store.layout import shard_label
@@ -54,7 +55,8 @@ class JobsPlan:
 def run_manifest(settings: Settings, facts: ModelFacts, script: str, shards: int) -> dict:
     """The results' manifest for N shards as the launcher can know it, before the input is read (standing.py
     compares it with the output's, less what the jobs settle)."""
-    return fingerprint(replace(settings, shard=(0, shards)), facts, script, settings.input_revision, 0)
+    plan = command_plan(replace(settings, shard=(0, shards)), facts, "offline")
+    return fingerprint(plan, facts, script, settings.input_revision, 0)
 
 
 def run_fingerprint(settings: Settings, facts: ModelFacts, script: str, shards: int) -> str:

@@ -7,9 +7,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..facts import ModelFacts
-from ..settings import Settings
-from .addresses import UsageError
 from .source import Source
 
 FAILED_TEXT = "[OCR ERROR]"
@@ -53,18 +50,6 @@ def clash_message(columns: Columns) -> str | None:
 
 def collisions(source: Source, columns: Columns) -> list[str]:
     return [name for name in columns.names() if name in source.features]
-
-
-def result_columns(settings: Settings, facts: ModelFacts) -> Columns:
-    """Where the results go; a clash among them is refused here, before the input is loaded or a page is sent."""
-    failed_text = None if settings.null_failed_text else FAILED_TEXT
-    columns = Columns(
-        settings.output_column, settings.error_column, dict(facts.extra_columns), failed_text, settings.columns
-    )
-    problem = clash_message(columns)
-    if problem:
-        raise UsageError(problem)
-    return columns
 
 
 INFO_COLUMN = "inference_info"

@@ -30,7 +30,6 @@ import pyarrow.parquet as pq
 
 from ..console import say
 from ..errors import CommandError
-from ..settings import Settings
 from .addresses import InputError, input_problem
 from .cells import HubFiles, anchored, local_folder
 from .files import IMAGE_COLUMN, file_pages, page_files, report_skipped
@@ -125,7 +124,7 @@ def local_files(path: Path, config: str | None) -> dict[str, list[str]]:
 
 @dataclass(frozen=True)
 class InputSelection:
-    """Which rows of which input a run reads: the input's part of the settings, as one record (`of`)."""
+    """Which rows of which input a run reads: the input's part of the run's plan, as one record."""
 
     name: str
     split: str = "train"
@@ -136,20 +135,7 @@ class InputSelection:
     shuffle: bool = False
     seed: int = 42
     shard: tuple[int, int] | None = None
-
-    @classmethod
-    def of(cls, settings: Settings) -> InputSelection:
-        return cls(
-            settings.input,
-            settings.split,
-            settings.image_column,
-            settings.input_config,
-            settings.id_column,
-            settings.max_samples,
-            settings.shuffle,
-            settings.seed,
-            settings.shard,
-        )
+    revision: str | None = None
 
 
 def load_source(wanted: InputSelection, revision: str | None = None, pdf_size: RenderSize | None = None) -> Source:

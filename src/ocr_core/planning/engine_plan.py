@@ -19,12 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..facts import ModelFacts
-from ..settings import Settings
 from .flag_table import GENERIC, Grammar, grammar_for
 from .machine import Gpu, Machine
 from .scale import ScalePlan, max_num_seqs, memory_utilization, plan_scale
-from .serve_flags import canonical, flag_value, merged, replaced_options, user_flags, without_options
+from .serve_flags import canonical, flag_value, merged, replaced_options, without_options
 
 
 @dataclass(frozen=True)
@@ -58,22 +56,6 @@ class EngineRequest:
         --max-model-len between."""
         length = ["--max-model-len", str(self.max_model_len)]
         return canonical(merged(merged(self.model_flags, length), self.user_flags, self.grammar), self.grammar)
-
-
-def engine_request(facts: ModelFacts, settings: Settings) -> EngineRequest:
-    """What a parsed command line asks of this recipe's engine; `--extra-serve-args` is split into flags here, once."""
-    return EngineRequest(
-        model=settings.model,
-        max_model_len=settings.max_model_len,
-        model_flags=tuple(facts.serve_args),
-        user_flags=user_flags(settings.extra_serve_args),
-        serve_env=dict(facts.serve_env),
-        params_b=facts.params_b,
-        vllm_pin=facts.vllm_pin,
-        replicas=settings.replicas,
-        api_servers=settings.api_server_count,
-        data_parallel=settings.data_parallel_size,
-    )
 
 
 @dataclass(frozen=True)

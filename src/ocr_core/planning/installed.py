@@ -29,12 +29,6 @@ VERSIONS_PROBE = (
 )
 
 
-def installed_vllm_version() -> str | None:
-    """The version of vLLM behind the `vllm` command on PATH; None where there is none or it cannot be read (then
-    the plan goes by the recipe's pin)."""
-    return served_versions().get("vllm")
-
-
 def served_versions() -> dict[str, str | None]:
     """The versions behind the `vllm` command on PATH: those of the interpreter its launcher script names."""
     command = shutil.which("vllm")

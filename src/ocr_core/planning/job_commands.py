@@ -7,14 +7,13 @@ import math
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from urllib.parse import urlsplit
 
 from ..facts import ModelFacts
 from ..planning.cache_volume import bucket_mounts
 from ..redaction import is_secret_flag, redact
+from .server_addresses import is_local
 
 # Addresses that name the machine the run is on: a job gets none of them (it starts its own server).
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
 SCRIPTS_URL = "https://huggingface.co/datasets/uv-scripts/ocr-vllm/raw/main"
 
 
@@ -184,6 +183,6 @@ def without_local_server(argv: Sequence[str]) -> list[str]:
             kept.append(word)
             continue
         value = value if equals else next(words, "")
-        if not all(urlsplit(url.strip()).hostname in LOCAL_HOSTS for url in value.split(",")):
+        if not all(is_local(url.strip()) for url in value.split(",")):
             kept.extend([word] if equals else [word, value])
     return kept

@@ -11,9 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..facts import ModelFacts
-from ..settings import Settings
-
 
 @dataclass(frozen=True)
 class AnswerRules:
@@ -30,7 +27,8 @@ class AnswerRules:
 @dataclass(frozen=True)
 class PageRules:
     """The requests' sampling, the answers' rules, the error rate that stops a job, a request's timeout and the
-    retry budget of a page (None where a shape has none), and whether each page's failure is printed."""
+    retry budget of a page (None where a shape has none), whether each page's failure is printed, and how many
+    first pages the canary watches (None: no canary)."""
 
     sampling: Mapping[str, Any]
     answers: AnswerRules
@@ -38,28 +36,4 @@ class PageRules:
     request_timeout: float | None = None
     retry_budget: float | None = None
     verbose: bool = False
-
-
-def requested_sampling(facts: ModelFacts, settings: Settings) -> dict[str, Any]:
-    """The card's sampling with the command line's temperature and max_tokens on top."""
-    sampling = {**facts.sampling, "temperature": settings.temperature}
-    if settings.max_tokens is not None:
-        sampling["max_tokens"] = settings.max_tokens
-    if settings.ignore_eos:
-        sampling["ignore_eos"] = True
-    return sampling
-
-
-def answer_rules(settings: Settings) -> AnswerRules:
-    return AnswerRules(settings.ignore_eos, dict(settings.model_options), settings.max_tokens, settings.max_model_len)
-
-
-def rules_of(facts: ModelFacts, settings: Settings) -> PageRules:
-    return PageRules(
-        sampling=requested_sampling(facts, settings),
-        answers=answer_rules(settings),
-        max_error_rate=settings.max_error_rate,
-        request_timeout=settings.request_timeout,
-        retry_budget=settings.retry_budget,
-        verbose=settings.verbose,
-    )
+    canary_pages: int | None = None

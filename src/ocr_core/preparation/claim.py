@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from ..console import say
-from ..settings import Settings
+from ..planning.run_plan import RunPlan
 from ..store.hub import HubRefused
 from ..store.lease import (
     WHOLE,
@@ -27,23 +27,23 @@ from ..store.mirror import ProgressMirror
 from ..store.output import Destination
 
 
-def claim_lease(destination: Destination, listing: list[str], run_id: str, settings: Settings) -> Lease | None:
+def claim_lease(destination: Destination, listing: list[str], run_id: str, plan: RunPlan) -> Lease | None:
     """Refuses to start beside a live run of an overlapping slice on another machine (a Hub output only)."""
     if destination.local:
         return None
-    lease = Lease.new(run_id, lease_key(settings.shard), lease_ttl(settings.upload_every))
-    if not settings.take_over:
-        taken = conflicts(destination.leases(listing), lease, time.time(), settings.take_over_jobs)
+    lease = Lease.new(run_id, lease_key(plan.shard), lease_ttl(plan.output.upload_every))
+    if not plan.output.take_over:
+        taken = conflicts(destination.leases(listing), lease, time.time(), plan.output.take_over_jobs)
         if taken:
             raise LeaseTaken(taken_message(taken[0].describe(), destination.where()))
     return lease
 
 
-def hold_lease(destination: Destination, listing: list[str], lease: Lease | None, settings: Settings) -> ProgressMirror:
+def hold_lease(destination: Destination, listing: list[str], lease: Lease | None, plan: RunPlan) -> ProgressMirror:
     """Puts this run's lease on the Hub before the input is loaded (which can take minutes) and keeps it renewed
     from then on, so another run of an overlapping slice started meanwhile sees it, however long the load takes.
     The same commit clears the leases of runs long gone, and those of the ended jobs this run takes over."""
-    mirror = ProgressMirror(destination, settings.upload_every, None, lease)
+    mirror = ProgressMirror(destination, plan.output.upload_every, None, lease)
     if lease is None:
         return mirror
     name, path = destination.lease_file(lease)
@@ -51,7 +51,7 @@ def hold_lease(destination: Destination, listing: list[str], lease: Lease | None
     expired = [
         destination.in_progress(old.file_name)
         for old in destination.leases(listing)
-        if old.expires <= now or old.job in settings.take_over_jobs
+        if old.expires <= now or old.job in plan.output.take_over_jobs
     ]
     try:
         destination.push({name: path}, expired, lease_commit_title(lease))
@@ -70,17 +70,17 @@ def hold_lease(destination: Destination, listing: list[str], lease: Lease | None
             "--create-pr: the dataset opens as a pull request at the end; progress goes to the main branch "
             f"({destination.progress_prefix}/), where a rerun finds it"
         )
-    confirm_lease(destination, lease, settings)
+    confirm_lease(destination, lease, plan)
     mirror.start()
     return mirror
 
 
-def confirm_lease(destination: Destination, lease: Lease | None, settings: Settings) -> None:
+def confirm_lease(destination: Destination, lease: Lease | None, plan: RunPlan) -> None:
     """After our lease's commit is in: of runs started at once, all but the one whose lease landed first step
     back (lease.py)."""
-    if lease is None or settings.take_over:
+    if lease is None or plan.output.take_over:
         return
-    live = conflicts(destination.leases(destination.listing()), lease, time.time(), settings.take_over_jobs)
+    live = conflicts(destination.leases(destination.listing()), lease, time.time(), plan.output.take_over_jobs)
     if not live:
         return
     winner = first_landed([lease, *live], destination.commit_titles())

@@ -17,13 +17,11 @@ from pathlib import Path
 from ..console import say
 from ..facts import ModelFacts
 from ..inputs.addresses import UsageError, check_local_input, input_problem, unreachable_problem
-from ..inputs.columns import Columns, collisions, result_columns
-from ..inputs.pdf import render_size
-from ..inputs.source import InputSelection, Source, load_source
-from ..planning.engine_plan import EngineRequest, engine_request
+from ..inputs.columns import Columns, collisions
+from ..inputs.source import Source, load_source
 from ..planning.launch import Launch
 from ..planning.provenance import on_hf_jobs
-from ..settings import Settings
+from ..planning.run_plan import RunPlan
 from ..store.hub import HfHub, HubClient, with_retries
 from ..store.lease import Lease, LocalLocks, lease_key
 from ..store.manifest import (
@@ -45,7 +43,11 @@ from .ownership import check_ownership, hub_token, open_destination
 
 @dataclass
 class Job:
-    settings: Settings
+    """A prepared job: the run's plan (made once, in the entry), the model's facts, how it was launched, and what
+    preparing it settled: the destination, the input's rows, the result columns, the rows already done, this run's
+    hold on its slice and the manifest it wrote."""
+
+    plan: RunPlan
     facts: ModelFacts
     launch: Launch
     destination: Destination
@@ -60,53 +62,47 @@ class Job:
     started: float = field(default_factory=time.monotonic)
 
     @cached_property
-    def engine(self) -> EngineRequest:
-        """What the recipe and the command line ask of the engine (the engine plan starts from it)."""
-        return engine_request(self.facts, self.settings)
-
-    @cached_property
     def todo(self) -> int:
         """Rows this run drives (counted once: `skip` is settled before the job exists)."""
         return sum(row_id not in self.skip for row_id in self.source.owned())
 
 
-def input_revision(settings: Settings, previous: dict | None, hub: HubClient | None) -> str | None:
+def input_revision(plan: RunPlan, previous: dict | None, hub: HubClient | None) -> str | None:
     """The commit of a Hub input this run reads: the one asked for, else the one the job began on, else the newest."""
-    if Path(settings.input).expanduser().exists():
+    name = plan.selection.name
+    if Path(name).expanduser().exists():
         return None
-    if settings.input_revision:
-        return settings.input_revision
-    if previous and previous.get("input") == settings.input and previous.get("input_revision"):
+    if plan.selection.revision:
+        return plan.selection.revision
+    if previous and previous.get("input") == name and previous.get("input_revision"):
         return previous["input_revision"]
-    client = hub or HfHub(hub_token(settings))
+    client = hub or HfHub(hub_token(plan.hf_token))
     return with_retries(
-        lambda: client.input_revision(settings.input),
+        lambda: client.input_revision(name),
         "reading the input's revision",
-        permanent=lambda exc: (
-            input_problem(exc, settings.input) or unreachable_problem(exc, "INPUT", settings.input, on_hf_jobs())
-        ),
+        permanent=lambda exc: input_problem(exc, name) or unreachable_problem(exc, "INPUT", name, on_hf_jobs()),
     )
 
 
-def prepare_job(settings: Settings, facts: ModelFacts, launch: Launch, hub: HubClient | None) -> Job:
+def prepare_job(plan: RunPlan, facts: ModelFacts, launch: Launch, hub: HubClient | None) -> Job:
     """OUTPUT is listed once: ownership, the leases and the earlier manifest are all read from that one listing."""
     started = time.monotonic()
-    check_local_input(settings.input)
-    columns = result_columns(settings, facts)
-    destination = open_destination(settings, hub)
+    check_local_input(plan.selection.name)
+    columns = plan.output.columns
+    destination = open_destination(plan, hub)
     listing = destination.listing()
-    check_ownership(destination, listing, settings.overwrite)
+    check_ownership(destination, listing, plan.output.overwrite)
     make_output_folder(destination)
     run_id = destination.slice_tag + new_run_id()
-    locks = LocalLocks(destination.progress_dir, lease_key(settings.shard))
+    locks = LocalLocks(destination.progress_dir, lease_key(plan.shard))
     locks.acquire(destination.where())
     lease, mirror = None, None
     try:
-        lease = claim_lease(destination, listing, run_id, settings)
-        mirror = hold_lease(destination, listing, lease, settings)
-        earlier = earlier_manifest(destination, listing, settings.overwrite)
+        lease = claim_lease(destination, listing, run_id, plan)
+        mirror = hold_lease(destination, listing, lease, plan)
+        earlier = earlier_manifest(destination, listing, plan.output.overwrite)
         held = Slice(destination, locks, lease, mirror, run_id, columns, earlier)
-        return settle(settings, facts, launch, hub, held, started)
+        return settle(plan, facts, launch, hub, held, started)
     except BaseException:
         release(destination, lease, locks, mirror)
         raise
@@ -145,26 +141,22 @@ class Slice:
     earlier: dict | None
 
 
-def settle(
-    settings: Settings, facts: ModelFacts, launch: Launch, hub: HubClient | None, held: Slice, started: float
-) -> Job:
+def settle(plan: RunPlan, facts: ModelFacts, launch: Launch, hub: HubClient | None, held: Slice, started: float) -> Job:
     destination = held.destination
-    revision = input_revision(settings, held.earlier, hub)
-    source = load_source(
-        InputSelection.of(settings), revision, render_size(facts.pdf_render, settings.pdf_longest_edge)
-    )
-    check_columns(settings, source, held.columns)
+    revision = input_revision(plan, held.earlier, hub)
+    source = load_source(plan.selection, revision, plan.pdf_size)
+    check_columns(plan, source, held.columns)
     pdf_render = source.pdfs.size.describe() if source.pdfs and source.pdfs.has_pdfs else None
-    manifest = fingerprint(settings, facts, launch.script, revision, source.input_rows, pdf_render)
-    recheck_manifest(held, settings, manifest)
+    manifest = fingerprint(plan, facts, launch.script, revision, source.input_rows, pdf_render)
+    recheck_manifest(held, plan, manifest)
     start_progress(destination, manifest)
     held.mirror.begin(manifest)
     fetched = destination.pull_progress()
     if fetched:
         say(f"fetched {fetched} progress file(s) from {destination.describe()}")
-    skip = finished_ids(read_results(destination.progress_dir, ["error"]), settings.retry_errors)
+    skip = finished_ids(read_results(destination.progress_dir, ["error"]), plan.output.retry_errors)
     job = Job(
-        settings,
+        plan,
         facts,
         launch,
         destination,
@@ -179,46 +171,48 @@ def settle(
         started,
     )
     owned = source.owned()
-    shard = f" (shard {settings.shard[0]}/{settings.shard[1]}: {len(owned)} of them)" if settings.shard else ""
+    shard = f" (shard {plan.shard[0]}/{plan.shard[1]}: {len(owned)} of them)" if plan.shard else ""
     say(
-        f"{len(source.ids)} row(s) selected from {settings.input}{shard}; {len(owned) - job.todo} already done, "
+        f"{len(source.ids)} row(s) selected from {plan.selection.name}{shard}; {len(owned) - job.todo} already done, "
         f"{job.todo} to do"
     )
     return job
 
 
-def check_columns(settings: Settings, source: Source, columns: Columns) -> None:
+def check_columns(plan: RunPlan, source: Source, columns: Columns) -> None:
     """--columns must name the input's own columns, and the result columns must not overwrite one unasked."""
-    unknown = [name for name in settings.columns or () if name not in source.features]
+    name = plan.selection.name
+    unknown = [column for column in columns.keep or () if column not in source.features]
     if unknown:
         raise UsageError(
-            f"--columns names {unknown}, which {settings.input} does not have; its columns are {list(source.features)}"
+            f"--columns names {unknown}, which {name} does not have; its columns are {list(source.features)}"
         )
     clashing = collisions(source, columns)
-    if clashing and not settings.overwrite:
+    if clashing and not plan.output.overwrite:
         raise UsageError(
-            f"{settings.input} already has column(s) {clashing}; pass --overwrite to replace them, "
+            f"{name} already has column(s) {clashing}; pass --overwrite to replace them, "
             "or --output-column / --error-column to write elsewhere"
         )
 
 
-def recheck_manifest(held: Slice, settings: Settings, manifest: dict) -> None:
+def recheck_manifest(held: Slice, plan: RunPlan, manifest: dict) -> None:
     """The manifest at OUTPUT read once more, right before this run writes its own (another run may have written
     one while the input loaded), and compared with this run's; only a change lists OUTPUT again, for the results
     that the change decides over."""
     destination = held.destination
-    previous = earlier_manifest(destination, None, settings.overwrite)
+    layout = plan.output
+    previous = earlier_manifest(destination, None, layout.overwrite)
     changed = settings_changes(previous, manifest)
     if not changed:
-        note_limits(previous, manifest, settings.retry_errors)
+        note_limits(previous, manifest, layout.retry_errors)
         return
     listing = destination.listing()
     if not destination.holds_results(listing):
-        replace_unused_settings(destination, listing, held.lease, held.locks, settings.take_over, changed)
-    elif not settings.overwrite:
+        replace_unused_settings(destination, listing, held.lease, held.locks, layout.take_over, changed)
+    elif not layout.overwrite:
         raise UsageError(settings_mismatch_message(destination.where(), previous, manifest, changed))
     else:
-        replace_results(destination, listing, held.lease, held.locks, settings.take_over, changed)
+        replace_results(destination, listing, held.lease, held.locks, layout.take_over, changed)
 
 
 def note_limits(previous: dict | None, current: dict, retry_errors: bool) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..inputs.addresses import UsageError, output_problem, unreachable_problem
 from ..planning.provenance import on_hf_jobs
-from ..settings import Settings
+from ..planning.run_plan import RunPlan
 from ..store.front_matter import split_front_matter
 from ..store.hub import HfHub, HubClient, with_retries
 from ..store.layout import foreign_files, owned_configs
@@ -16,40 +16,41 @@ from ..store.output import Destination
 from ..store.output_checks import foreign_message, is_local_output, unsafe_local_output
 
 
-def hub_token(settings: Settings) -> str | None:
-    return settings.hf_token or os.environ.get("HF_TOKEN")
+def hub_token(given: str | None) -> str | None:
+    """The token the Hub is called with: the one given (--hf-token), else the environment's."""
+    return given or os.environ.get("HF_TOKEN")
 
 
-def open_destination(settings: Settings, hub: HubClient | None) -> Destination:
+def open_destination(plan: RunPlan, hub: HubClient | None) -> Destination:
     """The output, refused before anything is written when it is a folder that must not be written over."""
-    if is_local_output(settings.output):
-        reason = unsafe_local_output(settings.output, settings.input)
+    layout = plan.output
+    if is_local_output(layout.output):
+        reason = unsafe_local_output(layout.output, plan.selection.name)
         if reason:
             raise UsageError(reason)
-        return Destination(settings.output, settings.split, settings.config, None, shard=settings.shard)
-    if settings.output.count("/") != 1:
+        return Destination(layout.output, layout.split, layout.config, None, shard=plan.shard)
+    if layout.output.count("/") != 1:
         raise UsageError(
-            f"OUTPUT {settings.output!r} is neither a local folder (start it with ./ or /) nor a Hub id "
-            "(namespace/name)"
+            f"OUTPUT {layout.output!r} is neither a local folder (start it with ./ or /) nor a Hub id (namespace/name)"
         )
-    client = hub or HfHub(hub_token(settings))
+    client = hub or HfHub(hub_token(plan.hf_token))
     with_retries(
-        lambda: client.create_repo(settings.output, settings.private),
+        lambda: client.create_repo(layout.output, layout.private),
         "creating the output repo",
         permanent=lambda exc: (
-            output_problem(exc, settings.output) or unreachable_problem(exc, "OUTPUT", settings.output, on_hf_jobs())
+            output_problem(exc, layout.output) or unreachable_problem(exc, "OUTPUT", layout.output, on_hf_jobs())
         ),
     )
     work_dir = Path(os.environ[WORK_DIR_ENV]) if os.environ.get(WORK_DIR_ENV) else None
     return Destination(
-        settings.output,
-        settings.split,
-        settings.config,
+        layout.output,
+        layout.split,
+        layout.config,
         client,
-        settings.private,
-        settings.create_pr,
+        layout.private,
+        layout.create_pr,
         work_dir,
-        settings.shard,
+        plan.shard,
     )
 
 

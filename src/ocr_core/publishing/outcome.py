@@ -14,7 +14,6 @@ from ..planning.job_commands import job_command, job_timeout, ran_command, witho
 from ..planning.provenance import ScriptSource, earlier_writers, ran_image, reproducible, row_entry
 from ..preparation.job import Job
 from ..rates import billed_pages_per_s
-from ..settings import Settings
 from ..shapes.drive_result import Drive
 from ..shapes.inference import inference_info
 from ..shapes.tally import Tally
@@ -30,7 +29,7 @@ from .cost import cost_facts, describe_cost, price_known, run_price
 from .slices import publish_slice, slice_facts, slice_results
 
 
-def load_call(settings: Settings) -> str:
+def load_call(output: str, split: str, config: str | None) -> str:
     """The line of Python that opens what this run published.
 
     A local folder goes by its absolute path and names its files: datasets keys a local folder's cache by its
@@ -38,12 +37,12 @@ def load_call(settings: Settings) -> str:
     a resume, answers (issue 35); with `data_files` the key is the files' paths and modification times. A Hub repo's
     key is its commit, so the repo id alone is always current.
     """
-    config = f", {settings.config!r}" if settings.config else ""
-    if not is_local_output(settings.output):
-        return f"datasets.load_dataset({settings.output!r}{config}, split={settings.split!r})"
-    where = str(Path(settings.output).expanduser().resolve())
-    files = {settings.split: split_data_glob(data_prefix(settings.config), settings.split)}
-    return f"datasets.load_dataset({where!r}{config}, split={settings.split!r}, data_files={files!r})"
+    named = f", {config!r}" if config else ""
+    if not is_local_output(output):
+        return f"datasets.load_dataset({output!r}{named}, split={split!r})"
+    where = str(Path(output).expanduser().resolve())
+    files = {split: split_data_glob(data_prefix(config), split)}
+    return f"datasets.load_dataset({where!r}{named}, split={split!r}, data_files={files!r})"
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,7 @@ def finish(job: Job, drive: Drive, stopped: int | None, origin: ScriptSource) ->
     outcome = read_outcome(job)
     wall_s = time.monotonic() - job.started
     flavor, cost = run_cost(job, drive.tally, wall_s)
-    known = price_known(job.settings.price_per_hour, job.facts.flavor)
+    known = price_known(job.plan.price_per_hour, job.facts.flavor)
     published, code = conclude(job, drive, stopped, outcome, describe_cost(cost, flavor) if known else None, origin)
     tally, window = drive.tally, drive.window
     return code, RunFacts(
@@ -88,7 +87,7 @@ def finish(job: Job, drive: Drive, stopped: int | None, origin: ScriptSource) ->
         rows=outcome.rows,
         done_this_run=tally.done,
         resumed=outcome.rows - job.todo,
-        shard=list(job.settings.shard) if job.settings.shard else None,
+        shard=list(job.plan.shard) if job.plan.shard else None,
         errors=outcome.errors,
         errors_this_run=tally.errors,
         truncated=outcome.truncated,
@@ -126,9 +125,9 @@ def conclude(
 
 def run_cost(job: Job, tally: Tally, wall_s: float) -> tuple[str, dict[str, Any]]:
     """The flavor and the cost fields of the summary; a sample run (--max-samples) also projects the whole input."""
-    flavor, price = run_price(job.settings.price_per_hour, job.facts.flavor)
+    flavor, price = run_price(job.plan.price_per_hour, job.facts.flavor)
     input_rows = job.source.input_rows
-    sample_of = input_rows if job.settings.max_samples is not None and len(job.source.ids) < input_rows else None
+    sample_of = input_rows if job.plan.selection.max_samples is not None and len(job.source.ids) < input_rows else None
     return flavor, cost_facts(price, wall_s, tally.seconds() if tally.done else 0.0, tally.done, sample_of)
 
 
@@ -150,7 +149,7 @@ def publish_or_say(
             f"{job.destination.progress_dir}; rerun the same command to publish"
         )
         return None, 1
-    shard = f" (shard {job.settings.shard[0]}/{job.settings.shard[1]})" if job.settings.shard else ""
+    shard = f" (shard {job.plan.shard[0]}/{job.plan.shard[1]})" if job.plan.shard else ""
     say(f"published {len(job.source.owned())} row(s){shard} ({errors} with an error) to {published}")
     return published, 0
 
@@ -160,26 +159,26 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
     row's inference_info and, for a run that wrote no row (it only publishes), the card name what wrote the text; the
     card's reproduce command only when one exists (a Hub input, output and model, and the released script: its URL
     would run other bytes than an edited copy's)."""
-    tally, owned, settings = drive.tally, job.source.owned(), job.settings
+    tally, owned, plan = drive.tally, job.source.owned(), job.plan
     results = slice_results(job.destination.progress_dir, owned)
     served = earlier_writers(results["provenance"].to_pylist()) if not tally.done else None
     timeout = job_timeout(len(owned), tally.pages_per_s() or None)
     command = job_command(job.launch.script, job.facts, without_local_server(job.launch.argv), timeout)
-    on_the_hub = reproducible(settings.input, settings.output, settings.model)
+    on_the_hub = reproducible(plan.selection.name, plan.output.output, plan.model)
     reproduce = on_the_hub and origin.url is not None
     template = CardFacts(
-        source=job.settings.input,
-        split=job.settings.split,
-        config=job.settings.config,
+        source=plan.selection.name,
+        split=plan.output.split,
+        config=plan.output.config,
         data_prefix=job.destination.data_prefix,
-        model=job.settings.model,
+        model=plan.model,
         script=job.launch.script,
         image=served.image if served else ran_image(job.facts.image, drive.version),
         mode=job.launch.mode,
         command=command if reproduce else None,
         ran=None if reproduce else ran_command(job.launch.script, job.launch.argv),
-        output_column=job.settings.output_column,
-        error_column=job.settings.error_column,
+        output_column=job.columns.output,
+        error_column=job.columns.error,
         rows=len(owned),
         errors=errors,
         truncated=truncated,
@@ -215,5 +214,5 @@ def publish(job: Job, drive: Drive, errors: int, truncated: int, cost: str | Non
         )
         del results  # the slice's text is in the files now; the upload needs none of it in memory
         part = f", shard {shard[0]}/{shard[1]}" if job.source.shard else ""
-        title = f"OCR with {job.settings.model}: {len(owned)} rows{part} [{job.settings.config or 'default'}]"
+        title = f"OCR with {plan.model}: {len(owned)} rows{part} [{plan.output.config or 'default'}]"
         return publish_slice(job.destination, files, slice_facts(shard, template, list(files)), template, title)

@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from ..console import say
-from .cache_key import CacheKey
+from ..planning.cache_key import CacheKey
 
 MANIFEST = "MANIFEST.json"
 PARTIAL = ".partial"

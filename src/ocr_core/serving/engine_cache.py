@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..console import say
+from ..planning.cache_key import CacheKey, make_key
 from ..planning.cache_volume import BUCKET_SCHEME, ENGINE_CACHE_MOUNT, bucket_mounts
 from ..redaction import SECRET_ENVIRONMENT, SECRET_VALUES, redact
 from .cache_archive import UnusableEntry, local_files, pack, unpack
 from .cache_claim import claimed_folder
-from .cache_key import CacheKey, make_key
 
 # What the shapes import from here to key and open a run's cache.
 __all__ = ["EngineCache", "make_key", "open_engine_cache"]

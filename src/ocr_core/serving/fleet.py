@@ -18,10 +18,10 @@ from ..planning.server_policy import ServerPolicy
 from .handle import ServerHandle, Target
 from .joining import Joining
 from .membership import Membership
-from .ports import free_ports, server_urls, with_port
+from .ports import free_ports, with_port
 from .replica import Replica
 from .routing import PageRouting
-from .server_api import is_local, url_port
+from .server_api import url_port
 from .supervision import ReplicaSupervision
 
 
@@ -116,12 +116,12 @@ def build_fleet(policy: ServerPolicy, engine: EnginePlan, env: Mapping[str, str]
     """Several --server URLs are the user's own servers, used as they are; one local URL gets the plan's replicas
     (the first on its port, the others on the next free ones, each spawned with `env`), which a server already
     answering there replaces."""
-    urls = server_urls(policy.server)
+    urls = list(policy.urls)
     lock = threading.Lock()  # one start at a time, where the plan does not let them start together
     if len(urls) > 1:
         handles = [ServerHandle(url, policy, None, lock) for url in urls]
         return Fleet([Replica(index, handle) for index, handle in enumerate(handles)], engine, given=True)
-    launches = engine.replicas() if is_local(urls[0]) else engine.replicas()[:1]
+    launches = engine.replicas() if policy.local else engine.replicas()[:1]
     addresses = [urls[0], *(with_port(urls[0], port) for port in free_ports(url_port(urls[0]), len(launches) - 1))]
     start_lock = None if engine.scale.concurrent_start else lock
     handles = [ServerHandle(address, policy, launch, start_lock, env) for address, launch in zip(addresses, launches)]

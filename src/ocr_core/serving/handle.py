@@ -31,6 +31,7 @@ import httpx
 from ..console import say
 from ..errors import JobFailed
 from ..planning.engine_plan import ReplicaLaunch
+from ..planning.server_addresses import is_local
 from ..planning.server_policy import ServerPolicy
 from .chat import Retryable
 from .serve_log import log_tail
@@ -39,7 +40,6 @@ from .server_api import (
     ServerError,
     health_status,
     healthy,
-    is_local,
     list_models,
     matching_model,
     served_names,

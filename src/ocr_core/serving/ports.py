@@ -10,16 +10,6 @@ from ..errors import CommandError
 MAX_PORT = 65535
 
 
-def server_urls(text: str) -> list[str]:
-    """The comma-separated --server URLs, each once, without a trailing slash."""
-    urls: list[str] = []
-    for part in text.split(","):
-        url = part.strip().rstrip("/")
-        if url and url not in urls:
-            urls.append(url)
-    return urls
-
-
 def free_ports(after: int, count: int) -> list[int]:
     """`count` loopback ports above `after` that nothing listens on now, for the replicas after the first; none
     past the last port there is (a CommandError then)."""

@@ -1,5 +1,5 @@
 """What a vLLM server's address answers, asked at its OpenAI API root: /health, and /v1/models with the names it
-serves the model under; whether an address is this machine's; and the error a server that cannot be found,
+serves the model under; and the error a server that cannot be found,
 started or kept alive raises.
 """
 
@@ -11,16 +11,11 @@ from urllib.parse import urlsplit
 import httpx
 
 from ..errors import CommandError
-from ..planning.job_commands import LOCAL_HOSTS
 from ..planning.serve_flags import flag_value
 
 
 class ServerError(CommandError, RuntimeError):
     """The server could not be found, started or kept alive; the message says what to do."""
-
-
-def is_local(url: str) -> bool:
-    return (urlsplit(url).hostname or "") in LOCAL_HOSTS
 
 
 def url_port(url: str) -> int:

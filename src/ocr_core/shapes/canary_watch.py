@@ -13,8 +13,9 @@ def make_canary(job: Job, log: ResultLog, version: str | None, server: str | Non
 
     Its message shows the command that redoes the rows it flags (the launch's `rerun`, written by the command line).
     """
-    if job.settings.no_canary:
+    pages = job.plan.rules.canary_pages
+    if pages is None:
         return None
     served = f"vLLM {version}" if version else None
-    context = CanaryContext(job.settings.model, job.facts.image, job.launch.rerun, served, server)
-    return Canary(log, context, min(job.settings.canary_pages, job.todo))
+    context = CanaryContext(job.plan.model, job.facts.image, job.launch.rerun, served, server)
+    return Canary(log, context, min(pages, job.todo))

@@ -7,7 +7,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..facts import ModelFacts
-from ..planning.page_rules import requested_sampling
 from ..planning.provenance import ScriptSource, ran_image, writer_record
 from ..preparation.job import Job
 from ..version import core_build, core_version
@@ -20,14 +19,14 @@ def inference_info(job: Job, drive: Drive, origin: ScriptSource) -> dict[str, An
     the job ran in it, and the script's released URL only when its bytes are the release's (else the hash of what
     ran)."""
     window = drive.window
-    sampling = requested_sampling(job.facts, job.settings)
+    sampling = dict(job.plan.rules.sampling)
     return {
-        "model_id": job.settings.model,
-        "model_name": drive.model_name or job.settings.model,
-        "column_name": job.settings.output_column,
-        "error_column": job.settings.error_column,
+        "model_id": job.plan.model,
+        "model_name": drive.model_name or job.plan.model,
+        "column_name": job.columns.output,
+        "error_column": job.columns.error,
         "sampling": sampling,
-        "limits": {"max_tokens": sampling.get("max_tokens"), "request_timeout": job.settings.request_timeout},
+        "limits": {"max_tokens": sampling.get("max_tokens"), "request_timeout": job.plan.rules.request_timeout},
         "image": ran_image(job.facts.image, drive.version),
         "vllm_version": drive.version,
         "mode": job.launch.mode,

@@ -6,17 +6,14 @@ Its vLLM installs its own signal handlers while it starts, so the stop signals a
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
 from ..console import say
 from ..errors import JobFailed
-from ..planning.installed import VLLM_DISTRIBUTIONS, versions_of
-from ..planning.machine import detect_machine
-from ..planning.page_rules import rules_of
+from ..planning.installed import VLLM_DISTRIBUTIONS
 from ..preparation.job import Job
-from ..serving.engine_cache import EngineCache, make_key, open_engine_cache
+from ..serving.engine_cache import EngineCache, open_engine_cache
 from ..store.progress import ResultLog
 from .canary_watch import make_canary
 from .drive_result import Drive, Feeding
@@ -34,7 +31,7 @@ def drive_offline_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Dri
 
 def run_offline_job(job: Job, stop: StopSignals) -> Drive:
     """Offline shape: an in-process engine fed batches of --batch-size pages."""
-    batch = job.settings.batch_size
+    batch = job.plan.window.batch_size
     drive = Drive(window=Feeding(batch, 0, batch, batch))
     say(f"batches of {batch} page(s) through LLM.chat")
     owned = len(job.source.owned())
@@ -62,13 +59,10 @@ def run_offline_job(job: Job, stop: StopSignals) -> Drive:
 
 
 def offline_engine_cache(job: Job) -> EngineCache | None:
-    """The --engine-cache of the in-process engine, keyed by this interpreter's vLLM, the GPUs it sees and the
-    engine's exact flags; None without the flag."""
-    if job.settings.engine_cache is None:
-        return None
-    gpus = [gpu.name for gpu in detect_machine().gpus]
-    key = make_key(versions_of(sys.executable), gpus, job.settings.model, job.engine.offline_flags())
-    return open_engine_cache(job.settings.engine_cache, key)
+    """The --engine-cache of the in-process engine, under the plan's key (this interpreter's vLLM, the GPUs it sees
+    and the engine's exact flags); None without the flag."""
+    cache = job.plan.cache
+    return None if cache.location is None else open_engine_cache(cache.location, cache.key)
 
 
 def drive_offline(
@@ -78,16 +72,16 @@ def drive_offline(
     cache's variables set before vLLM reads them, then takes the stop signals back (vLLM installs its own) and runs
     the batches."""
     os.environ.update(cache_env)
-    llm = open_llm(job.engine, job.settings.verbose)
+    llm = open_llm(job.plan.request, job.plan.verbose)
     opened.append(llm)
     stop.install()
     writer = writer_of(job, Drive(version=vllm_version()))
-    flush_rows = max(16, job.settings.batch_size)
+    batch = job.plan.window.batch_size or 1
+    flush_rows = max(16, batch)
     log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=flush_rows, provenance=lambda: writer)
-    rules = rules_of(job.facts, job.settings)
-    runner = OfflineRunner(llm, job.facts, rules, log, progress, make_canary(job, log, vllm_version()), stop)
+    runner = OfflineRunner(llm, job.facts, job.plan.rules, log, progress, make_canary(job, log, vllm_version()), stop)
     progress.start()
-    runner.run(job.source.rows(job.skip), job.settings.batch_size)
+    runner.run(job.source.rows(job.skip), batch)
 
 
 def vllm_version() -> str | None:

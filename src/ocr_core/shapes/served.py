@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import shutil
 from collections.abc import Callable
 from typing import TextIO
 
@@ -15,25 +14,20 @@ import httpx
 
 from ..console import say
 from ..errors import JobFailed
-from ..facts import ModelFacts
 from ..planning.defaults import SATURATE_MAX_INFLIGHT, SERVER_WINDOW
-from ..planning.engine_plan import EnginePlan, EngineRequest, plan_engine
-from ..planning.installed import installed_vllm_version, served_versions
-from ..planning.machine import detect_machine
-from ..planning.page_rules import rules_of
+from ..planning.engine_plan import EnginePlan
+from ..planning.run_plan import CachePlan, WindowPolicy
 from ..planning.scale import max_num_seqs
-from ..planning.server_policy import ServerPolicy, policy_of
+from ..planning.server_policy import ServerPolicy
 from ..preparation.job import Job
-from ..serving.engine_cache import EngineCache, make_key, open_engine_cache
+from ..serving.engine_cache import EngineCache, open_engine_cache
 from ..serving.fleet import Fleet, build_fleet
 from ..serving.handle import VllmMissing, api_headers
 from ..serving.hostmem import MemoryGuard
 from ..serving.mps import cuda_mps
-from ..serving.ports import server_urls
 from ..serving.prometheus import kv_capacity, parse_metrics
-from ..serving.server_api import healthy, is_local
+from ..serving.server_api import healthy
 from ..serving.stall import beside
-from ..settings import Settings
 from ..store.progress import ResultLog
 from .canary_watch import make_canary
 from .drive_result import Drive, Feeding
@@ -51,7 +45,7 @@ def drive_server_job(job: Job, stop: StopSignals, streams: list[TextIO]) -> Driv
 
 
 def make_window(
-    settings: Settings, mode: str, engines: int, capacity: int | None, fixed: int, full: int
+    policy: WindowPolicy, local: bool, engines: int, capacity: int | None, fixed: int, full: int
 ) -> tuple[Window, MemoryGuard | None]:
     """A fixed window for -server: the batches of the replicas serving now (`fixed`), growing to those of the
     whole fleet (`full`) as replicas join, never beyond what half the host's free memory holds, or --max-inflight;
@@ -60,17 +54,17 @@ def make_window(
 
     The adaptive window opens at what the engines' KV caches can run at once (so the first round trip already
     fills them), never below the -server window and never above the memory cap; it moves only once results return.
+    `local`: every server is on this machine (its memory is the host's).
     """
-    local = all(is_local(url) for url in server_urls(settings.server or ""))
-    if mode == "server":
-        if settings.max_inflight:
-            say(f"window: {settings.max_inflight} page(s) in flight (--max-inflight)")
-            return Window(settings.max_inflight, settings.max_inflight), None
+    if policy.mode == "server":
+        if policy.max_inflight:
+            say(f"window: {policy.max_inflight} page(s) in flight (--max-inflight)")
+            return Window(policy.max_inflight, policy.max_inflight), None
         cap, why = MemoryGuard(full, local_server=local).cap(0)
         size = min(fixed, cap)
         say(f"window: {size} page(s) in flight, up to {min(full, cap)} as replicas join ({why})")
         return Window(size, min(full, cap)), None
-    guard = MemoryGuard(settings.max_inflight or SATURATE_MAX_INFLIGHT * engines, local_server=local)
+    guard = MemoryGuard(policy.max_inflight or SATURATE_MAX_INFLIGHT * engines, local_server=local)
     cap, why = guard.cap(0)
     start = min(cap, max(SERVER_WINDOW * engines, capacity or 0))
     room = f"the KV caches hold {capacity} full-length sequence(s)" if capacity else "KV cache size unknown"
@@ -78,41 +72,19 @@ def make_window(
     return Window(start, cap, adaptive=True), guard
 
 
-def machine_engine_plan(facts: ModelFacts, request: EngineRequest, spawns: bool) -> EnginePlan:
-    """The engine plan on this machine (a CommandError where --replicas does not fit it), under the vLLM that a
-    spawned server will be: the one installed where a GPU could use release-bound flags, else the recipe's pin.
-    Where this run may start servers (`spawns`), the recipe's flags go through its `prepare_serve` hook first, once
-    for every replica (it may fetch files), so the plan holds the exact command that will run."""
-    machine = detect_machine()
-    version = installed_vllm_version() if machine.gpus else None
-    hooked = None
-    if spawns and facts.prepare_serve is not None:
-        hooked = tuple(facts.prepare_serve(list(request.model_flags), request.model))
-    return plan_engine(request, machine, version, hooked)
-
-
-def spawns_here(settings: Settings) -> bool:
-    """Whether this run may start servers: one --server address, on this machine."""
-    urls = server_urls(settings.server or "")
-    return len(urls) == 1 and is_local(urls[0])
-
-
 def already_answering(policy: ServerPolicy) -> bool:
     """Whether a server already answers at the run's one address: the run then uses it and starts none, so the
-    model's serve hook (which may fetch files) need not run."""
-    url = server_urls(policy.server)[0]
+    model's serve hook (which may fetch files) need not run. The plan's maker asks this once (make_plan.World)."""
+    url = policy.urls[0]
     return healthy(url, api_headers(url, policy.hf_token, policy.api_key))
 
 
-def served_engine_cache(settings: Settings, plan: EnginePlan) -> EngineCache | None:
-    """The --engine-cache of the servers this run spawns, keyed by the `vllm` on PATH, the GPUs and the exact
-    flags the replicas get; None without the flag, or where the run starts no server. The caller opens it only
-    where it will start one: a run that uses a server already answering neither claims the fixed folder nor
-    writes an archive its engines never compiled into."""
-    if settings.engine_cache is None or not spawns_here(settings):
-        return None
-    key = make_key(served_versions(), [gpu.name for gpu in plan.machine.gpus], plan.request.model, plan.spelled)
-    return open_engine_cache(settings.engine_cache, key)
+def served_engine_cache(cache: CachePlan) -> EngineCache | None:
+    """The --engine-cache of the servers this run spawns, under the plan's key (the `vllm` on PATH, the GPUs and
+    the exact flags the replicas get); None without the flag. The caller opens it only where it will start a
+    server: a run that uses a server already answering neither claims the fixed folder nor writes an archive its
+    engines never compiled into."""
+    return None if cache.location is None else open_engine_cache(cache.location, cache.key)
 
 
 def replica_window(plan: EnginePlan, fleet: Fleet, capacity: int | None) -> int:
@@ -130,14 +102,13 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
     """Server shape: finds or starts the fleet, then keeps the window full until every row has an outcome. A run
     that must start a server where no `vllm` is installed is refused before the model's serve hook, which may
     fetch from the network: the advice (which vLLM to install, which image) must not wait on a download."""
-    settings = job.settings
     stop.install_async(asyncio.get_running_loop(), asyncio.current_task())
-    policy = policy_of(settings, job.facts)
-    spawns = bool(job.todo) and spawns_here(settings) and not await asyncio.to_thread(already_answering, policy)
-    if spawns and shutil.which("vllm") is None:
-        raise VllmMissing(server_urls(policy.server)[0], policy.named_server)
-    plan = await asyncio.to_thread(machine_engine_plan, job.facts, job.engine, spawns)
-    cache = await asyncio.to_thread(served_engine_cache, settings, plan) if spawns else None
+    policy, plan = job.plan.servers, job.plan.engine
+    assert policy is not None and plan is not None, "a served run's plan holds its servers and engine plan"
+    spawns = bool(job.todo) and job.plan.starts_servers
+    if spawns and not policy.vllm_found:
+        raise VllmMissing(policy.urls[0], policy.named_server)
+    cache = await asyncio.to_thread(served_engine_cache, job.plan.cache) if spawns else None
     try:
         fleet = build_fleet(policy, plan, cache.environment() if cache else {})
         owned = len(job.source.owned())
@@ -173,19 +144,20 @@ async def drive_fleet(
     cache: EngineCache | None,
 ) -> Window | None:
     """Opens the fleet, sizes the window and pumps; stops every server it started on every way out."""
-    settings = job.settings
     window: Window | None = None
+    policy = job.plan.window
     try:
         if job.todo:
             say(f"machine: {plan.describe()}")
             target = await fleet.open()
             drive.model_name = target.model
             engines = len(fleet.replicas) * (plan.scale.data_parallel if not fleet.given else 1)
-            capacity = await fleet_capacity(fleet, settings)
+            capacity = await fleet_capacity(fleet, job.plan.request.max_model_len)
             each = replica_window(plan, fleet, capacity)
             fixed, full = each * len(fleet.serving()), each * len(fleet.replicas)
-            window, guard = make_window(settings, job.launch.mode, engines, capacity, fixed, full)
-            if job.launch.mode == "server" and not settings.max_inflight:
+            local = job.plan.servers is not None and job.plan.servers.local
+            window, guard = make_window(policy, local, engines, capacity, fixed, full)
+            if policy.mode == "server" and not policy.max_inflight:
                 fleet.joined = lambda: window.resize(each * len(fleet.serving()))
             metrics_before = await read_metrics(fleet)
             drive.version = next((replica.version for replica in fleet.serving() if replica.url == target.url), None)
@@ -230,12 +202,13 @@ async def pump_pages(
     cache's write-back beside it; each row keeps `writer()`, what served as it was written. Each replica's answers
     go to a canary of its own: a fleet may mix builds, and one good server must not clear another."""
     log = ResultLog(job.destination.progress_dir, job.run_id, flush_rows=max(16, window.limit), provenance=writer)
-    canary = None if job.settings.no_canary else lambda replica: make_canary(job, log, replica.version, replica.url)
-    if canary is not None and fleet.given:
-        fleet.trial_pages = min(job.settings.canary_pages, job.todo)
-    pump = Pump(fleet, job.facts, rules_of(job.facts, job.settings), window, log, progress, guard, canary=canary)
+    rules = job.plan.rules
+    canary = None if rules.canary_pages is None else lambda replica: make_canary(job, log, replica.version, replica.url)
+    if rules.canary_pages is not None and fleet.given:
+        fleet.trial_pages = min(rules.canary_pages, job.todo)
+    pump = Pump(fleet, job.facts, rules, window, log, progress, guard, canary=canary)
     progress.start()
-    watch = asyncio.gather(fleet.watch(job.settings.stall_timeout), publish_once_serving(fleet, cache))
+    watch = asyncio.gather(fleet.watch(job.plan.window.stall_timeout), publish_once_serving(fleet, cache))
     await beside(pump.run(job.source.rows(job.skip)), watch)
 
 
@@ -255,10 +228,10 @@ def writer(job: Job, drive: Drive, fleet: Fleet) -> str:
     return writer_of(job, dataclasses.replace(drive, serving=fleet.describe()))
 
 
-async def fleet_capacity(fleet: Fleet, settings: Settings) -> int | None:
+async def fleet_capacity(fleet: Fleet, max_model_len: int) -> int | None:
     """Full-length sequences the KV caches of the replicas serving now hold: the window opens for them, and grows
     (adaptive) as the later replicas join, rather than handing the first one every other replica's share."""
-    return kv_capacity(await metrics_text(fleet), settings.max_model_len)
+    return kv_capacity(await metrics_text(fleet), max_model_len)
 
 
 async def metrics_text(fleet: Fleet) -> str:

@@ -26,11 +26,10 @@ from typing import Any
 
 from ..facts import ModelFacts
 from ..inputs.images import placeholder_part
-from ..planning.engine_plan import engine_request
-from ..planning.page_rules import requested_sampling
+from ..inputs.source import InputSelection
+from ..planning.run_plan import RunPlan
 from ..planning.serve_flags import parse_flags
 from ..redaction import is_secret_flag
-from ..settings import Settings
 from .layout import MANIFEST
 
 SPEED_ONLY_FLAGS = frozenset(
@@ -80,7 +79,7 @@ class ManifestUnreadable(ValueError):
 
 
 def fingerprint(
-    settings: Settings,
+    plan: RunPlan,
     facts: ModelFacts,
     script: str,
     input_revision: str | None,
@@ -90,36 +89,37 @@ def fingerprint(
     """`input_rows` (the split's length) tells a regenerated local input folder apart: row ids are positions, so
     another folder under the same path would map old results onto other pages. `pdf_render` is how PDF pages are
     rendered (it changes the pixels, so the text); absent for image input, so a manifest of an image run stays what
-    it was."""
+    it was. Every field is read from the plan, so two spellings of one command are one fingerprint."""
+    selection = plan.selection
     manifest = {
         "script": script,
-        "input": settings.input,
-        "input_config": settings.input_config,
+        "input": selection.name,
+        "input_config": selection.config,
         "input_revision": input_revision,
         "input_rows": input_rows,
-        "split": settings.split,
-        "image_column": settings.image_column,
-        "id_column": settings.id_column,
-        "model": settings.model,
+        "split": selection.split,
+        "image_column": selection.image_column,
+        "id_column": selection.id_column,
+        "model": plan.model,
         "prompt": facts.build_content(placeholder_part()),
-        "sampling": requested_sampling(facts, settings),
+        "sampling": dict(plan.rules.sampling),
         "request_extras": dict(facts.request_extras),
         "image_limits": {"max_side": facts.max_side, "max_pixels": facts.max_pixels},
-        "parse_options": dict(settings.model_options),
-        "shards": settings.shard[1] if settings.shard else 1,
+        "parse_options": dict(plan.rules.answers.model_options),
+        "shards": selection.shard[1] if selection.shard else 1,
     }
     if facts.retry_temperature is not None:
         manifest["retry_temperature"] = facts.retry_temperature
-    serve_args = text_serve_args(engine_request(facts, settings).engine_flags())
+    serve_args = text_serve_args(plan.request.engine_flags())
     if serve_args:
         manifest["serve_args"] = serve_args
-    selection = shard_selection(settings)
-    if selection is not None:
-        manifest["selection"] = selection
+    picked = shard_selection(selection)
+    if picked is not None:
+        manifest["selection"] = picked
     if pdf_render is not None:
         manifest["pdf_render"] = pdf_render
-    if settings.columns is not None:
-        manifest["columns"] = list(settings.columns)
+    if plan.output.columns.keep is not None:
+        manifest["columns"] = list(plan.output.columns.keep)
     return manifest
 
 
@@ -136,17 +136,17 @@ def text_serve_args(words: Sequence[str]) -> list[str]:
     return kept
 
 
-def shard_selection(settings: Settings) -> dict[str, Any] | None:
+def shard_selection(selection: InputSelection) -> dict[str, Any] | None:
     """Which rows a shard's range is cut from: --max-samples, --shuffle and --seed pick the selection that shard I
     of N takes its I-th range of, so shards that differ in them publish some rows twice and others never. Absent
     for an unsharded run (its rows are keyed by position, so another sample of them resumes correctly) and for the
     default selection (so a shard manifest written before this field existed stays what it was)."""
-    if settings.shard is None or (settings.max_samples is None and not settings.shuffle):
+    if selection.shard is None or (selection.max_samples is None and not selection.shuffle):
         return None
     return {
-        "max_samples": settings.max_samples,
-        "shuffle": settings.shuffle,
-        "seed": settings.seed if settings.shuffle else None,
+        "max_samples": selection.max_samples,
+        "shuffle": selection.shuffle,
+        "seed": selection.seed if selection.shuffle else None,
     }
 
 
