@@ -11,7 +11,11 @@ page travels and how long its answer is:
 CPU is read from /proc/PID/stat (utime + stime) of every process of the server's group before and after each arm:
 the API server(s), the engine core, and the rest; the client's own CPU is its process time. CPU time, unlike wall
 time, is little disturbed by other work on a shared machine; the arms alternate (A B A B) and repeat to show what
-noise is left. Each server layout (API servers x renderer threads) is a fresh server.
+noise is left. Each server layout (API servers x renderer threads) is a fresh server. The busiest thread of an API
+server is counted too: when it holds nearly the process's whole figure, that process's work is serial.
+With --py-spy PATH, one more (unmeasured) pass per arm runs under py-spy on the first API server, sampling the
+threads on a CPU and, apart, the GIL's holders: each function's share of the samples goes into the results, the raw
+stacks into bench/results/<name>-<date>/.
 
 Run: .testbed/venv/bin/python bench/front_end_cpu.py [--vllm-venv .testbed/pinned/vllm-0.30.0] [--pages 16]
 """
@@ -35,6 +39,7 @@ from pathlib import Path
 
 from common import RESULTS, ROOT, save
 from PIL import Image
+from proc_cpu import api_servers, busiest_thread, cpu_by_role, threads_cpu
 
 from bench.gpu.make_pages import HEIGHT, WIDTH, render
 from ocr_core import placeholder_part, prepare_image
@@ -42,7 +47,6 @@ from tests.testbed.env import CPU_ENV, VENV_DIR
 from tests.testbed.server import VllmServer, free_port, stop, wait_healthy
 from tools.dummy_models import cached_model
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 MAX_MODEL_LEN = 4096  # a 1540x2000 page is 3,024 image tokens under the Qwen3.5 processor's defaults
 SERVE_FLAGS = [
     "--load-format", "dummy", "--max-model-len", str(MAX_MODEL_LEN), "--enforce-eager",
@@ -107,58 +111,6 @@ def request_body(model: str, page: Path, arm: Arm) -> bytes:
     return prepare_image(page.read_bytes()).json_with_image(body)
 
 
-def process_cpu(pid: int, thread: int | None = None) -> float:
-    """utime + stime of one process (its threads included; exited children not) or of one of its threads, in s."""
-    stat = Path(f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat")
-    fields = stat.read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def threads_cpu(pid: int) -> dict[int, float]:
-    found = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            found[int(task.name)] = process_cpu(pid, int(task.name))
-        except OSError:
-            continue
-    return found
-
-
-def group_processes(pgid: int) -> dict[int, str]:
-    """The server's processes (its own process group) by pid, each with its command line."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid:
-                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
-
-
-def role(pid: int, cmdline: str, leader: int, layout: Layout) -> str:
-    """vLLM titles its processes VLLM::EngineCore, VLLM::Worker (the CPU build's model runner, which a one-GPU engine
-    runs inside its engine core), VLLM::APIServer_N; with one API server, the API server is the group's leader."""
-    if "EngineCore" in cmdline or "VLLM::Worker" in cmdline:
-        return "engine_core"
-    if "APIServer" in cmdline or (pid == leader and layout.api_servers == 1):
-        return "api_server"
-    return "other"
-
-
-def cpu_by_role(pgid: int, layout: Layout) -> dict[int, tuple[str, float]]:
-    snapshot = {}
-    for pid, cmdline in group_processes(pgid).items():
-        try:
-            snapshot[pid] = (role(pid, cmdline, pgid, layout), process_cpu(pid))
-        except OSError:
-            continue
-    return snapshot
-
-
 async def send_all(url: str, bodies: list[bytes], window: int) -> int:
     """Posts every body with `window` in flight; returns how many answered 200."""
     import httpx
@@ -182,27 +134,15 @@ async def send_all(url: str, bodies: list[bytes], window: int) -> int:
     return done
 
 
-def api_servers(snapshot: dict[int, tuple[str, float]]) -> list[int]:
-    return sorted(pid for pid, (name, _) in snapshot.items() if name == "api_server")
-
-
-def busiest_thread(before: dict[int, dict[int, float]], after: dict[int, dict[int, float]]) -> float:
-    """The most CPU one thread of an API server used: near the whole API server's figure, the work is serial."""
-    return max(
-        (cpu - before.get(pid, {}).get(tid, 0.0) for pid, threads in after.items() for tid, cpu in threads.items()),
-        default=0.0,
-    )
-
-
 def run_arm(server: VllmServer, layout: Layout, arm: Arm, pages: list[Path], window: int) -> dict:
     """One pass of the pages in one arm: CPU seconds per page by role, and the wall time (noise on a shared box)."""
-    before = cpu_by_role(server.process.pid, layout)
+    before = cpu_by_role(server.process.pid, layout.api_servers)
     threads_before = {pid: threads_cpu(pid) for pid in api_servers(before)}
     client_before, started = time.process_time(), time.monotonic()
     bodies = [request_body(server.model, page, arm) for page in pages]
     answered = asyncio.run(send_all(server.url, bodies, window))
     client_cpu, wall = time.process_time() - client_before, time.monotonic() - started
-    after = cpu_by_role(server.process.pid, layout)
+    after = cpu_by_role(server.process.pid, layout.api_servers)
     threads_after = {pid: threads_cpu(pid) for pid in api_servers(after)}
     totals = dict.fromkeys(ROLES, 0.0)
     totals["client"] = client_cpu
@@ -237,7 +177,7 @@ def inclusive_shares(raw: Path) -> dict[str, float]:
 def profiled_arm(server: VllmServer, layout: Layout, arm: Arm, pages: list[Path], window: int, spy: Path,
                  folder: Path) -> dict:  # fmt: skip
     """One unmeasured pass with py-spy on the first API server, in each mode; the top functions of each."""
-    pid = api_servers(cpu_by_role(server.process.pid, layout))[0]
+    pid = api_servers(cpu_by_role(server.process.pid, layout.api_servers))[0]
     recorders = {}
     for mode, flags in PROFILE_MODES.items():
         out = folder / f"{layout.name}-{arm.name}-{mode}.txt"
