@@ -4,6 +4,7 @@ once died on `No module named 'ocr_core'` under plain python, CPU benches on nam
 test ran them). The CPU benches run in the background while the GPU kit runs: each is mostly imports and sleeps.
 
 bench/saturation.py and bench/ceiling.py are left out: each needs a real vLLM engine (minutes of CPU).
+bench/front_end_cpu.py starts one too, serving tiny pages: about a minute of start-up, then seconds.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ CPU_BENCHES = {
     "pdf-render": ["bench/pdf_render.py", "--text-pages", "1", "--rounds", "1"],
     "shard-publish": ["bench/shard_publish.py", "--rows", "12", "--shards", "1", "--text-chars", "20"],
     "progress-store": ["bench/progress_store.py", "--rows", "64", "--cycle-rows", "32"],
+    "front-end-cpu": ["bench/front_end_cpu.py", "--pages", "2", "--tokens", "2", "--scale", "0.1"],
 }
 EFFICIENCY_FIELDS = {
     "recipe",
