@@ -42,7 +42,7 @@ from PIL import Image
 from proc_cpu import api_servers, busiest_thread, cpu_by_role, threads_cpu
 
 from bench.gpu.make_pages import HEIGHT, WIDTH, render
-from ocr_core import placeholder_part, prepare_image
+from ocr_core.internals import placeholder_part, prepare_image
 from tests.testbed.env import CPU_ENV, VENV_DIR
 from tests.testbed.server import VllmServer, free_port, stop, wait_healthy
 from tools.dummy_models import cached_model
