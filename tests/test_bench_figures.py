@@ -99,7 +99,7 @@ def test_a_folded_profile_is_shared_by_thread_innermost_frame_and_frame_on_stack
 def figures():
     sys.path.insert(0, str(REPO_ROOT / "bench" / "gpu"))
     try:
-        yield importlib.import_module("sustained"), importlib.import_module("runqueue")
+        yield importlib.import_module("sustained"), importlib.import_module("machine_cpu")
     finally:
         sys.path.remove(str(REPO_ROOT / "bench" / "gpu"))
 
@@ -195,3 +195,29 @@ def descendants(root: int) -> list[int]:
         found.append(todo.pop())
         todo.extend(children.get(found[-1], []))
     return found
+
+
+def test_the_machine_s_cpu_over_the_interval_says_busy_stolen_and_throttled(figures, tmp_path):
+    """The serving threads waited to run while their processes' own CPU showed idle vCPUs (an H100 lease: 8.6 of
+    16 busy, every main thread waiting): the whole machine's /proc/stat and its cgroup's cpu.stat say where the
+    rest went. Sampled from files laid out as /proc and /sys/fs/cgroup are, one second apart."""
+    _, machine_cpu = figures
+    hz = machine_cpu.HZ
+    (tmp_path / "proc").mkdir()
+    cgroup = tmp_path / "sys" / "fs" / "cgroup"
+    cgroup.mkdir(parents=True)
+    (cgroup / "cpu.max").write_text("1600000 100000\n")
+    sampler = machine_cpu.MachineSampler(root=str(tmp_path))
+    for second in range(0, 11):
+        # each second: 8 vCPUs of user, 2 of system, 1 of softirq, 3 stolen, 2 idle; 0.5 s throttled
+        user, system, softirq, steal, idle = (n * hz * second for n in (8, 2, 1, 3, 2))
+        stat = f"cpu  {user} 0 {system} {idle} 0 0 {softirq} {steal} 0 0\ncpu0 1 2 3\n"
+        (tmp_path / "proc" / "stat").write_text(stat)
+        throttled = f"nr_throttled {second * 10}\nthrottled_usec {second * 500000}\n"
+        (cgroup / "cpu.stat").write_text("usage_usec 1\n" + throttled)
+        sampler.sample(100.0 + second)
+    report = machine_cpu.machine_report(sampler.record(), [102.0, 108.0])
+    assert report["busy_cores"] == 11.0 and report["cores"]["steal"] == 3.0 and report["cores"]["idle"] == 2.0
+    assert report["throttled_s"] == 3.0 and report["throttled_periods"] == 60 and report["quota_cores"] == 16.0
+    assert machine_cpu.machine_report(sampler.record(), [200.0, 300.0]) == {}, "no samples inside, no figure"
+    assert machine_cpu.quota("max 100000") is None and machine_cpu.throttling("usage_usec 5") is None

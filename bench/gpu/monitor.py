@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import IO
 
 from flops import DATASHEET_PEAK
+from machine_cpu import MachineSampler
 from procs import CpuSampler, QueueSampler, client_pids, queue_report, requests_per_api_server, serve_ports
 from pyspy import Profiler, summarize_folder
 from runqueue import SchedSampler
@@ -221,7 +222,7 @@ def watch(cmd: Sequence[str], spec: Watch, env: Mapping[str, str], stdout: IO, s
     timed_out = False
     term_sent_at = None
     tick = 0
-    cpu, queues, sched = CpuSampler(), QueueSampler(), SchedSampler()
+    cpu, queues, sched, machine = CpuSampler(), QueueSampler(), SchedSampler(), MachineSampler()
     profile = spec.profile
     profiler = Profiler(profile.binary, profile_folder(spec.stats), profile.seconds, profile.flags) if profile else None
     busy_since = None
@@ -236,6 +237,7 @@ def watch(cmd: Sequence[str], spec: Watch, env: Mapping[str, str], stdout: IO, s
             cpu.sample(watched, now, client_pids(pids))
             sched.sample({pid: cpu.names[pid] for pid in watched if pid in cpu.names}, now)
             queues.sample(serve_ports(watched), now)
+            machine.sample(now)
             busy_since = busy_since or (now if queues.busy() else None)
             if profiler and not profiler.started and busy_since and now - busy_since >= profile.after_s:
                 targets = {role: cpu.busiest(role, 10) for role in ("engine_core", "api_server")}
@@ -283,6 +285,7 @@ def watch(cmd: Sequence[str], spec: Watch, env: Mapping[str, str], stdout: IO, s
         "cpu_samples": cpu.record(),
         "queue_samples": queues.record(),
         "sched_samples": sched.record(),
+        "machine_samples": machine.record(),
     }
     spec.stats.write_text(json.dumps(stats, indent=1) + "\n")
     return stats

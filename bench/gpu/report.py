@@ -34,7 +34,8 @@ def line(row: dict) -> str:
         f"mfu_sustained={row.get('mfu_sustained')} busy={row.get('gpu_util_mean_inference')} "
         f"peak_in_flight={summary.get('peak_in_flight')} errors={summary.get('errors', summary.get('failed'))} "
         f"elapsed_s={row.get('elapsed_s')} host_pss_gib={row.get('host_tree_pss_peak_gib')} "
-        f"cores_sustained={held.get('cores_by_role')} queues_sustained={row.get('engine_queues_sustained')}"
+        f"cores_sustained={held.get('cores_by_role')} queues_sustained={row.get('engine_queues_sustained')} "
+        f"machine_cpu={row.get('machine_cpu_sustained')}"
     )
 
 

@@ -35,6 +35,7 @@ FIELDS = (
     "cpu_sustained",
     "engine_queues_sustained",
     "sched_sustained",
+    "machine_cpu_sustained",
     "py_spy",
 )
 DEFINITIONS = {
@@ -65,6 +66,9 @@ DEFINITIONS = {
     "sched_sustained": "per engine core and API server, from /proc/PID/task/TID/schedstat over the sustained interval: "
     "its main thread's and all its threads' seconds on a CPU and runnable but waiting for one, the waiting share of "
     "the time they wanted a CPU, and both as cores (runqueue.py)",
+    "machine_cpu_sustained": "the whole machine over the sustained interval, from /proc/stat and the cgroup's "
+    "cpu.stat (machine_cpu.py): busy vCPUs (user, nice, system, irq, softirq, every process and the kernel) and each "
+    "field as cores, stolen vCPUs (steal), the seconds the cgroup was throttled, beside its vCPUs and quota",
     "py_spy": "py-spy of the busiest engine core and API server once serving (bench/gpu/pyspy.py): shares of the "
     "samples by thread, innermost frame and frame on the stack",
 }

@@ -13,6 +13,7 @@ assumes the same work per page and no other bound.
 
 from __future__ import annotations
 
+from machine_cpu import machine_report
 from procs import cpu_report, queue_report
 from runqueue import sched_report
 
@@ -46,4 +47,5 @@ def sustained_figures(stats: dict, summary: dict) -> dict:
         "cpu_per_page": per_page(held, summary.get("sustained_pages_per_s")),
         "engine_queues_sustained": queue_report(stats.get("queue_samples") or {}, interval),
         "sched_sustained": sched_report(stats.get("sched_samples") or {}, interval),
+        "machine_cpu_sustained": machine_report(stats.get("machine_samples") or {}, interval),
     }
