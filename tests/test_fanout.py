@@ -23,7 +23,6 @@ from pathlib import Path
 import datasets
 import pytest
 
-from ocr_core.command.jobs_request import job_arguments
 from ocr_core.command.parser import build_parser
 from ocr_core.fanout import drive
 from ocr_core.fanout import launcher as launch_command
@@ -462,26 +461,6 @@ def test_launcher_flags_in_the_wrong_place_are_command_errors(tmp_path, capsys, 
     capsys.readouterr()
     assert run_entry(SCRIPT, [INPUT, OUTPUT, *argv], hub, jobs) == 2
     assert says in capsys.readouterr().err and jobs.launches == []
-
-
-def test_the_jobs_get_the_command_line_less_the_launcher_flags_under_any_abbreviation():
-    parser = build_parser(SCRIPT, model_facts("lighton_ocr3"), "saturate")
-    options = [option for action in parser._actions for option in action.option_strings]
-    argv = [
-        "in",
-        "out",
-        "--jobs=4",
-        "--dry",
-        "--max-rel",
-        "1",
-        "--flavor",
-        "h200",
-        "--max-tokens",
-        "16",
-        "--job-i",
-        "x",
-    ]
-    assert job_arguments(argv, options) == ["in", "out", "--max-tokens", "16"]
 
 
 def test_end_to_end_the_jobs_run_as_local_processes_and_the_output_loads_every_row_once_in_order(

@@ -87,7 +87,7 @@ def run_recipe(
         return show_plan(settings, facts, script_path, mode)
     if fanout is not None:
         loads = load_call(settings.output, settings.split, settings.config)
-        return launch_command_line(facts, script_path, parser, settings, fanout, argv, hub, jobs, loads)
+        return launch_command_line(facts, script_path, parser, settings, fanout, hub, jobs, loads)
     summary = Summary(script, settings.model, mode, settings.output)
     streams: list[TextIO] = [sys.stdout]
     stop = StopSignals()

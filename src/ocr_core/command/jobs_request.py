@@ -2,13 +2,13 @@
 
 `--jobs N` turns a recipe run into a launcher: it starts N HF Jobs, each running the same script with the same
 flags and `--shard I/N`. The launcher's flags are taken off before the recipe's settings are built (so they never
-reach the results' fingerprint) and off the arguments the jobs get (a job must run its shard, not launch again).
+reach the results' fingerprint); the jobs' command line is rendered from those settings (rendered_arguments.py),
+so a job runs its shard and never launches again.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .core_wheel import CoreWheel
@@ -17,8 +17,6 @@ DEFAULT_MAX_RELAUNCHES = 2
 DESTS = ("jobs", "flavor", "job_timeout", "job_image", "max_relaunches", "max_parallel_jobs", "dry_run")
 VALUED_FLAGS = ("--jobs", "--flavor", "--job-timeout", "--job-image", "--max-relaunches", "--max-parallel-jobs")
 SWITCHES = ("--dry-run",)
-# Taken off too, as the user typed it: the launcher gives each job the wheel again in the one form hf uploads.
-SHIPPED_FLAGS = ("--core-wheel",)
 
 
 @dataclass(frozen=True)
@@ -104,28 +102,3 @@ def launcher_flag_set(dest: str, values: dict) -> bool:
     if dest == "max_relaunches":
         return values[dest] != DEFAULT_MAX_RELAUNCHES
     return bool(values[dest])
-
-
-def job_arguments(argv: Sequence[str], options: Sequence[str]) -> list[str]:
-    """`argv` less the launcher's flags and `--core-wheel` (and their values), under any abbreviation argparse
-    accepts: `options` are every option string of the recipe's parser, so a prefix counts as a launcher flag only
-    when it names one alone."""
-    kept: list[str] = []
-    skip = False
-    for arg in argv:
-        name, equals, _ = arg.partition("=")
-        flag = resolved(name, options) if name.startswith("--") else None
-        if skip:
-            skip = False
-        elif flag in VALUED_FLAGS or flag in SHIPPED_FLAGS:
-            skip = not equals
-        elif flag not in SWITCHES:
-            kept.append(arg)
-    return kept
-
-
-def resolved(name: str, options: Sequence[str]) -> str | None:
-    if name in options:
-        return name
-    matches = [option for option in options if option.startswith(name)]
-    return matches[0] if len(matches) == 1 else None

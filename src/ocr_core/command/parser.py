@@ -7,15 +7,9 @@ recipe works for another.
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
-from collections.abc import Sequence
-from typing import NoReturn
 
-from ..errors import CommandError
 from ..facts import ModelFacts
-from ..inputs.addresses import InputError
-from ..inputs.selection import parse_shard
 from ..judging.breaker import MAX_ERROR_RATE
 from ..judging.canary import CANARY_PAGES
 from ..judging.poison import MAX_STRIKES
@@ -29,24 +23,13 @@ from ..planning.defaults import (
     STALL_TIMEOUT_S,
 )
 from ..planning.job_commands import (
-    SECRET_FLAGS,
     job_command,
-    masked_secrets,
     script_url,
     wrapped_command,
 )
-from ..planning.serve_flags import checked_user_flags
-from ..redaction import redact
+from .argument_types import columns_argument, serve_args_checker, shard_argument
 from .jobs_request import add_fanout_arguments
-
-UNRECOGNIZED = "unrecognized arguments: "
-SHAPE_COUNTERPARTS = {
-    "--batch-size": (
-        "--max-inflight",
-        "a server recipe sends pages one by one and keeps up to --max-inflight N of them in flight",
-    ),
-    "--max-inflight": ("--batch-size", "an offline recipe feeds its engine batches of --batch-size N pages"),
-}
+from .recipe_parser import RecipeHelp, RecipeParser
 
 
 def usage(script: str, facts: ModelFacts, mode: str) -> str:
@@ -70,60 +53,6 @@ and images (one row per image and per PDF page);
 OUTPUT_DATASET is a Hub dataset id or a local folder (starting with ., / or ~). Rerunning the same command
 resumes. `--help` lists every option.
 """
-
-
-class RecipeHelp(argparse.RawDescriptionHelpFormatter):
-    """Every option's default in --help (unless its text already names it; never a secret's value); the epilog's
-    job command as written."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        secret = any(flag in SECRET_FLAGS for flag in action.option_strings)
-        if action.default in (None, False, "", argparse.SUPPRESS) or "default" in text or secret:
-            return action.help
-        if not action.option_strings:
-            return action.help
-        return f"{text} (default: %(default)s)".lstrip()
-
-
-class RecipeParser(argparse.ArgumentParser):
-    """argparse, except that an error is the one line that matters (the usage would bury it), never shows a secret,
-    and says which flag an unknown one was meant to be; `failure` keeps it for the summary line. Abbreviations are
-    not taken: `--max-sample 2` would silently stop meaning --max-samples once another flag began the same way."""
-
-    failure: str | None = None
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(allow_abbrev=False, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        if message.startswith(UNRECOGNIZED):
-            words = message.removeprefix(UNRECOGNIZED).split()
-            hints = "".join(f"; {hint}" for hint in self.flag_hints(words))
-            message = f"{UNRECOGNIZED}{' '.join(masked_secrets(words))}{hints}"
-        self.failure = redact(message)
-        self.exit(2, f"{self.prog}: error: {self.failure} (see {self.prog} --help)\n")
-
-    def flag_hints(self, words: Sequence[str]) -> list[str]:
-        """For each unknown flag: its counterpart in this shape of recipe, else the closest flag it has."""
-        known = [name for name in self._option_string_actions if name.startswith("--")]
-        hints = []
-        for flag in (word.partition("=")[0] for word in words if word.startswith("--")):
-            counterpart = SHAPE_COUNTERPARTS.get(flag)
-            if counterpart is not None and counterpart[0] in known:
-                hints.append(f"{flag} belongs to the other shape of recipe: {counterpart[1]}")
-            elif meant := meant_flag(flag, known):
-                hints.append(f"{flag}: did you mean {meant}?")
-        return hints
-
-
-def meant_flag(flag: str, known: Sequence[str]) -> str | None:
-    """The one flag that `flag` abbreviates, else the closest in spelling, else None."""
-    longer = [name for name in known if name.startswith(flag)]
-    if len(longer) == 1:
-        return longer[0]
-    closest = difflib.get_close_matches(flag, longer or known, n=1, cutoff=0.75)
-    return closest[0] if closest else None
 
 
 def build_parser(script: str, facts: ModelFacts, mode: str) -> argparse.ArgumentParser:
@@ -359,31 +288,3 @@ def add_server_arguments(parser: argparse.ArgumentParser, mode: str) -> None:
         help="API servers of each spawned replica (default: on fast GPUs one per core the replicas leave, up to 4; "
         "else 1)",
     )
-
-
-def columns_argument(text: str) -> tuple[str, ...]:
-    names = tuple(name.strip() for name in text.split(",") if name.strip())
-    if not names:
-        raise argparse.ArgumentTypeError("--columns needs at least one input column name, e.g. --columns id")
-    return names
-
-
-def shard_argument(text: str) -> tuple[int, int]:
-    try:
-        return parse_shard(text)
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
-def serve_args_checker(vllm_pin: str | None):
-    """--extra-serve-args read by the table of the vLLM the recipe pins, at parse time: a flag that release does not
-    have is exit 2 naming its nearest option, not a `vllm serve` that exits minutes later."""
-
-    def checked(text: str) -> str:
-        try:
-            checked_user_flags(text, vllm_pin)
-        except CommandError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix("--extra-serve-args").lstrip(": ")) from None
-        return text
-
-    return checked

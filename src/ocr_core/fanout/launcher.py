@@ -14,13 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..command.core_wheel import check_ships
-from ..command.jobs_request import FanoutRequest, job_arguments
+from ..command.jobs_request import FanoutRequest
+from ..command.rendered_arguments import job_arguments, local_to_launcher
 from ..command.script_header import jobs_header
 from ..command.sealed_arguments import SEALED_SECRET, register_command_secrets, sealed
 from ..console import say
 from ..errors import CommandError
 from ..facts import ModelFacts
-from ..planning.job_commands import job_command, without_secrets
+from ..planning.job_commands import job_command
+from ..planning.plan_records import policy_of
 from ..planning.provenance import released_scripts, script_source
 from ..preparation.ownership import hub_token
 from ..settings import Settings
@@ -39,15 +41,16 @@ def launch_command_line(
     parser: argparse.ArgumentParser,
     settings: Settings,
     request: FanoutRequest,
-    argv: Sequence[str],
     hub: HubClient | None,
     jobs: JobsClient | None,
     load_with: str,
 ) -> int:
-    """`hub` and `jobs` replace the real Hub and Jobs clients (tests pass doubles)."""
+    """`hub` and `jobs` replace the real Hub and Jobs clients (tests pass doubles). Each job's command line is
+    rendered from `settings` by `parser`'s table (rendered_arguments.py), never filtered from the words typed."""
     register_command_secrets(settings)
-    options = [option for action in parser._actions for option in action.option_strings]
-    arguments, sealed_words = sealed(without_secrets(job_arguments(argv, options)))
+    servers = None if settings.server is None else policy_of(settings, facts)
+    launchers_server = local_to_launcher(servers, jobs is not None and jobs.runs_here)
+    arguments, sealed_words = sealed(job_arguments(parser, settings, launchers_server))
     given = given_secrets(settings, sealed_words)
     origin = script_source(script_path, released_scripts())
     run = run_fingerprint(settings, facts, script_path.name, request.jobs)
