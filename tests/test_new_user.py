@@ -136,7 +136,7 @@ def test_from_a_clone_a_server_recipe_without_vllm_offers_the_clones_make_comman
     which works from a clone before a release. The default address is a closed port here, so no server that runs on
     this machine answers for it."""
     from ocr_core.command import parser
-    from ocr_core.planning import server_policy
+    from ocr_core.planning import plan_records
 
     bare = tmp_path / "bin"
     bare.mkdir()
@@ -144,7 +144,7 @@ def test_from_a_clone_a_server_recipe_without_vllm_offers_the_clones_make_comman
     monkeypatch.setenv("OCR_VLLM_CLONE", str(tmp_path))
     default = f"http://127.0.0.1:{closed_port()}"
     monkeypatch.setattr(parser, "DEFAULT_SERVER", default)
-    monkeypatch.setattr(server_policy, "DEFAULT_SERVER", default)
+    monkeypatch.setattr(plan_records, "DEFAULT_SERVER", default)
     out = tmp_path / "out"
     code, summary, err = run_main(SCRIPT, [str(SAMPLES), str(out), "--max-samples", "3"], capsys)
     assert (code, summary["exit_code"]) == (2, 2), err[-2000:]
@@ -193,7 +193,7 @@ def test_under_the_demo_every_command_a_refusal_offers_leaves_the_demos_own_flag
     import json
 
     from ocr_core.command import parser
-    from ocr_core.planning import server_policy
+    from ocr_core.planning import plan_records
 
     bare = tmp_path / "bin"
     bare.mkdir()
@@ -203,7 +203,7 @@ def test_under_the_demo_every_command_a_refusal_offers_leaves_the_demos_own_flag
     monkeypatch.setenv("OCR_VLLM_CLONE", str(tmp_path))
     monkeypatch.setenv("OCR_VLLM_DEMO", json.dumps(added))
     monkeypatch.setattr(parser, "DEFAULT_SERVER", default)
-    monkeypatch.setattr(server_policy, "DEFAULT_SERVER", default)
+    monkeypatch.setattr(plan_records, "DEFAULT_SERVER", default)
     out = tmp_path / "out"
     code, summary, err = run_main(SCRIPT, [str(SAMPLES), str(out), *added, "--max-samples", "3"], capsys)
     assert code == 2, err[-2000:]
