@@ -23,8 +23,9 @@ thread while the multimodal processor cache is on (`--mm-processor-cache-gb` abo
 not thread-safe there. From 0.30.0 an API server runs the HF image processor on a single-thread executor of its own
 (vllm/renderers/base.py, `_mm_executor`), and the renderer threads tokenise, detokenise and render the chat template:
 there the threads do not parallelise a page's preprocessing, and the counts above, measured on 0.26, stand until a
-0.30 engine runs on a GPU machine. `--mm-processor-device` (0.30.0, the HF processor on the GPU) is not passed: it could not be
-measured here (the H200 image's torch 2.11 cannot run 0.30.0), and an unmeasured flag does not go into a paid job.
+0.30 engine runs on a GPU machine. `--mm-processor-device` (0.30.0, the HF processor on the GPU) is not passed: it
+could not be measured here (the H200 image's torch 2.11 cannot run 0.30.0), and an unmeasured flag does not go into
+a paid job.
 """
 
 from __future__ import annotations
