@@ -138,6 +138,34 @@ def test_the_sustained_figures_count_the_client_as_its_own_role_and_the_serving_
     assert engine["main_thread"]["on_cpu_cores"] == 0.9 and engine["main_thread"]["waiting_cores"] == 0.3
 
 
+def test_cpu_per_page_counts_the_work_the_engines_did_in_the_interval_not_the_pages_sent_in_it(figures):
+    """Two engines making 4,000 output tokens a second each at 800 a page do 10 pages' worth a second, pages in
+    flight at both ends included, where the sustained page count read 6: the CPU per page divides by the work."""
+    sustained, _ = figures
+    ticks = {3: [(float(t), 500 * t) for t in range(0, 101)]}
+    engines = {port: [[float(t), 120.0, 0.0, 4000.0 * t] for t in range(0, 101)] for port in ("8020", "8021")}
+    stats = {
+        "cpu_samples": {"names": {"3": "VLLM::APIServe"}, "clients": [], "series": {"3": ticks[3]}},
+        "queue_samples": engines,
+    }
+    summary = {
+        "sustained_unix": [20.0, 80.0],
+        "sustained_pages_per_s": 6.0,
+        "pages_per_s": 9.0,
+        "output_tokens_per_s": 7200.0,
+    }
+    held = sustained.sustained_figures(stats, summary)
+    assert held["engine_queues_sustained"]["8020"]["output_tokens_per_s"] == 4000.0
+    assert held["work_pages_per_s"] == 10.0
+    assert held["cpu_per_page"]["per_page_of"] == "output tokens"
+    assert held["cpu_per_page"]["core_s_per_page"] == 0.5
+    old = {**stats, "queue_samples": {"8020": [row[:3] for row in engines["8020"]]}}
+    before = sustained.sustained_figures(old, summary)
+    assert before["work_pages_per_s"] is None, "a record without the counter"
+    assert before["cpu_per_page"]["per_page_of"] == "sustained pages"
+    assert before["cpu_per_page"]["core_s_per_page"] == round(5.0 / 6.0, 3)
+
+
 def test_a_process_counts_in_the_role_of_its_latest_sample(kit):
     """A driver's child is a copy of the driver (a client) between its fork and its exec of `vllm serve`: once it
     serves, its CPU is the server's."""

@@ -8,6 +8,7 @@
     budget_s = 3000               # seconds the whole file may take; later arms get what is left
     arm_timeout_s = 600           # at most this long per arm
     min_left_s = 60               # an arm starts only with this many seconds of the budget left
+    reference = "base-a"          # the run (arm-run) whose texts every other run is compared with (same_pages.py)
 
     [[arm]]                       # a recipe that starts its own engine (or runs it in-process: offline = true)
     name = "lighton"
@@ -30,10 +31,11 @@
     kind = "replicas"
     name = "mps3"
     replicas = 3
-    mps = true                    # under a CUDA MPS daemon
+    mps = true                    # under a CUDA MPS daemon (default: as the recipe's plan: where replicas share a GPU)
     plan = true                   # each replica as the recipe's --plan starts it (--replicas N), serve_flags over it
     start = "together"            # or "one_by_one": each once the one before is healthy
     runs = [{name = "r3", pages = 1024, use = 3}, {name = "vp", pages = 1024, use = 3, tokens = 1}]
+    # a run with pin = true: each engine core's step loop on a CPU of its own, the rest elsewhere (pinning.py)
     torch_profile = {run = "r3", at_s = 40, seconds = 3}   # vLLM's torch profiler on replica 1 during run r3
     py_spy_flags = ["--idle", "--gil"]                     # with --py-spy: also idle samples, GIL holders only
     importtime = true             # each Python process of the replicas writes its own -X importtime file
@@ -72,6 +74,7 @@ class Bench:
     budget_s: int = 570
     arm_timeout_s: int = 330
     min_left_s: int = 60
+    reference: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,7 @@ class Run:
     pages: int
     use: int
     tokens: int | None = None
+    pin: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,7 @@ class ReplicasArm:
     recipe: str = "lighton-ocr3-saturate.py"
     serve_flags: tuple[str, ...] = ()
     plan: bool = True
-    mps: bool = False
+    mps: bool | None = None
     start: str = "together"
     torch_profile: TorchProfile | None = None
     py_spy_flags: tuple[str, ...] = ()

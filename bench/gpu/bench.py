@@ -34,9 +34,11 @@ import commands
 import fleet
 import image
 import monitor
+import pinning
 import profiling
 import report
 import results
+import same_pages
 from arms import ArmsError, ArmsFile, HandArm, RecipeArm, ReplicasArm, Wipe
 from caches import census, wipe
 from flops import page_flops
@@ -217,7 +219,8 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
     if kit.left() < 150:
         kit.say(f"{arm.name}: skipped, {kit.left()} s of the budget left")
         return []
-    launches = replica_launches(kit, arm)
+    planned = replica_launches(kit, arm)
+    mps, launches = under_mps(arm, planned), planned.launches
     traces, imports = kit.paths.torch_traces(arm.name), kit.logs / f"{arm.name}-imports"
     env, rows = profiling.prepare(arm, kit.env, traces, imports), []
     spy = None
@@ -227,7 +230,7 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
     logs.mkdir(parents=True, exist_ok=True)
     profile = replace(kit.profile, flags=arm.py_spy_flags) if kit.profile else None
     with (
-        fleet.mps_daemon(kit.work, env, kit.say) if arm.mps else contextlib.nullcontext(),
+        fleet.mps_daemon(kit.work, env, kit.say) if mps else contextlib.nullcontext(),
         fleet.replicas(launches, arm.start == "one_by_one", logs, env, on_first=spy.start if spy else None) as started,
     ):
         kit.say(f"{arm.name}: ready {started.ready_s}; caches after: {census()}")
@@ -242,7 +245,8 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
             if arm.torch_profile and arm.torch_profile.run == run.name:
                 window = profiling.Window(started.urls[0], arm.torch_profile.at_s, arm.torch_profile.seconds)
                 window.start()
-            spec = watched(kit, name, run_cmd, timeout, kit.env, started.groups, profile)
+            with pinning.pinned(started.groups, kit.say) if run.pin else contextlib.nullcontext() as layout:
+                spec = watched(kit, name, run_cmd, timeout, kit.env, started.groups, profile)
             how = "together" if arm.start == "together" else "one by one"
             extra = {
                 "recipe": f"{arm.recipe} --server over {run.use} of {arm.replicas} replicas started {how}, "
@@ -251,13 +255,14 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
                 "defaults": False,
                 "phase": arm.name,
                 "replicas": arm.replicas,
-                "mps": arm.mps,
+                "mps": mps,
                 "serve_flags": list(arm.serve_flags),
                 "serve_argv": list(launches[0].argv),
                 "replicas_used": run.use,
                 "max_tokens": tokens,
                 "ready": {"ready_s": started.ready_s},
                 "engine_starts": fleet.engine_starts(started.logs),
+                "pinned": layout,
             }
             if window:
                 extra["torch_profile"] = window.finish()
@@ -274,12 +279,18 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
     return rows
 
 
-def replica_launches(kit: Kit, arm: ReplicasArm) -> list[fleet.Launch]:
+def replica_launches(kit: Kit, arm: ReplicasArm) -> fleet.Planned:
     """The arm's replicas: as the recipe's own `--plan` starts them on this machine (`plan = true`), or each with
     the model card's, the bench's and the arm's flags alone."""
     if arm.plan:
         return fleet.planned_launches(commands.plan_command(kit.paths, kit.plan.bench, arm), kit.env)
-    return [fleet.Launch(tuple(commands.replica_command(kit.paths, kit.plan.bench, arm)), {})] * arm.replicas
+    launch = fleet.Launch(tuple(commands.replica_command(kit.paths, kit.plan.bench, arm)), {})
+    return fleet.Planned([launch] * arm.replicas, False)
+
+
+def under_mps(arm: ReplicasArm, planned: fleet.Planned) -> bool:
+    """The arm's `mps` where it says, else what the recipe's plan does (MPS where its replicas share a GPU)."""
+    return planned.mps if arm.mps is None else arm.mps
 
 
 def run_all(kit: Kit) -> list[dict]:
@@ -302,6 +313,18 @@ def run_all(kit: Kit) -> list[dict]:
             rows.append({"arm": arm.name, "ok": False, "error": str(exc)})
         results.write(kit.out, kit.plan.bench.name, header(kit), rows)  # a lease that ends mid-file keeps these
     return rows
+
+
+def compare_texts(kit: Kit, rows: list[dict]) -> None:
+    """Each run's texts against the reference run's, on the pages both wrote (same_pages.py), into its row."""
+    reference = kit.plan.bench.reference
+    if not reference:
+        return
+    for row in rows:
+        if row.get("ok") and row["arm"] != reference:
+            row["same_text_as_reference"] = same_pages.agreement(
+                kit.paths.outputs / reference, kit.paths.outputs / row["arm"]
+            )
 
 
 def header(kit: Kit) -> dict:
@@ -345,6 +368,7 @@ def run(args: argparse.Namespace, plan: ArmsFile) -> int:
     finally:
         with tarfile.open(args.out / f"{plan.bench.name}-logs.tar.gz", "w:gz") as logs:
             logs.add(kit.logs, arcname="logs")
+    compare_texts(kit, rows)
     if kit.fake:
         image.check()  # what the run imported here would be missing on the device
     written = results.write(args.out, plan.bench.name, header(kit), rows)

@@ -21,7 +21,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-STATE = {"model": "model", "done": 0, "running": 0, "lock": threading.Lock()}
+STATE = {"model": "model", "done": 0, "running": 0, "tokens": 0, "lock": threading.Lock()}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -46,6 +46,7 @@ class Handler(BaseHTTPRequestHandler):
                 f'vllm:num_requests_running{{engine="0"}} {STATE["running"]}\n'
                 'vllm:num_requests_waiting{engine="0"} 0\n'
                 f"vllm:request_success_total {STATE['done']}\n"
+                f'vllm:generation_tokens_total{{engine="0"}} {STATE["tokens"]}\n'
             )
             self.reply(200, text.encode(), "text/plain")
         else:
@@ -65,6 +66,7 @@ class Handler(BaseHTTPRequestHandler):
         with STATE["lock"]:
             STATE["done"] += 1
             STATE["running"] -= 1
+            STATE["tokens"] += tokens
         text = " ".join(f"w{i}" for i in range(tokens))
         answer = {
             "id": "fake",

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TICKS_PER_S = 100
-METRIC = re.compile(r"^vllm:num_requests_(running|waiting)\{[^}]*\}\s+([0-9.eE+-]+)", re.M)
+METRIC = re.compile(
+    r"^vllm:(num_requests_running|num_requests_waiting|generation_tokens_total)\{[^}]*\}\s+([0-9.eE+-]+)", re.M
+)
 REQUEST_LINE = re.compile(r"\((?:APIServer|ApiServer_\d+) pid=(\d+)\).*\"POST /v1/chat/completions")
 
 
@@ -164,24 +166,25 @@ def serve_ports(pids: list[int]) -> set[int]:
     return ports
 
 
-def engine_counts(port: int) -> tuple[float, float] | None:
-    """(running, waiting) requests of the engine behind a port, summed over its engines; None if it did not answer."""
+def engine_counts(port: int) -> tuple[float, float, float] | None:
+    """(running, waiting, output tokens so far) of the engine behind a port, summed over its engines; None if it did
+    not answer."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
             text = answer.read().decode(errors="replace")
     except OSError:
         return None
-    counts = {"running": 0.0, "waiting": 0.0}
+    counts = {"num_requests_running": 0.0, "num_requests_waiting": 0.0, "generation_tokens_total": 0.0}
     for name, value in METRIC.findall(text):
         counts[name] += float(value)
-    return counts["running"], counts["waiting"]
+    return counts["num_requests_running"], counts["num_requests_waiting"], counts["generation_tokens_total"]
 
 
 @dataclass
 class QueueSampler:
-    """Running and waiting counts of each engine, stamped with the time of each sample."""
+    """Running and waiting counts and output tokens so far of each engine, stamped with the time of each sample."""
 
-    samples: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)
+    samples: dict[int, list[tuple[float, float, float, float]]] = field(default_factory=dict)
 
     def sample(self, ports: set[int], now: float) -> None:
         for port in ports:
@@ -199,7 +202,9 @@ class QueueSampler:
 
 def queue_report(record: dict, interval: list[float] | None = None) -> dict:
     """Per engine, the mean running and waiting: over the samples in which it had any request, or over every
-    sample inside `interval` (Unix seconds)."""
+    sample inside `interval` (Unix seconds). Inside an interval, also the output tokens the engine made per second
+    (its counter's rise from the first sample to the last): the work done in the interval, pages in flight at both
+    ends included, where a page count leaves them out."""
     out = {}
     for port, rows in record.items():
         if interval is None:
@@ -212,7 +217,18 @@ def queue_report(record: dict, interval: list[float] | None = None) -> dict:
                 "waiting_mean": round(sum(row[2] for row in chosen) / len(chosen), 1),
                 "samples": len(chosen),
             }
+            rise = token_rate(chosen) if interval is not None else None
+            if rise is not None:
+                out[port]["output_tokens_per_s"] = rise
     return out
+
+
+def token_rate(rows: list) -> float | None:
+    """Output tokens per second between the first and last of `rows`, where they carry the counter (a fourth
+    column; records written before it have three)."""
+    if len(rows) < 2 or len(rows[0]) < 4 or rows[-1][0] <= rows[0][0]:
+        return None
+    return round((rows[-1][3] - rows[0][3]) / (rows[-1][0] - rows[0][0]), 1)
 
 
 def requests_per_api_server(logs: list[Path]) -> dict[str, list[int]]:

@@ -27,7 +27,8 @@ def line(row: dict) -> str:
     page = row.get("cpu_per_page") or {}
     waits = {f"{t['role']}:{t['pid']}": t["main_thread"]["wait_share"] for t in row.get("sched_sustained") or []}
     return (
-        f"ok={row.get('ok')} sustained={row.get('sustained_pages_per_s')} billed={row.get('billed_pages_per_s')} "
+        f"ok={row.get('ok')} sustained={row.get('sustained_pages_per_s')} work={row.get('work_pages_per_s')} "
+        f"billed={row.get('billed_pages_per_s')} same_text={(row.get('same_text_as_reference') or {}).get('share')} "
         f"core_s_per_page={page.get('core_s_per_page')} by_role={page.get('core_s_per_page_by_role')} "
         f"main_thread_wait_share={waits} "
         f"pages/s={row.get('pages_per_s')} gpu_util_sustained={row.get('gpu_util_sustained')} "
@@ -56,7 +57,7 @@ def dry_run(plan: ArmsFile, paths: commands.Paths) -> str:
         elif isinstance(arm, HandArm):
             out.append(f"{arm.name}: {shell(commands.hand_command(paths, bench, arm))}")
         elif isinstance(arm, ReplicasArm):
-            mps = " under CUDA MPS" if arm.mps else ""
+            mps = {None: " under CUDA MPS if the plan shares a GPU", True: " under CUDA MPS", False: ""}[arm.mps]
             if arm.plan:
                 serve = f"the argv of each replica the recipe plans: {shell(commands.plan_command(paths, bench, arm))}"
             else:

@@ -24,6 +24,7 @@ FIELDS = (
     "defaults",
     "sustained_pages_per_s",
     "billed_pages_per_s",
+    "work_pages_per_s",
     "cpu_per_page",
     "pages_per_s",
     "gpu_util_sustained",
@@ -37,6 +38,8 @@ FIELDS = (
     "sched_sustained",
     "machine_cpu_sustained",
     "py_spy",
+    "pinned",
+    "same_text_as_reference",
 )
 DEFINITIONS = {
     "sustained_pages_per_s": "pages whose request was sent once every planned replica served and that finished "
