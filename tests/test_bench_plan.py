@@ -45,7 +45,7 @@ def test_a_replicas_arm_starts_the_argv_the_recipe_plans(tmp_path):
     bench = arms.Bench("t")
     arm = arms.ReplicasArm("r3", 3, (arms.Run("a", 8, 3),), serve_flags=("--max-num-seqs", "64"))
     env = injected_env(tmp_path)
-    benched = fleet.planned_launches(commands.plan_command(paths, bench, arm), env)
+    benched = fleet.planned_launches(commands.plan_command(paths, bench, arm), env).launches
 
     recipe_argv = [str(paths.pages), str(paths.outputs / "r3"), *commands.sampling(paths, bench, arm.shape, None),
                    "--replicas", "3", "--extra-serve-args=--load-format dummy --max-num-seqs 64", "--plan"]  # fmt: skip
@@ -61,3 +61,22 @@ def test_a_replicas_arm_starts_the_argv_the_recipe_plans(tmp_path):
     assert argv[argv.index("--renderer-num-workers") + 1] == "2", "the card turns the processor cache off"
     assert argv[argv.index("--max-num-seqs") + 1] == "64" and "--load-format" in argv
     assert len(benched) == 3
+
+
+def test_a_planned_arm_of_replicas_sharing_a_gpu_runs_under_mps_as_the_recipe_does(tmp_path):
+    """The recipe starts NVIDIA's MPS daemon when its replicas share a GPU (shapes/served.py); a planned replicas arm
+    left MPS off, so its "shipped plan" baseline ran three replicas taking turns on the SMs. The plan now says
+    whether the run uses MPS, and a planned arm without an `mps` key follows it; `mps = false` still turns it off."""
+    commands, fleet, bench = gpu_module("commands"), gpu_module("fleet"), gpu_module("bench")
+    arms = gpu_module("arms")
+    paths = commands.Paths(sys.executable, REPO_ROOT, tmp_path / "pages", tmp_path / "models", tmp_path / "out",
+                           tmp_path / "logs")  # fmt: skip
+    env = injected_env(tmp_path)
+    three = arms.ReplicasArm("r3", 3, (arms.Run("a", 8, 3),))
+    planned = fleet.planned_launches(commands.plan_command(paths, arms.Bench("t"), three), env)
+    assert planned.mps is True and len(planned.launches) == 3
+    assert bench.under_mps(three, planned) is True
+    assert bench.under_mps(arms.ReplicasArm("off", 3, (arms.Run("a", 8, 3),), mps=False), planned) is False
+    one = arms.ReplicasArm("r1", 1, (arms.Run("a", 8, 1),))
+    alone = fleet.planned_launches(commands.plan_command(paths, arms.Bench("t"), one), env)
+    assert alone.mps is False and bench.under_mps(one, alone) is False

@@ -103,6 +103,7 @@ def test_on_an_h200_the_plan_shows_each_replicas_command_key_window_and_projecti
     assert argv[argv.index("--renderer-num-workers") + 1] == "2"
     assert argv[3:-4] == plan["engine_plan"]["serve_args"]
     assert plan["started_together"] is True
+    assert plan["cuda_mps"] is True, "three replicas share the one GPU"
     assert plan["cache_key"]["name"].startswith("vllm0.26.0-nvidia-h200-lightonocr-3-0.8b-")
     assert "VLLM_CACHE_ROOT" in plan["cache_key"]["env_added"] and not cache.exists()
     assert plan["window"]["engines"] == 3 and plan["window"]["max_num_seqs"] == 1024

@@ -55,14 +55,23 @@ class Fleet:
         return ",".join(self.urls[:use])
 
 
-def planned_launches(plan_command: Sequence[str], env: Mapping[str, str]) -> list[Launch]:
+@dataclass(frozen=True)
+class Planned:
+    """The replicas the recipe's `--plan` starts, and whether it runs them under CUDA MPS (they share a GPU)."""
+
+    launches: list[Launch]
+    mps: bool
+
+
+def planned_launches(plan_command: Sequence[str], env: Mapping[str, str]) -> Planned:
     """Each replica's argv and environment from the recipe's own `--plan` (run with the core installed for the
     recipes), less the address the recipe would give it; a plan that starts nothing is a RuntimeError."""
     done = subprocess.run(list(plan_command), env=dict(env), capture_output=True, text=True, check=True)
     plan = json.loads(done.stdout)
     if not plan.get("replicas"):
         raise RuntimeError(f"the recipe's plan starts no replica: {plan.get('starts')}")
-    return [Launch(tuple(each["argv"][:-ADDRESS_WORDS]), each["env"]) for each in plan["replicas"]]
+    launches = [Launch(tuple(each["argv"][:-ADDRESS_WORDS]), each["env"]) for each in plan["replicas"]]
+    return Planned(launches, bool(plan.get("cuda_mps")))
 
 
 def healthy(url: str) -> bool:

@@ -127,6 +127,7 @@ def served_plan(facts: ModelFacts, plan: RunPlan) -> dict[str, Any]:
         "engine_plan": engine.record(),
         "replicas": replicas(engine, plan.model, url_port(urls[0])),
         "started_together": engine.scale.concurrent_start,
+        "cuda_mps": engine.shares_gpus,
         "cache_key": planned_key(plan.cache),
         "window": window_rule(plan.window, engine.scale.replicas * engine.scale.data_parallel, engine.max_num_seqs()),
     }

@@ -120,6 +120,11 @@ class EnginePlan:
     def gpu(self) -> Gpu | None:
         return self.machine.gpus[0] if self.machine.gpus else None
 
+    @property
+    def shares_gpus(self) -> bool:
+        """Whether replicas share a GPU: a run that starts them then runs them under CUDA MPS (serving/mps.py)."""
+        return self.scale.per_gpu > 1 and bool(self.machine.gpus)
+
     def max_num_seqs(self) -> int:
         """Sequences one engine's scheduler runs at once under these flags on this GPU."""
         return max_num_seqs(self.spelled, self.gpu())

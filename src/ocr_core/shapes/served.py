@@ -114,7 +114,7 @@ async def run_job(job: Job, stop: StopSignals) -> Drive:
         owned = len(job.source.owned())
         progress = ProgressBar(owned, owned - job.todo)
         drive = Drive()
-        sharing = not fleet.given and plan.scale.per_gpu > 1 and bool(plan.machine.gpus)
+        sharing = not fleet.given and plan.shares_gpus
         with cuda_mps(sharing and bool(job.todo)):
             window = await drive_fleet(job, stop, plan, fleet, progress, drive, cache)
     finally:
