@@ -52,6 +52,7 @@ def test_a_new_result_file_is_indexed_wherever_it_keeps_its_figures(tmp_path):
                 "arm": "lighton",
                 "pages": 3072,
                 "sustained_pages_per_s": 16.2,
+                "work_pages_per_s": 17.05,
                 "billed_pages_per_s": 11.647,
                 "pages_per_s": 16.8,
                 "gpu_util_sustained": 92.4,
@@ -87,6 +88,7 @@ def test_a_new_result_file_is_indexed_wherever_it_keeps_its_figures(tmp_path):
             "3,072",
             "16.80",
             "16.20",
+            "17.05",
             "11.65",
             "92 %",
             "0.81",
@@ -108,6 +110,7 @@ def test_a_new_result_file_is_indexed_wherever_it_keeps_its_figures(tmp_path):
             "-",
             "-",
             "-",
+            "-",
         ],
     ]
     assert rows_of(text, "first-2031-01-01.json") == [
@@ -122,6 +125,7 @@ def test_a_new_result_file_is_indexed_wherever_it_keeps_its_figures(tmp_path):
             "11.14",
             "-",
             "-",
+            "-",
             "0 % (inf.)",
             "-",
             "-",
@@ -132,6 +136,7 @@ def test_a_new_result_file_is_indexed_wherever_it_keeps_its_figures(tmp_path):
         [
             "[`store-2031-01-01.json`](store-2031-01-01.json)",
             "2031-01-01",
+            "-",
             "-",
             "-",
             "-",

@@ -48,11 +48,13 @@ bench's JSON lines) from which the top-level file was collected.
 
 The index has one row per arm of each file. *pages/s* is over inference, first page sent to the last outcome;
 *sustained* counts the pages sent once every planned replica served and done before the last page was sent, over
-that interval (what a long job runs at); *billed* is the rows over the process's whole wall time, start-up and
-publishing included (what a job pays for); *GPU busy* is nvidia-smi's utilisation over the sustained interval, or,
-marked "(inf.)", over the whole inference. *core-s/page* is the CPU the arm's processes used over the sustained
-interval per page done there (core-seconds), in all and by role: the recipe's client, the API servers, the engine
-cores, other (the bench's `cpu_per_page`); *h200 CPU ceiling (proj.)* is a projection, not a measurement: the pages/s
+that interval (a lower bound: it leaves out the pages in flight when the interval opens); *work* is the pages' worth
+of output tokens the engines made per second over the same interval, pages in flight included (their Prometheus
+counters); *billed* is the rows over the process's whole wall time, start-up and publishing included (what a job
+pays for); *GPU busy* is nvidia-smi's utilisation over the sustained interval, or, marked "(inf.)", over the whole
+inference. *core-s/page* is the CPU the arm's processes used over the sustained interval (core-seconds) per page of
+*work* where the file holds it, else per sustained page, in all and by role: the recipe's client, the API servers,
+the engine cores, other (the bench's `cpu_per_page`); *h200 CPU ceiling (proj.)* is a projection, not a measurement: the pages/s
 the h200 flavor's 23 vCPUs would feed at that CPU per page, a busy vCPU counted as 0.75 of a core. A field the file
 does not hold shows as "-".
 """
@@ -71,6 +73,7 @@ class Arm:
     pages: str
     pages_per_s: str
     sustained: str
+    work: str
     billed: str
     gpu_busy: str
     core_s: str
@@ -88,6 +91,7 @@ class Arm:
             self.pages,
             self.pages_per_s,
             self.sustained,
+            self.work,
             self.billed,
             self.gpu_busy,
             self.core_s,
@@ -106,6 +110,7 @@ COLUMNS = [
     "pages",
     "pages/s",
     "sustained",
+    "work",
     "billed",
     "GPU busy",
     "core-s/page",
@@ -240,6 +245,7 @@ def index_rows(path: Path) -> list[Arm]:
             pages=figure(arm.get("pages", leading_count(data.get("pages")))),
             pages_per_s=figure(arm.get("pages_per_s", arm.get("pages_per_s_inference"))),
             sustained=figure(arm.get("sustained_pages_per_s")),
+            work=figure(arm.get("work_pages_per_s")),
             billed=figure(arm.get("billed_pages_per_s")),
             gpu_busy=gpu_busy(arm),
             core_s=figure((arm.get("cpu_per_page") or {}).get("core_s_per_page")),
