@@ -54,9 +54,9 @@ counters); *billed* is the rows over the process's whole wall time, start-up and
 pays for); *GPU busy* is nvidia-smi's utilisation over the sustained interval, or, marked "(inf.)", over the whole
 inference. *core-s/page* is the CPU the arm's processes used over the sustained interval (core-seconds) per page of
 *work* where the file holds it, else per sustained page, in all and by role: the recipe's client, the API servers,
-the engine cores, other (the bench's `cpu_per_page`); *h200 CPU ceiling (proj.)* is a projection, not a measurement: the pages/s
-the h200 flavor's 23 vCPUs would feed at that CPU per page, a busy vCPU counted as 0.75 of a core. A field the file
-does not hold shows as "-".
+the engine cores, other (the bench's `cpu_per_page`); *h200 CPU ceiling (proj.)* is a projection, not a
+measurement: the pages/s the h200 flavor's 23 vCPUs would feed at that CPU per page, a busy vCPU counted as 0.75 of
+a core. A field the file does not hold shows as "-".
 """
 
 
