@@ -4,7 +4,6 @@ and the comparison of a lever's texts with the reference run's (same_pages.py)."
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import subprocess
@@ -15,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.testbed.env import REPO_ROOT
+from tests.test_bench import gpu_module
 
 ENGINE = """
 import ctypes, threading, time
@@ -26,17 +25,9 @@ time.sleep(60)
 """
 
 
-def bench_module(name: str):
-    sys.path.insert(0, str(REPO_ROOT / "bench" / "gpu"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(REPO_ROOT / "bench" / "gpu"))
-
-
 @pytest.fixture(scope="module")
 def pinning():
-    return bench_module("pinning")
+    return gpu_module("pinning")
 
 
 def test_engine_cpus_come_from_the_top_a_physical_core_apart_while_the_topology_allows(pinning):
@@ -87,7 +78,7 @@ def test_a_fleet_without_an_engine_core_runs_unpinned_and_says_so(pinning):
 def test_a_lever_s_texts_are_compared_with_the_reference_s_page_by_page(tmp_path):
     """same_pages.py: the share of pages both runs wrote with the same text, and how many texts the reference had
     (one text repeated would make any comparison pass)."""
-    same_pages = bench_module("same_pages")
+    same_pages = gpu_module("same_pages")
 
     def output(name: str, parts: list[list[str]]) -> None:
         (tmp_path / name / "data").mkdir(parents=True)
