@@ -60,10 +60,11 @@ def test_serve_flags_and_engine_kwargs_parse_on_the_pinned_vllm(module, pinned_m
 
 
 # The front-end flags the machine plan gives each recipe on HF's h200 flavor, by the pinned release: 0.22.1 and
-# 0.30.0 parse them (OvisOCR2 turns the processor cache off, which 0.22.1 needs for renderer threads); Nanonets'
-# 0.10.2 and HPD's 0.17.1 base parse neither, so none is passed.
+# 0.30.0 parse them (OvisOCR2 turns the processor cache off, which 0.22.1 needs for renderer threads; 0.30.0 runs
+# the image processor on a thread of its own, so LightOn gets no renderer threads); Nanonets' 0.10.2 and HPD's
+# 0.17.1 base parse neither, so none is passed.
 PLANNED_FRONT_END = {
-    "lighton_ocr3": ["--renderer-num-workers", "--mm-tensor-ipc"],
+    "lighton_ocr3": ["--mm-tensor-ipc"],
     "ovis_ocr2": ["--renderer-num-workers", "--mm-tensor-ipc"],
     "nanonets_ocr2": [],
     "hpd_parsing": [],

@@ -22,7 +22,8 @@ Which release parses what was read from each pin's own parser in the pinned test
 thread while the multimodal processor cache is on (`--mm-processor-cache-gb` above 0, its default): the cache is
 not thread-safe there. From 0.30.0 an API server runs the HF image processor on a single-thread executor of its own
 (vllm/renderers/base.py, `_mm_executor`), and the renderer threads tokenise, detokenise and render the chat template:
-there the threads do not parallelise a page's preprocessing, and the counts above, measured on 0.26, stand until a
+on 0.30's CPU build a second thread added 16 % to the API server's CPU a page and took no work off that executor,
+so the plan gives 0.30 and later no renderer threads. The API server counts above, measured on 0.26, stand until a
 0.30 engine runs on a GPU machine. `--mm-processor-device` (0.30.0, the HF processor on the GPU) is not passed: it
 could not be measured here (the H200 image's torch 2.11 cannot run 0.30.0), and an unmeasured flag does not go into
 a paid job.
@@ -40,8 +41,10 @@ from .serve_flags import flag_value
 # The oldest of the pinned releases whose parser takes each flag (a release between two pins counts as the older).
 RENDERER_WORKERS_SINCE = (0, 22, 1)
 TENSOR_IPC_SINCE = (0, 22, 1)
-# From this release on, renderer threads and the processor cache go together (only pooling models refuse them).
-WORKERS_WITH_PROCESSOR_CACHE_SINCE = (0, 30, 0)
+# From this release an API server runs the image processor on one thread of its own, so renderer threads do not
+# parallelise it: on the CPU build a second one cost 16 % more API-server CPU a page (0.168 to 0.194 core-s, the
+# busiest thread 79-81 % of the process either way; bench/results/front-end-cpu-vllm-0.30-2026-12-06.json).
+SERIAL_PROCESSOR_SINCE = (0, 30, 0)
 # What one replica's engine core process uses on a fast GPU (2.1 cores at 9.6 pages/s, 3.05 at 19.5, 1 token, alone;
 # 1.39-1.49 each of three at 800 tokens), and what one API server process with two or more renderer threads uses
 # at most (the GIL: 1.65 measured alone, 0.63-1.47 with six sharing 16 cores; 2026-12-02).
@@ -133,11 +136,14 @@ def processor_cache_off(flags: Sequence[str]) -> bool:
         return False
 
 
-def renderer_workers_allowed(engine: Engine) -> bool:
-    """Whether this vLLM parses --renderer-num-workers and takes more than one with the model's flags."""
-    if not has(engine.vllm_version, RENDERER_WORKERS_SINCE):
+def renderer_workers_help(engine: Engine) -> bool:
+    """Whether more renderer threads parallelise this vLLM's image processing: from the release that parses the flag
+    to the one that moved the processor onto a thread of its own, and only with the processor cache off (those
+    releases refuse more than one thread beside it)."""
+    version = engine.vllm_version
+    if not has(version, RENDERER_WORKERS_SINCE) or has(version, SERIAL_PROCESSOR_SINCE):
         return False
-    return has(engine.vllm_version, WORKERS_WITH_PROCESSOR_CACHE_SINCE) or processor_cache_off(engine.model_flags)
+    return processor_cache_off(engine.model_flags)
 
 
 def plan_front_end(cores: float, engine: Engine, api_servers: int | None = None) -> FrontEnd:
@@ -152,7 +158,7 @@ def plan_front_end(cores: float, engine: Engine, api_servers: int | None = None)
         return FrontEnd(api_servers or 1)
     servers = api_servers or max(1, min(MAX_API_SERVERS, math.floor(cores / API_SERVER_CORES)))
     workers = 1
-    if renderer_workers_allowed(engine) and cores >= servers * API_SERVER_CORES:
+    if renderer_workers_help(engine) and cores >= servers * API_SERVER_CORES:
         workers = max(2, min(MAX_RENDERER_WORKERS, math.floor(cores / servers / CORES_PER_RENDERER_WORKER)))
     shm_room = engine.shm_bytes is not None and engine.shm_bytes >= SHM_PER_REPLICA_GIB * GIB
     tensor_ipc = has(engine.vllm_version, TENSOR_IPC_SINCE) and engine.data_parallel == 1 and shm_room
