@@ -92,3 +92,7 @@ def test_a_lever_s_texts_are_compared_with_the_reference_s_page_by_page(tmp_path
     assert found == {"reference": "base-a", "pages": 3, "same_text": 2, "share": 0.6667, "distinct": 3}
     (tmp_path / "empty" / "data").mkdir(parents=True)
     assert same_pages.agreement(tmp_path / "base-a", tmp_path / "empty") is None
+    rows = [{"arm": "base-a", "ok": True}, {"arm": "lever-a", "ok": True}, {"arm": "failed-a", "ok": False}]
+    same_pages.compare(rows, tmp_path, "base-a")
+    assert rows[1]["same_text_as_reference"] == found
+    assert "same_text_as_reference" not in rows[0] and "same_text_as_reference" not in rows[2]

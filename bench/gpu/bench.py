@@ -315,38 +315,8 @@ def run_all(kit: Kit) -> list[dict]:
     return rows
 
 
-def compare_texts(kit: Kit, rows: list[dict]) -> None:
-    """Each run's texts against the reference run's, on the pages both wrote (same_pages.py), into its row."""
-    reference = kit.plan.bench.reference
-    if not reference:
-        return
-    for row in rows:
-        if row.get("ok") and row["arm"] != reference:
-            row["same_text_as_reference"] = same_pages.agreement(
-                kit.paths.outputs / reference, kit.paths.outputs / row["arm"]
-            )
-
-
 def header(kit: Kit) -> dict:
-    """What the results file says of the run: the arms file, the machine and the vLLM that served."""
-    bench, path = kit.plan.bench, kit.plan.path.resolve()
-    probe = "import importlib.metadata as m; print(m.version('vllm'))"
-    vllm = subprocess.run([sys.executable, "-c", probe], env=kit.env, capture_output=True, text=True).stdout.strip()
-    return {
-        "arms_file": str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
-        "machine": "fake engine (no GPU)" if kit.fake else gpu_name(),
-        "vllm": "fake" if kit.fake else vllm or None,
-        "pages_n": bench.pages,
-        "max_tokens": bench.max_tokens,
-        "max_model_len": bench.max_model_len,
-    }
-
-
-def gpu_name() -> str | None:
-    if not shutil.which("nvidia-smi"):
-        return None
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
-    return smi.stdout.strip() or None
+    return results.header(kit.plan.path, kit.plan.bench, kit.fake, kit.env)
 
 
 def run(args: argparse.Namespace, plan: ArmsFile) -> int:
@@ -368,7 +338,8 @@ def run(args: argparse.Namespace, plan: ArmsFile) -> int:
     finally:
         with tarfile.open(args.out / f"{plan.bench.name}-logs.tar.gz", "w:gz") as logs:
             logs.add(kit.logs, arcname="logs")
-    compare_texts(kit, rows)
+    if plan.bench.reference:
+        same_pages.compare(rows, kit.paths.outputs, plan.bench.reference)
     if kit.fake:
         image.check()  # what the run imported here would be missing on the device
     written = results.write(args.out, plan.bench.name, header(kit), rows)

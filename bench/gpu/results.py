@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
+
+from arms import Bench
 
 ROOT = Path(__file__).resolve().parents[2]
 FIELDS = (
@@ -111,3 +116,26 @@ def write(folder: Path, name: str, header: dict, rows: list[dict]) -> Path:
     path = folder / f"{name}.json"
     path.write_text(json.dumps(document, indent=1) + "\n")
     return path
+
+
+def header(path: Path, bench: Bench, fake: bool, env: dict[str, str]) -> dict:
+    """What the results file says of the run: the arms file, the machine and the vLLM that served (read with the
+    environment the recipes ran in)."""
+    path = path.resolve()
+    probe = "import importlib.metadata as m; print(m.version('vllm'))"
+    vllm = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True).stdout.strip()
+    return {
+        "arms_file": str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
+        "machine": "fake engine (no GPU)" if fake else gpu_name(),
+        "vllm": "fake" if fake else vllm or None,
+        "pages_n": bench.pages,
+        "max_tokens": bench.max_tokens,
+        "max_model_len": bench.max_model_len,
+    }
+
+
+def gpu_name() -> str | None:
+    if not shutil.which("nvidia-smi"):
+        return None
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
+    return smi.stdout.strip() or None

@@ -36,3 +36,10 @@ def agreement(reference: Path, other: Path) -> dict | None:
         "share": round(same / pages, 4),
         "distinct": len(set(first[:pages])),
     }
+
+
+def compare(rows: list[dict], outputs: Path, reference: str) -> None:
+    """Each run's texts against the reference run's (outputs/ARM-RUN), on the pages both wrote, into its row."""
+    for row in rows:
+        if row.get("ok") and row["arm"] != reference:
+            row["same_text_as_reference"] = agreement(outputs / reference, outputs / row["arm"])
