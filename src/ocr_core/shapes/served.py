@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 import httpx
@@ -151,14 +151,9 @@ async def drive_fleet(
             say(f"machine: {plan.describe()}")
             target = await fleet.open()
             drive.model_name = target.model
-            engines = len(fleet.replicas) * (plan.scale.data_parallel if not fleet.given else 1)
-            capacity = await fleet_capacity(fleet, job.plan.request.max_model_len)
-            each = replica_window(plan, fleet, capacity)
-            fixed, full = each * len(fleet.serving()), each * len(fleet.replicas)
             local = job.plan.servers is not None and job.plan.servers.local
-            window, guard = make_window(policy, local, engines, capacity, fixed, full)
-            if policy.mode == "server" and not policy.max_inflight:
-                fleet.joined = lambda: window.resize(each * len(fleet.serving()))
+            max_model_len = job.plan.request.max_model_len
+            window, guard = await open_window(policy, plan, fleet, lambda: fleet_capacity(fleet, max_model_len), local)
             metrics_before = await read_metrics(fleet)
             drive.version = next((replica.version for replica in fleet.serving() if replica.url == target.url), None)
             say(f"server {target.url} (vLLM {drive.version or 'unknown'}) serves {target.model}")
@@ -176,6 +171,26 @@ async def drive_fleet(
         await finish_in_thread(fleet.close)
         stop.leave_async(asyncio.get_running_loop())
     return window
+
+
+async def open_window(
+    policy: WindowPolicy,
+    plan: EnginePlan,
+    fleet: Fleet,
+    capacity_now: Callable[[], Awaitable[int | None]],
+    local: bool,
+) -> tuple[Window, MemoryGuard | None]:
+    """The window for the replicas serving now, and how it grows as the later ones join (`fleet.joined`): a fixed
+    window by each replica's batch. `capacity_now` reads the full-length sequences the serving replicas' KV caches
+    hold."""
+    engines = len(fleet.replicas) * (plan.scale.data_parallel if not fleet.given else 1)
+    capacity = await capacity_now()
+    each = replica_window(plan, fleet, capacity)
+    fixed, full = each * len(fleet.serving()), each * len(fleet.replicas)
+    window, guard = make_window(policy, local, engines, capacity, fixed, full)
+    if policy.mode == "server" and not policy.max_inflight:
+        fleet.joined = lambda: window.resize(each * len(fleet.serving()))
+    return window, guard
 
 
 async def finish_in_thread(action: Callable[[], None]) -> None:
