@@ -150,6 +150,38 @@ def test_the_fixed_window_stays_within_host_memory(monkeypatch):
     assert (roomy.limit, roomy.cap) == (308, 924)
 
 
+def test_the_adaptive_window_opens_to_the_kv_caches_of_the_replicas_that_join(monkeypatch):
+    """Before: the adaptive window opened at the KV caches of the replicas serving when the first one answered and
+    grew only by a page per page returned while no page waited anywhere, which pages held in the API servers'
+    preprocessing never allow. On an H100 the recipe's three replicas, started together, opened it at 120 (one
+    replica's cache) and ran 113-182 pages in flight the whole job, 43 running a engine, where the same replicas fed
+    330-550 ran 92 each and 8 % more pages (bench/results/h100-mps-gil-2026-12-06.json). Now each joining replica
+    opens it to at least what the caches of the replicas then serving hold; the memory cap still bounds it."""
+    assert adaptive_window_over_joins(monkeypatch, memory_gib=1000) == (120, 360)
+    assert adaptive_window_over_joins(monkeypatch, memory_gib=50) == (120, 250), "beyond half the host's memory"
+
+
+def adaptive_window_over_joins(monkeypatch: pytest.MonkeyPatch, memory_gib: int) -> tuple[int, int]:
+    """The adaptive window of three replicas, each with a KV cache of 120 full-length sequences, when the first
+    serves and once the other two have joined."""
+    monkeypatch.setattr(run_server, "MemoryGuard", functools.partial(MemoryGuard, reading=lambda: memory_gib * GIB))
+    plan = plan_for("0.30.0")
+    _, settings = recipe()
+    fleet = Fleet([Replica(index, FakeHandle(index, [])) for index in range(plan.scale.replicas)], plan)
+
+    async def capacity_now() -> int:
+        return 120 * len(fleet.serving())
+
+    async def scenario() -> tuple[int, int]:
+        await fleet.open()
+        window, _ = await run_server.open_window(window_policy(settings, "saturate"), plan, fleet, capacity_now, True)
+        opened = window.limit
+        await fleet.joining.start_rest()
+        return opened, window.limit
+
+    return asyncio.run(scenario())
+
+
 def test_no_replica_port_is_planned_past_65535():
     """Before: `--server http://127.0.0.1:65535 --replicas 2` looked for a port above 65535 and ended in an
     OverflowError, reported as an internal error (exit 1)."""

@@ -152,3 +152,23 @@ def test_a_fixed_window_resized_for_a_joining_replica_admits_at_once_within_its_
     blocked, window = run(scenario())
     assert blocked
     assert (window.limit, window.cap, window.in_flight, window.peak_limit) == (4, 4, 3, 4)
+
+
+def test_an_adaptive_window_widened_for_a_joining_replica_never_narrows_and_admits_at_once():
+    async def scenario():
+        window = Window(2, 10, adaptive=True)
+        for _ in range(2):
+            await window.acquire()
+        third = asyncio.ensure_future(window.acquire())
+        await asyncio.sleep(0)
+        blocked = not third.done()
+        await window.widen(5)
+        await asyncio.wait_for(third, 1.0)
+        await window.widen(3)
+        widened = window.limit
+        await window.widen(40)
+        return blocked, widened, window
+
+    blocked, widened, window = run(scenario())
+    assert blocked and widened == 5
+    assert (window.limit, window.cap, window.in_flight, window.peak_limit) == (10, 10, 3, 10)

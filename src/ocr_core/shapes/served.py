@@ -181,8 +181,10 @@ async def open_window(
     local: bool,
 ) -> tuple[Window, MemoryGuard | None]:
     """The window for the replicas serving now, and how it grows as the later ones join (`fleet.joined`): a fixed
-    window by each replica's batch. `capacity_now` reads the full-length sequences the serving replicas' KV caches
-    hold."""
+    window by each replica's batch; the adaptive one to at least what the KV caches of the replicas then serving
+    hold, as it opened for the first (its own growth, a page per page returned while no page waits anywhere, stops
+    as soon as the API servers hold a few pages, so it kept one replica's share for the whole job).
+    `capacity_now` reads the full-length sequences the serving replicas' KV caches hold."""
     engines = len(fleet.replicas) * (plan.scale.data_parallel if not fleet.given else 1)
     capacity = await capacity_now()
     each = replica_window(plan, fleet, capacity)
@@ -190,6 +192,15 @@ async def open_window(
     window, guard = make_window(policy, local, engines, capacity, fixed, full)
     if policy.mode == "server" and not policy.max_inflight:
         fleet.joined = lambda: window.resize(each * len(fleet.serving()))
+    elif policy.mode != "server":
+
+        async def widen() -> None:
+            before, capacity = window.limit, await capacity_now() or 0
+            await window.widen(capacity)
+            if window.limit > before:
+                say(f"window: {before} -> {window.limit} (the KV caches serving hold {capacity} full-length sequences)")
+
+        fleet.joined = widen
     return window, guard
 
 

@@ -8,6 +8,8 @@ holds its image in RAM on both sides).
 The fixed window is sized per engine from what the engine reports, so that it fills the engine's batch: the
 scheduler runs at most max_num_seqs sequences, and fewer when its KV cache holds fewer full-length sequences. It
 grows by that much as each replica of the fleet joins, within what host memory holds, and does not adapt otherwise.
+The adaptive window opens at what the KV caches of the replicas serving hold, and again to at least that as each
+later replica joins: its own growth stops while the API servers hold pages, so it would keep one replica's share.
 """
 
 from __future__ import annotations
@@ -68,6 +70,14 @@ class Window:
         """A fixed window's new size (a replica joined the fleet), within its cap: admits at once up to it."""
         async with self._changed:
             self.limit = max(1, min(size, self.cap))
+            self.peak_limit = max(self.peak_limit, self.limit)
+            self._changed.notify_all()
+
+    async def widen(self, size: int) -> None:
+        """An adaptive window opened to at least `size` (a replica joined: what the engines serving now can run at
+        once), within its cap; it never narrows here, and admits at once up to it."""
+        async with self._changed:
+            self.limit = max(self.limit, min(size, self.cap))
             self.peak_limit = max(self.peak_limit, self.limit)
             self._changed.notify_all()
 
