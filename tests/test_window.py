@@ -162,13 +162,13 @@ def test_an_adaptive_window_widened_for_a_joining_replica_never_narrows_and_admi
         third = asyncio.ensure_future(window.acquire())
         await asyncio.sleep(0)
         blocked = not third.done()
-        await window.widen(5)
+        had = await window.widen(5)
         await asyncio.wait_for(third, 1.0)
         await window.widen(3)
         widened = window.limit
         await window.widen(40)
-        return blocked, widened, window
+        return blocked, had, widened, window
 
-    blocked, widened, window = run(scenario())
-    assert blocked and widened == 5
+    blocked, had, widened, window = run(scenario())
+    assert blocked and (had, widened) == (2, 5)
     assert (window.limit, window.cap, window.in_flight, window.peak_limit) == (10, 10, 3, 10)

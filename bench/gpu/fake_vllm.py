@@ -21,6 +21,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+# A KV cache of 32,768 blocks of 16 tokens: 64 sequences of 8,192 tokens, so the recipe's window sizes itself from
+# the replicas serving and widens as the later ones join, as it does on a real engine.
+FAKE_KV_BLOCKS = 32768
 STATE = {"model": "model", "done": 0, "running": 0, "tokens": 0, "lock": threading.Lock()}
 
 
@@ -47,6 +50,7 @@ class Handler(BaseHTTPRequestHandler):
                 'vllm:num_requests_waiting{engine="0"} 0\n'
                 f"vllm:request_success_total {STATE['done']}\n"
                 f'vllm:generation_tokens_total{{engine="0"}} {STATE["tokens"]}\n'
+                f'vllm:cache_config_info{{block_size="16",engine="0",num_gpu_blocks="{FAKE_KV_BLOCKS}"}} 1.0\n'
             )
             self.reply(200, text.encode(), "text/plain")
         else:

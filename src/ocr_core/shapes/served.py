@@ -195,8 +195,8 @@ async def open_window(
     elif policy.mode != "server":
 
         async def widen() -> None:
-            before, capacity = window.limit, await capacity_now() or 0
-            await window.widen(capacity)
+            capacity = await capacity_now() or 0
+            before = await window.widen(capacity)
             if window.limit > before:
                 say(f"window: {before} -> {window.limit} (the KV caches serving hold {capacity} full-length sequences)")
 

@@ -73,13 +73,15 @@ class Window:
             self.peak_limit = max(self.peak_limit, self.limit)
             self._changed.notify_all()
 
-    async def widen(self, size: int) -> None:
+    async def widen(self, size: int) -> int:
         """An adaptive window opened to at least `size` (a replica joined: what the engines serving now can run at
-        once), within its cap; it never narrows here, and admits at once up to it."""
+        once), within its cap; it never narrows here, and admits at once up to it. Returns the limit it had."""
         async with self._changed:
+            before = self.limit
             self.limit = max(self.limit, min(size, self.cap))
             self.peak_limit = max(self.peak_limit, self.limit)
             self._changed.notify_all()
+            return before
 
     async def set_cap(self, cap: int) -> None:
         """A lower cap stops admissions until pages in flight drain below it; nothing in flight is cancelled."""
