@@ -26,14 +26,19 @@ def test_fixed_window_never_moves():
     assert window.peak_in_flight == 4
 
 
+async def filled_with_one_more_waiting(window: Window) -> tuple[asyncio.Task, bool]:
+    """Takes every slot of the window, then asks for one more: that request's task, and whether it waits."""
+    for _ in range(window.limit):
+        await window.acquire()
+    more = asyncio.create_task(window.acquire())
+    await asyncio.sleep(0.01)
+    return more, not more.done()
+
+
 def test_adaptive_window_does_not_grow_before_a_result():
     async def scenario():
         window = Window(2, 100, adaptive=True)
-        for _ in range(2):
-            await window.acquire()
-        third = asyncio.create_task(window.acquire())
-        await asyncio.sleep(0.01)
-        blocked = not third.done()
+        third, blocked = await filled_with_one_more_waiting(window)
         await window.release(waiting=0, acknowledged=False)
         await asyncio.wait_for(third, 1)
         return window, blocked
@@ -140,11 +145,7 @@ def test_the_fixed_window_fills_the_engines_batch_not_32():
 def test_a_fixed_window_resized_for_a_joining_replica_admits_at_once_within_its_cap():
     async def scenario():
         window = Window(2, 4)
-        for _ in range(2):
-            await window.acquire()
-        third = asyncio.ensure_future(window.acquire())
-        await asyncio.sleep(0)
-        blocked = not third.done()
+        third, blocked = await filled_with_one_more_waiting(window)
         await window.resize(6)
         await asyncio.wait_for(third, 1.0)
         return blocked, window
@@ -157,11 +158,7 @@ def test_a_fixed_window_resized_for_a_joining_replica_admits_at_once_within_its_
 def test_an_adaptive_window_widened_for_a_joining_replica_never_narrows_and_admits_at_once():
     async def scenario():
         window = Window(2, 10, adaptive=True)
-        for _ in range(2):
-            await window.acquire()
-        third = asyncio.ensure_future(window.acquire())
-        await asyncio.sleep(0)
-        blocked = not third.done()
+        third, blocked = await filled_with_one_more_waiting(window)
         had = await window.widen(5)
         await asyncio.wait_for(third, 1.0)
         await window.widen(3)
