@@ -50,9 +50,17 @@ EFFICIENCY_FIELDS = {
 
 
 def plain_env(**extra: str) -> dict[str, str]:
-    """The environment a bench is started in by hand: no PYTHONPATH, so the scripts must find the core themselves."""
+    """The environment a bench is started in by hand: no PYTHONPATH, so the scripts must find the core themselves;
+    and ports of this worker's own for the bench's servers."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    return {**env, **extra}
+    return {**env, "BENCH_PORT_BASE": bench_port_base(), **extra}
+
+
+def bench_port_base() -> str:
+    """Each pytest-xdist worker's own range for the bench's servers (bench/gpu/ports.py). Before: two workers ran the
+    kit at once on the same replica port, and one run was refused as a server left over from another job."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    return str(9000 + 100 * int(worker))
 
 
 @pytest.fixture(scope="module")
@@ -423,3 +431,21 @@ def test_a_replica_port_that_already_answers_is_refused_before_anything_starts(t
     finally:
         squatter.shutdown()
     assert not list(tmp_path.glob("serve-*.log")), "nothing was started"
+
+
+def test_the_bench_servers_ports_move_with_bench_port_base(tmp_path):
+    """Two benches on one machine (the suite's workers) must not take each other's servers for their own: the
+    recipe's server, the hand-driven one and every replica move with BENCH_PORT_BASE."""
+    arms = tmp_path / "ports.toml"
+    arms.write_text(
+        '[bench]\nname = "ports"\npages = 8\n\n[[arm]]\nname = "recipe"\nrecipe = "lighton-ocr3-saturate.py"\n'
+        'shape = "qwen3_5"\n\n[[arm]]\nkind = "hand"\nname = "hand"\n\n'
+        '[[arm]]\nkind = "replicas"\nname = "r"\nreplicas = 2\nplan = false\nruns = [{ name = "a", pages = 8, use = 2 }]\n'
+    )
+    command = [str(VENV_PYTHON), "bench/gpu/bench.py", str(arms), "--dry-run"]
+    done = subprocess.run(command, cwd=REPO_ROOT, env=plain_env(BENCH_PORT_BASE="9700"), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "--server http://127.0.0.1:9710 " in done.stdout
+    assert "--server http://127.0.0.1:9703 " in done.stdout
+    assert "--server http://127.0.0.1:9720,http://127.0.0.1:9721 " in done.stdout
+    assert ":80" not in done.stdout.replace("http://127.0.0.1:8000", "")

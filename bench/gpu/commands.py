@@ -14,9 +14,8 @@ from pathlib import Path
 
 import profiling
 from arms import Bench, HandArm, RecipeArm, ReplicasArm, Run
+from ports import HAND_PORT, RECIPE_PORT
 
-RECIPE_PORT = 8010
-HAND_PORT = 8003
 # Serve flags each shape needs on the bench's wheels. A hand-started server gets its model card's flags; a recipe
 # starts its own server with those, so it needs only what the bench's wheels need: the Qwen3.5 shape dies on its
 # first prefill without the triton GDN prefill (no flashinfer in the lean wheels).

@@ -21,7 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-FIRST_PORT = 8020
+from ports import FIRST_REPLICA_PORT
+
 # What each engine's log says of its start: which phase a warm cache shortens.
 START_FIGURES = {
     "profiling_warmup_s": r"Initial profiling/warmup run took ([\d.]+) s",
@@ -137,7 +138,7 @@ def replicas(
     logs: Path,
     env: Mapping[str, str],
     ready_s: float = 420,
-    first_port: int = FIRST_PORT,
+    first_port: int = FIRST_REPLICA_PORT,
     on_first: Callable[[int], None] | None = None,
 ) -> Iterator[Fleet]:
     """One replica per launch on ports from `first_port` (each with `env` under its own variables), ended on the

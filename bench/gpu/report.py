@@ -14,6 +14,7 @@ from pathlib import Path
 import commands
 import image
 from arms import ArmsFile, HandArm, RecipeArm, ReplicasArm, Wipe
+from ports import FIRST_REPLICA_PORT
 
 # The kit's folders under --work, in commands.Paths' order after python and root.
 PLACES = ("pages", "models", "outputs", "logs")
@@ -69,7 +70,7 @@ def dry_run(plan: ArmsFile, paths: commands.Paths) -> str:
                     f"  torch profiler on replica 1 in run {window.run}: {window.seconds} s from {window.at_s} s"
                 )
             for run in arm.runs:
-                servers = ",".join(f"http://127.0.0.1:{8020 + i}" for i in range(run.use))
+                servers = ",".join(f"http://127.0.0.1:{FIRST_REPLICA_PORT + i}" for i in range(run.use))
                 out.append(f"  {arm.name}-{run.name}: {shell(commands.run_command(paths, bench, arm, run, servers))}")
     missing = sorted(
         {arm.recipe for arm in plan.arms if hasattr(arm, "recipe") and not (paths.root / arm.recipe).exists()}
