@@ -440,7 +440,8 @@ def test_the_bench_servers_ports_move_with_bench_port_base(tmp_path):
     arms.write_text(
         '[bench]\nname = "ports"\npages = 8\n\n[[arm]]\nname = "recipe"\nrecipe = "lighton-ocr3-saturate.py"\n'
         'shape = "qwen3_5"\n\n[[arm]]\nkind = "hand"\nname = "hand"\n\n'
-        '[[arm]]\nkind = "replicas"\nname = "r"\nreplicas = 2\nplan = false\nruns = [{ name = "a", pages = 8, use = 2 }]\n'
+        '[[arm]]\nkind = "replicas"\nname = "r"\nreplicas = 2\nplan = false\n'
+        'runs = [{ name = "a", pages = 8, use = 2 }]\n'
     )
     command = [str(VENV_PYTHON), "bench/gpu/bench.py", str(arms), "--dry-run"]
     done = subprocess.run(command, cwd=REPO_ROOT, env=plain_env(BENCH_PORT_BASE="9700"), capture_output=True, text=True)
