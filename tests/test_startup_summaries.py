@@ -119,3 +119,40 @@ def test_startup_study_times_the_serve_imports_before_and_after_compiling_and_su
     assert set(summary) == {"imports-nopyc.txt", "imports-pyc.txt", "imports-recipe.txt"}
     assert "vllm.v1.engine.core" in (out / "imports-pyc.txt").read_text()
     assert summary["imports-recipe.txt"]["modules"] > summary["imports-pyc.txt"]["modules"], "the recipe's own"
+
+
+SERVE_ONLY = """\
+import time:    200000 |     200000 |   torch.nn
+import time:   3000000 |    3200000 | torch
+import time:    400000 |     400000 |   vllm.config
+import time:    500000 |     900000 | vllm
+"""
+
+
+def test_importtime_beyond_counts_only_the_modules_the_baseline_never_imports(kit):
+    """The CLI's cost over `serve` alone: torch.nn's 2 s under the CLI is shared, however it nests; only json and
+    torch._C, which serve-only never imports, are the difference."""
+    importtime, _ = kit
+    extra = importtime.beyond(IMPORTTIME, SERVE_ONLY)
+    assert extra["modules"] == 2
+    assert extra["own_s"] == 0.15
+    assert extra["slowest_self_s"] == [["torch._C", 0.1], ["json", 0.05]]
+    assert extra["by_package_s"] == [["torch", 0.1], ["json", 0.05]]
+
+
+def test_importtime_summary_beyond_on_the_command_line(kit, tmp_path):
+    (tmp_path / "cli.txt").write_text(IMPORTTIME)
+    (tmp_path / "serve.txt").write_text(SERVE_ONLY)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(KIT / "importtime_summary.py"),
+            str(tmp_path / "cli.txt"),
+            "--beyond",
+            str(tmp_path / "serve.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout)["cli.txt"]["own_s"] == 0.15

@@ -9,6 +9,11 @@ figures add up without counting a nested import twice. A file may start with `# 
 bench/gpu/importtime_site/sitecustomize.py for each process) to say which process it was.
 
     python3 bench/gpu/importtime_summary.py FILE ... [--top 20] > summary.json
+    python3 bench/gpu/importtime_summary.py FILE ... --beyond BASELINE   # what each FILE imports that BASELINE does not
+
+`--beyond` answers what an entry point costs over another (the `vllm` command's CLI over `serve` alone): a nested
+module's cumulative time counts whatever it happened to import first, shared or not, so only the modules the
+baseline never imports, each at its own time, are the difference.
 """
 
 from __future__ import annotations
@@ -59,12 +64,33 @@ def summarize(text: str, top: int = 20) -> dict:
     }
 
 
+def beyond(text: str, baseline: str, top: int = 20) -> dict:
+    """The modules `text` imports that `baseline` does not, their count and own time in all, the slowest of them and
+    their own time by top package; seconds."""
+    known = {name for _, _, _, name in parse(baseline)}
+    extra = [(own, name) for own, _, _, name in parse(text) if name not in known]
+    packages: Counter[str] = Counter()
+    for own, name in extra:
+        packages[name.split(".")[0]] += own
+    return {
+        "modules": len(extra),
+        "own_s": round(sum(own for own, _ in extra) / 1e6, 3),
+        "slowest_self_s": [[name, round(us / 1e6, 3)] for us, name in sorted(extra, reverse=True)[:top]],
+        "by_package_s": [[name, round(us / 1e6, 3)] for name, us in packages.most_common(top)],
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--beyond", type=Path, help="an importtime file: report only what each FILE imports beyond it")
     args = parser.parse_args()
-    out = {path.name: summarize(path.read_text(errors="replace"), args.top) for path in args.files}
+    if args.beyond:
+        baseline = args.beyond.read_text(errors="replace")
+        out = {path.name: beyond(path.read_text(errors="replace"), baseline, args.top) for path in args.files}
+    else:
+        out = {path.name: summarize(path.read_text(errors="replace"), args.top) for path in args.files}
     json.dump(out, sys.stdout, indent=1)
     print()
     return 0
