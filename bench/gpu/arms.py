@@ -17,6 +17,7 @@
     serve_flags = []              # added to the recipe's own `vllm serve` flags (--extra-serve-args)
     recipe_flags = ["--no-canary"]
     pages = 512                   # --max-samples (default: every page)
+    env = { VLLM_WORKER_MULTIPROC_METHOD = "fork" }   # added to the recipe's environment, which its engines inherit
 
     [[arm]]
     kind = "wipe"                 # removes the machine's compile caches, as a new job finds them
@@ -87,12 +88,13 @@ class RecipeArm:
     pages: int | None = None
     tokens: int | None = None
     offline: bool = False
+    env: tuple[tuple[str, str], ...] = ()
     kind: str = "recipe"
 
     @property
     def defaults(self) -> bool:
         """Whether the arm ran the recipe's own engine settings (nothing but the bench's flags added)."""
-        return not self.serve_flags and all(flag in BENCH_FLAGS for flag in self.recipe_flags)
+        return not self.serve_flags and not self.env and all(flag in BENCH_FLAGS for flag in self.recipe_flags)
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,8 @@ def build(record: type, where: str, table: dict, **given: object):
     if unknown:
         raise ArmsError(f"{where}: unknown key(s) {sorted(unknown)}; the keys are {sorted(known - {'kind'})}")
     values = {key: tuple(value) if isinstance(value, list) else value for key, value in table.items()}
+    if "env" in values:
+        values["env"] = environment(values["env"], where)
     for key in ("serve_flags", "recipe_flags"):
         if key in values and not all(isinstance(word, str) for word in values[key]):
             raise ArmsError(f'{where}: {key} is a list of words, e.g. ["--api-server-count", "4"]')
@@ -180,6 +184,13 @@ def build(record: type, where: str, table: dict, **given: object):
         return record(**values, **given)
     except TypeError as exc:
         raise ArmsError(f"{where}: {exc} (bench/gpu/arms.py lists the keys of each kind)") from None
+
+
+def environment(table: object, where: str) -> tuple[tuple[str, str], ...]:
+    """An arm's `env`: names to string values, kept in the order written."""
+    if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+        raise ArmsError(f'{where}: env is a table of strings, e.g. {{ VLLM_WORKER_MULTIPROC_METHOD = "fork" }}')
+    return tuple(table.items())
 
 
 def read_arm(table: dict, index: int) -> Arm:

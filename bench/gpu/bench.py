@@ -193,7 +193,7 @@ def run_recipe(kit: Kit, arm: RecipeArm) -> list[dict]:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     kit.say(f"{arm.name}: start (timeout {timeout} s): {' '.join(command[1:2] + command[4:])}")
-    spec = watched(kit, arm.name, command, timeout, kit.env | {"TMPDIR": str(tmp)})
+    spec = watched(kit, arm.name, command, timeout, commands.recipe_env(kit.env, tmp, arm))
     logs = []
     for log in sorted(tmp.glob("**/vllm-serve*.log")):  # a spawned server's log lands in its TMPDIR
         logs.append(kit.logs / f"{arm.name}-{log.name}")
@@ -201,6 +201,7 @@ def run_recipe(kit: Kit, arm: RecipeArm) -> list[dict]:
     tokens = commands.tokens_of(kit.plan.bench, arm.tokens)
     extra = {"recipe": arm.recipe, "shape": arm.shape, "defaults": arm.defaults, "setting": arm.name}
     extra |= {"serve_flags": commands.recipe_serve_flags(arm), "recipe_flags": list(arm.recipe_flags)}
+    extra |= {"env": dict(arm.env)} if arm.env else {}
     return [finish(kit, arm.name, spec, arm.shape, tokens, extra | {"max_tokens": tokens}, logs)]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +84,12 @@ def sampling(paths: Paths, bench: Bench, shape: str, tokens: int | None) -> list
 
 def recipe_serve_flags(arm: RecipeArm) -> list[str]:
     return [*RECIPE_SERVE[arm.shape], *arm.serve_flags]
+
+
+def recipe_env(base: Mapping[str, str], tmp: Path, arm: RecipeArm) -> dict[str, str]:
+    """The recipe's environment, which its engines inherit: the bench's, a TMPDIR of the arm's own (where a spawned
+    server's log lands), then the arm's `env` over both."""
+    return {**base, "TMPDIR": str(tmp), **dict(arm.env)}
 
 
 def recipe_command(paths: Paths, bench: Bench, arm: RecipeArm) -> list[str]:

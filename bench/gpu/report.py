@@ -54,7 +54,8 @@ def dry_run(plan: ArmsFile, paths: commands.Paths) -> str:
         if isinstance(arm, Wipe):
             out.append("wipe: the machine's compile and kernel caches")
         elif isinstance(arm, RecipeArm):
-            out.append(f"{arm.name}: {shell(commands.recipe_command(paths, bench, arm))}")
+            prefix = "".join(f"{name}={shlex.quote(value)} " for name, value in arm.env)
+            out.append(f"{arm.name}: {prefix}{shell(commands.recipe_command(paths, bench, arm))}")
         elif isinstance(arm, HandArm):
             out.append(f"{arm.name}: {shell(commands.hand_command(paths, bench, arm))}")
         elif isinstance(arm, ReplicasArm):

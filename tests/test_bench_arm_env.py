@@ -1,0 +1,69 @@
+"""A recipe arm's `env`: the variables an arm adds to the recipe's environment, which the engines it spawns
+inherit (VLLM_WORKER_MULTIPROC_METHOD=fork is how vLLM's engine core starts without importing vLLM again). The
+arm reads them as written, puts them over the bench's own, says them in the dry run and in the result, and an arm
+with an env is not the recipe's defaults."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.test_bench import gpu_module, plain_env
+from tests.testbed.env import REPO_ROOT, VENV_PYTHON
+
+FORK_ARM = """
+[[arm]]
+name = "fork"
+recipe = "lighton-ocr3-saturate.py"
+shape = "qwen3_5"
+serve_flags = ["--mm-tensor-ipc", "direct_rpc"]
+env = { VLLM_WORKER_MULTIPROC_METHOD = "fork", TMPDIR = "/elsewhere" }
+
+[[arm]]
+name = "plain"
+recipe = "lighton-ocr3-saturate.py"
+shape = "qwen3_5"
+"""
+
+
+def arms_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "env.toml"
+    path.write_text(text)
+    return path
+
+
+def test_an_arms_env_goes_over_the_bench_environment_and_its_tmpdir(tmp_path):
+    arms, commands = gpu_module("arms"), gpu_module("commands")
+    fork, plain = arms.load(arms_file(tmp_path, FORK_ARM)).arms
+    base = {"PATH": "/bin", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+    env = commands.recipe_env(base, tmp_path / "tmp", fork)
+    assert env == {"PATH": "/bin", "VLLM_WORKER_MULTIPROC_METHOD": "fork", "TMPDIR": "/elsewhere"}
+    assert commands.recipe_env(base, tmp_path / "tmp", plain) == {**base, "TMPDIR": str(tmp_path / "tmp")}
+    assert not fork.defaults and plain.defaults
+
+
+@pytest.mark.parametrize("env", ['["VLLM_WORKER_MULTIPROC_METHOD=fork"]', "{ OMP_NUM_THREADS = 4 }"])
+def test_an_env_that_is_not_a_table_of_strings_is_refused(tmp_path, env):
+    arms = gpu_module("arms")
+    text = f'[[arm]]\nname = "x"\nrecipe = "lighton-ocr3-saturate.py"\nenv = {env}\n'
+    with pytest.raises(arms.ArmsError, match=re.escape("arm 1 (x): env is a table of strings")):
+        arms.load(arms_file(tmp_path, text))
+
+
+def test_the_dry_run_prints_an_arms_env_before_its_command(tmp_path):
+    done = subprocess.run(
+        [str(VENV_PYTHON), "bench/gpu/bench.py", str(arms_file(tmp_path, FORK_ARM)), "--dry-run"],
+        cwd=REPO_ROOT,
+        env=plain_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = {line.split(":")[0]: line for line in done.stdout.splitlines() if not line.startswith(" ")}
+    assert lines["fork"].startswith("fork: VLLM_WORKER_MULTIPROC_METHOD=fork TMPDIR=/elsewhere ")
+    assert "--mm-tensor-ipc direct_rpc" in lines["fork"]
+    assert lines["plain"].startswith(f"plain: {VENV_PYTHON} ")
