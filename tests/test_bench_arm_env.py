@@ -1,4 +1,4 @@
-"""A recipe arm's `env`: the variables an arm adds to the recipe's environment, which the engines it spawns
+"""A recipe or replicas arm's `env`: the variables an arm adds to the recipe's environment, which the engines it spawns
 inherit (VLLM_WORKER_MULTIPROC_METHOD=fork is how vLLM's engine core starts without importing vLLM again). The
 arm reads them as written, puts them over the bench's own, says them in the dry run and in the result, and an arm
 with an env is not the recipe's defaults."""
@@ -26,6 +26,14 @@ env = { VLLM_WORKER_MULTIPROC_METHOD = "fork", TMPDIR = "/elsewhere" }
 name = "plain"
 recipe = "lighton-ocr3-saturate.py"
 shape = "qwen3_5"
+
+[[arm]]
+kind = "replicas"
+name = "r3fork"
+replicas = 3
+serve_flags = ["--mm-tensor-ipc", "direct_rpc"]
+env = { VLLM_WORKER_MULTIPROC_METHOD = "fork" }
+runs = [{ name = "a", pages = 8, use = 3 }]
 """
 
 
@@ -37,7 +45,7 @@ def arms_file(tmp_path: Path, text: str) -> Path:
 
 def test_an_arms_env_goes_over_the_bench_environment_and_its_tmpdir(tmp_path):
     arms, commands = gpu_module("arms"), gpu_module("commands")
-    fork, plain = arms.load(arms_file(tmp_path, FORK_ARM)).arms
+    fork, plain, _ = arms.load(arms_file(tmp_path, FORK_ARM)).arms
     base = {"PATH": "/bin", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
     env = commands.recipe_env(base, tmp_path / "tmp", fork)
     assert env == {"PATH": "/bin", "VLLM_WORKER_MULTIPROC_METHOD": "fork", "TMPDIR": "/elsewhere"}
@@ -67,3 +75,25 @@ def test_the_dry_run_prints_an_arms_env_before_its_command(tmp_path):
     assert lines["fork"].startswith("fork: VLLM_WORKER_MULTIPROC_METHOD=fork TMPDIR=/elsewhere ")
     assert "--mm-tensor-ipc direct_rpc" in lines["fork"]
     assert lines["plain"].startswith(f"plain: {VENV_PYTHON} ")
+
+
+def test_a_replicas_arms_env_reaches_each_replica_and_its_profiling_env(tmp_path):
+    arms, profiling = gpu_module("arms"), gpu_module("profiling")
+    replicas = arms.load(arms_file(tmp_path, FORK_ARM)).arms[2]
+    env = profiling.prepare(replicas, {"PATH": "/bin"}, tmp_path / "traces", tmp_path / "imports")
+    assert env == {"PATH": "/bin", "VLLM_WORKER_MULTIPROC_METHOD": "fork"}
+
+
+def test_the_dry_run_prints_a_replicas_arms_env_before_the_planned_argv(tmp_path):
+    done = subprocess.run(
+        [str(VENV_PYTHON), "bench/gpu/bench.py", str(arms_file(tmp_path, FORK_ARM)), "--dry-run"],
+        cwd=REPO_ROOT,
+        env=plain_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("r3fork:")]
+    assert line.startswith("r3fork: 3 x (VLLM_WORKER_MULTIPROC_METHOD=fork the argv of each replica the recipe plans")
+    assert "--load-format dummy --mm-tensor-ipc direct_rpc" in line

@@ -41,6 +41,7 @@
     py_spy_flags = ["--idle", "--gil"]                     # with --py-spy: also idle samples, GIL holders only
     importtime = true             # each Python process of the replicas writes its own -X importtime file
     spy_start_s = 110             # with --py-spy: py-spy follows replica 1's start (--subprocesses --idle)
+    env = { VLLM_WORKER_MULTIPROC_METHOD = "fork" }   # added to each replica's environment (the plan's own over it)
 
 `torch_profile` gives every replica `--profiler-config` (traces under WORK/torch-profile/ARM, which stay on the
 machine) and VLLM_CUSTOM_SCOPES_FOR_PROFILING=1, POSTs /start_profile to replica 1 `at_s` seconds after the run
@@ -144,6 +145,7 @@ class ReplicasArm:
     py_spy_flags: tuple[str, ...] = ()
     importtime: bool = False
     spy_start_s: int = 0
+    env: tuple[tuple[str, str], ...] = ()
     kind: str = "replicas"
 
 

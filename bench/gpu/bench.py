@@ -258,6 +258,7 @@ def run_replicas(kit: Kit, arm: ReplicasArm) -> list[dict]:
                 "replicas": arm.replicas,
                 "mps": mps,
                 "serve_flags": list(arm.serve_flags),
+                "env": dict(arm.env),
                 "serve_argv": list(launches[0].argv),
                 "replicas_used": run.use,
                 "max_tokens": tokens,

@@ -33,9 +33,9 @@ START_RATE = 50  # samples a second of a start's py-spy: a start holds a dozen p
 
 
 def prepare(arm: ReplicasArm, env: dict[str, str], traces: Path, imports: Path) -> dict[str, str]:
-    """The replicas' environment with what the arm profiles added, and the folders its traces and import-time
-    files land in, emptied."""
-    env = dict(env)
+    """The replicas' environment with the arm's `env` and what the arm profiles added, and the folders its traces
+    and import-time files land in, emptied."""
+    env = dict(env) | dict(arm.env)
     for folder in (traces, imports):
         shutil.rmtree(folder, ignore_errors=True)
     if arm.torch_profile:

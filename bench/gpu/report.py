@@ -54,8 +54,7 @@ def dry_run(plan: ArmsFile, paths: commands.Paths) -> str:
         if isinstance(arm, Wipe):
             out.append("wipe: the machine's compile and kernel caches")
         elif isinstance(arm, RecipeArm):
-            prefix = "".join(f"{name}={shlex.quote(value)} " for name, value in arm.env)
-            out.append(f"{arm.name}: {prefix}{shell(commands.recipe_command(paths, bench, arm))}")
+            out.append(f"{arm.name}: {assignments(arm.env)}{shell(commands.recipe_command(paths, bench, arm))}")
         elif isinstance(arm, HandArm):
             out.append(f"{arm.name}: {shell(commands.hand_command(paths, bench, arm))}")
         elif isinstance(arm, ReplicasArm):
@@ -64,7 +63,7 @@ def dry_run(plan: ArmsFile, paths: commands.Paths) -> str:
                 serve = f"the argv of each replica the recipe plans: {shell(commands.plan_command(paths, bench, arm))}"
             else:
                 serve = shell(commands.replica_command(paths, bench, arm))
-            out.append(f"{arm.name}: {arm.replicas} x ({serve}), started {arm.start}{mps}")
+            out.append(f"{arm.name}: {arm.replicas} x ({assignments(arm.env)}{serve}), started {arm.start}{mps}")
             if arm.torch_profile:
                 window = arm.torch_profile
                 out.append(
@@ -80,6 +79,11 @@ def dry_run(plan: ArmsFile, paths: commands.Paths) -> str:
         raise SystemExit(f"{plan.path}: no recipe {missing} in {paths.root}")
     image.check()
     return "\n".join(out)
+
+
+def assignments(env: tuple[tuple[str, str], ...]) -> str:
+    """An arm's env as the shell would set it before a command."""
+    return "".join(f"{name}={shlex.quote(value)} " for name, value in env)
 
 
 def shell(words: list[str]) -> str:
