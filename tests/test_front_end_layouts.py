@@ -1,0 +1,47 @@
+"""bench/front_end_cpu.py's server layouts: how the pixel tensors reach the engine core (`+shm`: torch_shm) and how
+the engine core starts (`+fork`), read from the command line into the `vllm serve` command and environment the
+bench starts, with vLLM's own refusal (torch_shm only with a spawned engine core) said before any server starts."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.testbed.env import REPO_ROOT
+
+
+@pytest.fixture(scope="module")
+def front_end():
+    sys.path.insert(0, str(REPO_ROOT / "bench"))
+    try:
+        yield importlib.import_module("front_end_cpu")
+    finally:
+        sys.path.remove(str(REPO_ROOT / "bench"))
+
+
+def test_a_layout_names_its_hand_off_and_its_start(front_end):
+    assert front_end.layout_of("2x1") == front_end.Layout(2, 1)
+    assert front_end.layout_of("2x1+shm").name == "api2-renderer1-shm"
+    assert front_end.layout_of("1x2+fork").name == "api1-renderer2-fork"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [("2x1+shm+fork", "refuses torch_shm unless the engine core is spawned"), ("2x1+gpu", "+shm and +fork only")],
+)
+def test_a_layout_vllm_would_refuse_or_the_bench_cannot_read_stops_the_bench(front_end, spec, message):
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        front_end.layout_of(spec)
+
+
+def test_the_serve_command_sends_tensors_and_starts_the_engine_core_as_the_layout_says(front_end):
+    pages = Path("/pages")
+    shm, shm_env = front_end.serve_command(Path("/m"), 9, pages, front_end.layout_of("2x1+shm"))
+    fork, fork_env = front_end.serve_command(Path("/m"), 9, pages, front_end.layout_of("2x2+fork"))
+    assert shm[-2:] == ["--mm-tensor-ipc", "torch_shm"] and shm_env == {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+    assert "--mm-tensor-ipc" not in fork and fork_env == {"VLLM_WORKER_MULTIPROC_METHOD": "fork"}
+    assert fork[fork.index("--api-server-count") + 1] == "2" and fork[fork.index("--renderer-num-workers") + 1] == "2"
