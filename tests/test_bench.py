@@ -92,6 +92,12 @@ def run_bench(arms: str, out: Path, work: Path, *flags: str, **env: str) -> subp
     return subprocess.run(command, cwd=REPO_ROOT, env=plain_env(**env), capture_output=True, text=True, timeout=1500)
 
 
+def dry_run(arms: Path | str, **env: str) -> subprocess.CompletedProcess:
+    """bench.py --dry-run of an arms file: it checks the file and prints each arm's commands."""
+    command = [str(VENV_PYTHON), "bench/gpu/bench.py", str(arms), "--dry-run"]
+    return subprocess.run(command, cwd=REPO_ROOT, env=plain_env(**env), capture_output=True, text=True, timeout=60)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -270,14 +276,7 @@ def test_a_second_arms_file_in_the_same_work_folder_starts_from_empty_outputs(tm
 
 @pytest.mark.parametrize("arms", sorted((REPO_ROOT / "bench" / "gpu" / "arms").glob("*.toml")), ids=lambda p: p.stem)
 def test_every_shipped_arms_file_reads_and_names_recipes_that_exist(arms):
-    done = subprocess.run(
-        [str(VENV_PYTHON), "bench/gpu/bench.py", str(arms), "--dry-run"],
-        cwd=REPO_ROOT,
-        env=plain_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = dry_run(str(arms))
     assert done.returncode == 0, done.stderr
     assert "--load-format dummy" in done.stdout
 
@@ -294,14 +293,7 @@ def gpu_module(name: str):
 def test_the_profile_arms_file_profiles_replica_one_with_encoder_graphs_and_two_replicas():
     """arms/profile.toml as the dry run reads it: the profiled arm's replicas get --profiler-config, the encoder
     graph arms their budgets, and a two-replica arm is there."""
-    done = subprocess.run(
-        [str(VENV_PYTHON), "bench/gpu/bench.py", "bench/gpu/arms/profile.toml", "--dry-run"],
-        cwd=REPO_ROOT,
-        env=plain_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = dry_run("bench/gpu/arms/profile.toml")
     assert done.returncode == 0, done.stderr
     arms = {line.split(":")[0]: line for line in done.stdout.splitlines() if not line.startswith(" ")}
     assert "--profiler-config" in arms["base"] and "--profiler-config" not in arms["enc"]
@@ -353,14 +345,7 @@ def test_an_arms_file_with_an_unknown_key_is_refused_with_the_keys_it_takes(tmp_
     """A typo must not silently measure the defaults."""
     arms = tmp_path / "typo.toml"
     arms.write_text('[[arm]]\nname = "base"\nrecipe = "lighton-ocr3-saturate.py"\nserve_flag = ["--x"]\n')
-    done = subprocess.run(
-        [str(VENV_PYTHON), "bench/gpu/bench.py", str(arms), "--dry-run"],
-        cwd=REPO_ROOT,
-        env=plain_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = dry_run(str(arms))
     assert done.returncode == 2
     assert "unknown key(s) ['serve_flag']" in done.stderr and "serve_flags" in done.stderr
 
@@ -443,8 +428,7 @@ def test_the_bench_servers_ports_move_with_bench_port_base(tmp_path):
         '[[arm]]\nkind = "replicas"\nname = "r"\nreplicas = 2\nplan = false\n'
         'runs = [{ name = "a", pages = 8, use = 2 }]\n'
     )
-    command = [str(VENV_PYTHON), "bench/gpu/bench.py", str(arms), "--dry-run"]
-    done = subprocess.run(command, cwd=REPO_ROOT, env=plain_env(BENCH_PORT_BASE="9700"), capture_output=True, text=True)
+    done = dry_run(arms, BENCH_PORT_BASE="9700")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "--server http://127.0.0.1:9710 " in done.stdout
     assert "--server http://127.0.0.1:9703 " in done.stdout

@@ -6,13 +6,12 @@ with an env is not the recipe's defaults."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.test_bench import gpu_module, plain_env
-from tests.testbed.env import REPO_ROOT, VENV_PYTHON
+from tests.test_bench import dry_run, gpu_module
+from tests.testbed.env import VENV_PYTHON
 
 FORK_ARM = """
 [[arm]]
@@ -62,14 +61,7 @@ def test_an_env_that_is_not_a_table_of_strings_is_refused(tmp_path, env):
 
 
 def test_the_dry_run_prints_an_arms_env_before_its_command(tmp_path):
-    done = subprocess.run(
-        [str(VENV_PYTHON), "bench/gpu/bench.py", str(arms_file(tmp_path, FORK_ARM)), "--dry-run"],
-        cwd=REPO_ROOT,
-        env=plain_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = dry_run(arms_file(tmp_path, FORK_ARM))
     assert done.returncode == 0, done.stderr
     lines = {line.split(":")[0]: line for line in done.stdout.splitlines() if not line.startswith(" ")}
     assert lines["fork"].startswith("fork: VLLM_WORKER_MULTIPROC_METHOD=fork TMPDIR=/elsewhere ")
@@ -85,14 +77,7 @@ def test_a_replicas_arms_env_reaches_each_replica_and_its_profiling_env(tmp_path
 
 
 def test_the_dry_run_prints_a_replicas_arms_env_before_the_planned_argv(tmp_path):
-    done = subprocess.run(
-        [str(VENV_PYTHON), "bench/gpu/bench.py", str(arms_file(tmp_path, FORK_ARM)), "--dry-run"],
-        cwd=REPO_ROOT,
-        env=plain_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = dry_run(arms_file(tmp_path, FORK_ARM))
     assert done.returncode == 0, done.stderr
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("r3fork:")]
     assert line.startswith("r3fork: 3 x (VLLM_WORKER_MULTIPROC_METHOD=fork the argv of each replica the recipe plans")
