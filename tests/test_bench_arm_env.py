@@ -82,3 +82,10 @@ def test_the_dry_run_prints_a_replicas_arms_env_before_the_planned_argv(tmp_path
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("r3fork:")]
     assert line.startswith("r3fork: 3 x (VLLM_WORKER_MULTIPROC_METHOD=fork the argv of each replica the recipe plans")
     assert "--load-format dummy --mm-tensor-ipc direct_rpc" in line
+
+
+def test_the_results_file_keeps_an_arms_env_with_its_meaning():
+    results = gpu_module("results")
+    fork = {"env": {"VLLM_WORKER_MULTIPROC_METHOD": "fork"}, "summary": {}}
+    assert results.arm_of(fork)["env"] == {"VLLM_WORKER_MULTIPROC_METHOD": "fork"}
+    assert "env" in results.DEFINITIONS

@@ -4,8 +4,9 @@ figure means, and the full merged result of each arm one JSON line apiece beside
 Each arm of the file: `arm`, `recipe`, `shape`, `pages`, `defaults` (true when the arm ran the recipe's own engine
 settings), `sustained_pages_per_s`, `billed_pages_per_s`, `pages_per_s`, `gpu_util_sustained`, `mfu_sustained`,
 `cpu_per_page`, `ok`, `startup` (each spawned replica's start-up timeline), `engine_cache`, `cpu_sustained`,
-`engine_queues_sustained`, `sched_sustained`, `py_spy` (where the arm ran under it), and the core that ran (`core`:
-version and folder; a checkout's src/ has no installed version, so the version is pyproject.toml's, marked so).
+`engine_queues_sustained`, `sched_sustained`, `py_spy` (where the arm ran under it), `env` (what the arm added to
+the environment), and the core that ran (`core`: version and folder; a checkout's src/ has no installed version, so
+the version is pyproject.toml's, marked so).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ FIELDS = (
     "machine_cpu_sustained",
     "py_spy",
     "pinned",
+    "env",
     "same_text_as_reference",
 )
 DEFINITIONS = {
@@ -61,6 +63,8 @@ DEFINITIONS = {
     "distributed init), load, compile, warmup (vLLM's initial profiling/warmup run), "
     "kv_cache_and_graphs, api_up; waited_s before its launch (the core's start-up log reader)",
     "engine_cache": "--engine-cache's key, outcome (hit, miss or off), notes and bytes loaded and written",
+    "env": "the variables the arm added to the recipe's or its replicas' environment (arms.py's env); empty or null "
+    "where none",
     "cpu_per_page": "core-seconds per page over the sustained interval (each role's cores there over the sustained "
     "pages/s), in all and by role (client: the recipe or driver and its helpers; api_server; engine_core; other: "
     "the vllm serve parents and the rest), and cpu_ceiling_projection: a PROJECTION, not a measurement, of the pages/s "
