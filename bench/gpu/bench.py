@@ -201,7 +201,7 @@ def run_recipe(kit: Kit, arm: RecipeArm) -> list[dict]:
     tokens = commands.tokens_of(kit.plan.bench, arm.tokens)
     extra = {"recipe": arm.recipe, "shape": arm.shape, "defaults": arm.defaults, "setting": arm.name}
     extra |= {"serve_flags": commands.recipe_serve_flags(arm), "recipe_flags": list(arm.recipe_flags)}
-    extra |= {"env": dict(arm.env)} if arm.env else {}
+    extra |= {"env": dict(arm.env)}
     return [finish(kit, arm.name, spec, arm.shape, tokens, extra | {"max_tokens": tokens}, logs)]
 
 

@@ -46,9 +46,6 @@ def summarize(text: str, top: int = 20) -> dict:
     rows = parse(text)
     cmdline = next((line[len(CMDLINE) :] for line in text.splitlines() if line.startswith(CMDLINE)), None)
     top_level = [(cum, name) for _, cum, level, name in rows if level == 0]
-    packages: Counter[str] = Counter()
-    for own, _, _, name in rows:
-        packages[name.split(".")[0]] += own
 
     def seconds(pairs: list[tuple[int, str]]) -> list[list]:
         return [[name, round(us / 1e6, 3)] for us, name in pairs]
@@ -60,8 +57,16 @@ def summarize(text: str, top: int = 20) -> dict:
         "top_level_cumulative_s": seconds(sorted(top_level, reverse=True)[:top]),
         "slowest_cumulative_any_level_s": seconds(sorted(((c, n) for _, c, _, n in rows), reverse=True)[:top]),
         "slowest_self_s": seconds(sorted(((s, n) for s, _, _, n in rows), reverse=True)[:top]),
-        "by_package_s": [[name, round(us / 1e6, 3)] for name, us in packages.most_common(top)],
+        "by_package_s": by_package([(own, name) for own, _, _, name in rows], top),
     }
+
+
+def by_package(own_times: list[tuple[int, str]], top: int) -> list[list]:
+    """Own time (microseconds in, seconds out) added up by each module's top package, largest first."""
+    packages: Counter[str] = Counter()
+    for own, name in own_times:
+        packages[name.split(".")[0]] += own
+    return [[name, round(us / 1e6, 3)] for name, us in packages.most_common(top)]
 
 
 def beyond(text: str, baseline: str, top: int = 20) -> dict:
@@ -69,14 +74,11 @@ def beyond(text: str, baseline: str, top: int = 20) -> dict:
     their own time by top package; seconds."""
     known = {name for _, _, _, name in parse(baseline)}
     extra = [(own, name) for own, _, _, name in parse(text) if name not in known]
-    packages: Counter[str] = Counter()
-    for own, name in extra:
-        packages[name.split(".")[0]] += own
     return {
         "modules": len(extra),
         "own_s": round(sum(own for own, _ in extra) / 1e6, 3),
         "slowest_self_s": [[name, round(us / 1e6, 3)] for us, name in sorted(extra, reverse=True)[:top]],
-        "by_package_s": [[name, round(us / 1e6, 3)] for name, us in packages.most_common(top)],
+        "by_package_s": by_package(extra, top),
     }
 
 
