@@ -16,11 +16,18 @@ from tests.testbed.env import REPO_ROOT
 
 @pytest.fixture(scope="module")
 def front_end():
+    """bench/front_end_cpu.py imports its siblings by plain name and `bench.gpu` as a package; a test worker that
+    imported bench/gpu/bench.py as `bench` first holds that name, so it is set aside while this module loads."""
+    shadow = sys.modules.get("bench")
+    if shadow is not None and not hasattr(shadow, "__path__"):
+        del sys.modules["bench"]
     sys.path.insert(0, str(REPO_ROOT / "bench"))
     try:
         yield importlib.import_module("front_end_cpu")
     finally:
         sys.path.remove(str(REPO_ROOT / "bench"))
+        if shadow is not None and not hasattr(shadow, "__path__"):
+            sys.modules["bench"] = shadow
 
 
 def test_a_layout_names_its_hand_off_and_its_start(front_end):
