@@ -174,3 +174,19 @@ def test_a_gpu_bench_file_gives_the_vllm_it_names_at_its_top(tmp_path):
     (results / "gpu-2031-01-03.json").write_text(json.dumps(bench))
     (row,) = rows_of(results_index.render(results, tmp_path / "models.json"), "gpu-2031-01-03.json")
     assert row[2:6] == ["NVIDIA H100 80GB HBM3", "0.26.0", "Qwen3.5-0.8B", "base-a"]
+
+
+def test_an_arm_that_did_not_finish_says_so_beside_its_figures(tmp_path):
+    """A run the bench's budget cut short (`ok` false) keeps its partial figures, ramp included; its row read like a
+    finished run's at 7.30 pages/s."""
+    shutil.copy(ROOT / "models.json", tmp_path / "models.json")
+    results = tmp_path / "results"
+    results.mkdir()
+    bench = {"date": "2031-01-04", "machine": "NVIDIA H100 80GB HBM3", "vllm": "0.26.0"}
+    bench["arms"] = [
+        {"arm": "fork-a", "shape": "qwen3_5", "ok": True, "pages": 2048, "sustained_pages_per_s": 12.8},
+        {"arm": "base3-a", "shape": "qwen3_5", "ok": False, "pages": 398, "sustained_pages_per_s": 7.3},
+    ]
+    (results / "gpu-2031-01-04.json").write_text(json.dumps(bench))
+    rows = rows_of(results_index.render(results, tmp_path / "models.json"), "gpu-2031-01-04.json")
+    assert [row[5] for row in rows] == ["fork-a", "base3-a (did not finish)"]

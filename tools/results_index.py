@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 MODELS_JSON = ROOT / "models.json"
 MISSING = "-"
+# Beside the name of an arm whose run ended early (`ok` false): its figures are partial, its ramp included.
+UNFINISHED = " (did not finish)"
 # A dict holding one of these is one arm: a measured configuration.
 RATE_KEYS = ("sustained_pages_per_s", "pages_per_s", "pages_per_s_inference")
 # Subtrees that restate, define or judge figures measured elsewhere in the file, never an arm of their own.
@@ -56,7 +58,8 @@ inference. *core-s/page* is the CPU the arm's processes used over the sustained 
 *work* where the file holds it, else per sustained page, in all and by role: the recipe's client, the API servers,
 the engine cores, other (the bench's `cpu_per_page`); *h200 CPU ceiling (proj.)* is a projection, not a
 measurement: the pages/s the h200 flavor's 23 vCPUs would feed at that CPU per page, a busy vCPU counted as 0.75 of
-a core. A field the file does not hold shows as "-".
+a core. A field the file does not hold shows as "-"; an arm whose run ended early (the bench's budget or timeout) is
+marked "(did not finish)", its figures partial.
 """
 
 
@@ -241,7 +244,7 @@ def index_rows(path: Path) -> list[Arm]:
         Arm(
             **common,
             shape=shape_of(arm.get("shape"), arm_name(where, arm), *file_shape),
-            arm=arm_name(where, arm),
+            arm=arm_name(where, arm) + ("" if arm.get("ok") is not False else UNFINISHED),
             pages=figure(arm.get("pages", leading_count(data.get("pages")))),
             pages_per_s=figure(arm.get("pages_per_s", arm.get("pages_per_s_inference"))),
             sustained=figure(arm.get("sustained_pages_per_s")),
