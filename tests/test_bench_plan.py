@@ -20,7 +20,7 @@ H200_MIB = 143771
 SITE = """
 from ocr_core.planning import installed, machine
 
-H200 = machine.Machine((machine.Gpu("0", "NVIDIA H200", {mib}),), 16, 64 * 1024**3)
+H200 = machine.Machine((machine.Gpu("0", "NVIDIA H200", {mib}),), 16)
 VERSIONS = {{"vllm": "0.26.0", "torch": "2.9.0", "triton": "3.5.0"}}
 machine.detect_machine = lambda: H200
 installed.served_versions = lambda: dict(VERSIONS)

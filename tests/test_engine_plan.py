@@ -26,7 +26,7 @@ from ocr_models import model_module
 from tests.testbed.handles import fingerprint_of
 
 H200 = Gpu("0", "NVIDIA H200", 143771)
-MACHINE = Machine((H200,), 23, 64 * 1024**3)
+MACHINE = Machine((H200,), 23)
 VERSIONS = {"vllm": "0.26.0", "torch": "2.11.0", "triton": "3.5.0"}
 SCRIPT = "lighton-ocr3-saturate.py"
 FACTS = model_module("lighton_ocr3").FACTS

@@ -20,7 +20,7 @@ from tests.testbed.recipes import run_entry
 
 PAGE_FILES = "each image, each TIFF frame and each PDF page"
 
-H200 = machine.Machine((machine.Gpu("0", "NVIDIA H200", 143771),), 16, 64 * 1024**3)
+H200 = machine.Machine((machine.Gpu("0", "NVIDIA H200", 143771),), 16)
 VERSIONS = {"vllm": "0.26.0", "torch": "2.9.0", "triton": "3.5.0"}
 PDF = REPO_ROOT / "samples" / "pdf" / "sample-pages.pdf"
 INPUTS = {"offline": "./samples/pages", "server": str(PDF), "saturate": "someone/scans"}

@@ -19,7 +19,7 @@ from tests.testbed.env import REPO_ROOT
 from tests.testbed.fake_server import fake_server
 from tests.testbed.recipes import model_facts, run_entry
 
-H100 = Machine((Gpu("0", "NVIDIA H100 80GB HBM3", 81559),), 16, 64 << 30)
+H100 = Machine((Gpu("0", "NVIDIA H100 80GB HBM3", 81559),), 16)
 VERSIONS = {"vllm": "0.22.1", "torch": "2.9.0", "triton": "3.5.0"}
 SAMPLES = REPO_ROOT / "samples" / "dataset"
 

@@ -25,7 +25,7 @@ from ocr_models import model_module
 from tests.testbed.handles import fingerprint_of
 
 H200 = Gpu("0", "NVIDIA H200", 143771)
-MACHINE = Machine((H200,), 23, 64 * 1024**3)
+MACHINE = Machine((H200,), 23)
 LIGHTON = model_module("lighton_ocr3").FACTS
 OVIS = model_module("ovis_ocr2").FACTS
 NANONETS = model_module("nanonets_ocr2").FACTS

@@ -99,11 +99,11 @@ def script_facts(path: str) -> Any:
 
 
 def h200_plan(facts: Any, version: str) -> Any:
-    """The machine plan (a ScalePlan) for a recipe's FACTS on HF's h200 flavor (23 cores, one H200, room in
-    /dev/shm) under this vLLM release."""
-    from ocr_core.planning.scale import GIB, Gpu, Machine, memory_utilization, plan_scale
+    """The machine plan (a ScalePlan) for a recipe's FACTS on HF's h200 flavor (23 cores, one H200)
+    under this vLLM release."""
+    from ocr_core.planning.scale import Gpu, Machine, memory_utilization, plan_scale
 
-    machine = Machine((Gpu("0", "NVIDIA H200", 143771),), 23, 64 * GIB)
+    machine = Machine((Gpu("0", "NVIDIA H200", 143771),), 23)
     return plan_scale(
         machine, facts.params_b, memory_utilization(facts.serve_args), vllm_version=version,
         model_flags=facts.serve_args,
@@ -122,7 +122,7 @@ def plan_check(facts: Any, model_dir: str, version: str) -> dict[str, Any]:
     try:
         parsed = parse_serve(argv)
         parsed.model = model_dir  # what `vllm serve` does with its positional model
-        if any(flag in plan.serve_args() for flag in ("--renderer-num-workers", "--mm-tensor-ipc")):
+        if "--renderer-num-workers" in plan.serve_args():
             EngineArgs.from_cli_args(parsed).create_model_config()
     except Exception as exc:
         result.update(ok=False, error=f"{type(exc).__name__}: {exc}")

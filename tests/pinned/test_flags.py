@@ -59,13 +59,13 @@ def test_serve_flags_and_engine_kwargs_parse_on_the_pinned_vllm(module, pinned_m
     assert report["engine"]["error"] is None, report["engine"]["error"]
 
 
-# The front-end flags the machine plan gives each recipe on HF's h200 flavor, by the pinned release: 0.22.1 and
-# 0.30.0 parse them (OvisOCR2 turns the processor cache off, which 0.22.1 needs for renderer threads; 0.30.0 runs
-# the image processor on a thread of its own, so LightOn gets no renderer threads); Nanonets' 0.10.2 and HPD's
-# 0.17.1 base parse neither, so none is passed.
+# The version-gated front-end flag the machine plan gives each recipe on HF's h200 flavor, by the pinned release:
+# 0.22.1 and 0.30.0 parse --renderer-num-workers, and OvisOCR2 on 0.22.1 gets it (it turns the processor cache off,
+# which 0.22.1 needs for renderer threads); 0.30.0 runs the image processor on a thread of its own, so LightOn gets
+# none; Nanonets' 0.10.2 and HPD's 0.17.1 base do not parse it, so it is not passed.
 PLANNED_FRONT_END = {
-    "lighton_ocr3": ["--mm-tensor-ipc"],
-    "ovis_ocr2": ["--renderer-num-workers", "--mm-tensor-ipc"],
+    "lighton_ocr3": [],
+    "ovis_ocr2": ["--renderer-num-workers"],
     "nanonets_ocr2": [],
     "hpd_parsing": [],
 }

@@ -65,7 +65,6 @@ def plan_document(facts: ModelFacts, script_path: Path, mode: str, settings: Set
         "machine": {
             "gpus": [{"device": gpu.device, "name": gpu.name, "memory_mib": gpu.memory_mib} for gpu in found.gpus],
             "cpus": found.cpus,
-            "shm_bytes": found.shm_bytes,
             "vllm": plan.versions.get("vllm"),
         },
     }

@@ -1,15 +1,21 @@
-"""How one replica's front end is sized: its API server processes, the renderer threads in each, and how pixels
-reach the engine, each only where the vLLM that runs parses the flag and where it paid on an H200.
+"""How one replica's front end is sized: its API server processes, the renderer threads in each and its step size,
+each only where the vLLM that runs parses the flag and where it paid on an H200.
 
 Every API server process of a `vllm serve` decodes pages and runs the HF image processor on a pool of
 `--renderer-num-workers` threads, one by default. With one thread per process one replica fed its engine 9.6
 pages/s (1 output token, 1540 x 2000 pages, Qwen3.5-0.8B shape, H200, vLLM 0.26) while 384 pages waited and the
 machine's 16 cores were three-quarters idle; 4 threads per process gave 19.5 (2026-12-02). A process with several
 threads still holds the GIL between the native calls: the busiest one used 1.65 cores, so the plan counts each API
-server as API_SERVER_CORES and adds processes, not threads, while cores remain. `--mm-tensor-ipc torch_shm` hands
-the float32 pixel tensors (about 73 MB a page) to the engine core through shared memory rather than pickled over
-its socket, and `--max-num-batched-tokens 32768` lets a step take several pages' prefill: together with 2 threads
-they lifted the 800-token rate of one replica from 5.7 to 10.0 pages/s (2026-12-02).
+server as API_SERVER_CORES and adds processes, not threads, while cores remain. `--max-num-batched-tokens 32768`
+lets a step take several pages' prefill: with 2 threads and the pixels through shared memory it lifted the
+800-token rate of one replica from 5.7 to 10.0 pages/s (2026-12-02).
+
+The pixel tensors (about 73 MB a page in float32) stay on vLLM's own path, its engine socket: `--mm-tensor-ipc
+torch_shm` ran within the noise of it on an H200 (1.02x, one replica) and cost the API servers CPU, 0.222
+core-seconds a page against 0.169 on 0.30's CPU build; on an H100 the plan's three replicas with the socket (and a
+forked engine core) spent 0.167 and 0.304 in their API servers against 0.287-0.423 with torch_shm in the runs
+beside them, at a rate inside the lease's noise (bench/results/h100-start-window-2026-12-06.json). It also needs
+room in /dev/shm (a container's 64 MB fails requests) and refuses a forked engine core.
 
 With this plan on one H200 (16 cores: 3 replicas of 2 API servers x 2 threads) LightOnOCR-3 ran 13.99-16.82
 pages/s and OvisOCR2 13.92 at 800 tokens (bench/results/h200-frontend-2026-12-02.json, h200-late-2026-12-02.json).
@@ -17,16 +23,15 @@ Over the sustained interval the tree used 11.2 of the 16 cores (API servers 0.63
 each) with the GPU 89-92 % busy; a third API server per replica or a fourth replica moved the rate by 0-2 %. So the
 plan's core counts hold, and what bounds these replicas is the GPU's busy time per page, not their front end.
 
-Which release parses what was read from each pin's own parser in the pinned test tier (tests/pinned): 0.22.1,
-0.26.0 and 0.30.0 have both flags, 0.17.1 and 0.10.2 neither. Before 0.30.0 vLLM refuses more than one renderer
-thread while the multimodal processor cache is on (`--mm-processor-cache-gb` above 0, its default): the cache is
-not thread-safe there. From 0.30.0 an API server runs the HF image processor on a single-thread executor of its own
-(vllm/renderers/base.py, `_mm_executor`), and the renderer threads tokenise, detokenise and render the chat template:
-on 0.30's CPU build a second thread added 16 % to the API server's CPU a page and took no work off that executor,
-so the plan gives 0.30 and later no renderer threads. The API server counts above, measured on 0.26, stand until a
-0.30 engine runs on a GPU machine. `--mm-processor-device` (0.30.0, the HF processor on the GPU) is not passed: it
-could not be measured here (the H200 image's torch 2.11 cannot run 0.30.0), and an unmeasured flag does not go into
-a paid job.
+Which release parses `--renderer-num-workers` was read from each pin's own parser in the pinned test tier
+(tests/pinned): 0.22.1, 0.26.0 and 0.30.0 do, 0.17.1 and 0.10.2 do not. Before 0.30.0 vLLM refuses more than one
+renderer thread while the multimodal processor cache is on (`--mm-processor-cache-gb` above 0, its default): the cache
+is not thread-safe there. From 0.30.0 an API server runs the HF image processor on a single-thread executor of its own
+(vllm/renderers/base.py, `_mm_executor`), and the renderer threads tokenise, detokenise and render the chat template: on
+0.30's CPU build a second thread added 16 % to the API server's CPU a page and took no work off that executor, so the
+plan gives 0.30 and later no renderer threads. The API server counts above, measured on 0.26, stand until a 0.30 engine
+runs on a GPU machine. `--mm-processor-device` (0.30.0, the HF processor on the GPU) is not passed: it could not be
+measured here (the H200 image's torch 2.11 cannot run 0.30.0), and an unmeasured flag does not go into a paid job.
 """
 
 from __future__ import annotations
@@ -40,7 +45,6 @@ from .serve_flags import flag_value
 
 # The oldest of the pinned releases whose parser takes each flag (a release between two pins counts as the older).
 RENDERER_WORKERS_SINCE = (0, 22, 1)
-TENSOR_IPC_SINCE = (0, 22, 1)
 # From this release an API server runs the image processor on one thread of its own, so renderer threads do not
 # parallelise it: on the CPU build a second one cost 16 % more API-server CPU a page (0.168 to 0.194 core-s, the
 # busiest thread 79-81 % of the process either way; bench/results/front-end-cpu-vllm-0.30-2026-12-06.json).
@@ -62,20 +66,15 @@ LARGE_GPU_BATCHED_TOKENS = 32768
 SMALL_MODEL_B = 1.0
 # What the larger step adds to a replica's memory beside its KV cache (the profile run's activations).
 LARGE_BATCH_EXTRA_GIB = 4.0
-# Shared memory the pixel tensors of the pages in flight may fill per replica: with less, the plan keeps vLLM's
-# socket path (a container's /dev/shm is often 64 MB, and a full one fails requests).
-SHM_PER_REPLICA_GIB = 8.0
-GIB = 1024**3
 
 
 @dataclass(frozen=True)
 class FrontEnd:
-    """One replica's front end: API server processes, renderer threads in each, the pixel path and the step size.
-    `renderer_workers` 1 and `tensor_ipc` False are vLLM's defaults, which pass no flag."""
+    """One replica's front end: API server processes, renderer threads in each and the step size. `renderer_workers`
+    1 is vLLM's default, which passes no flag."""
 
     api_servers: int
     renderer_workers: int = 1
-    tensor_ipc: bool = False
     batched_tokens: int | None = None
 
     def serve_args(self) -> list[str]:
@@ -84,8 +83,6 @@ class FrontEnd:
             args += ["--api-server-count", str(self.api_servers)]
         if self.renderer_workers > 1:
             args += ["--renderer-num-workers", str(self.renderer_workers)]
-        if self.tensor_ipc:
-            args += ["--mm-tensor-ipc", "torch_shm"]
         if self.batched_tokens is not None:
             args += ["--max-num-batched-tokens", str(self.batched_tokens)]
         return args
@@ -99,8 +96,6 @@ class FrontEnd:
         parts = [f"{self.api_servers} API server(s) each"]
         if self.renderer_workers > 1:
             parts.append(f"{self.renderer_workers} renderer threads per API server")
-        if self.tensor_ipc:
-            parts.append("pixels through shared memory")
         if self.batched_tokens is not None:
             parts.append(f"{self.batched_tokens}-token steps")
         return ", ".join(parts)
@@ -109,17 +104,14 @@ class FrontEnd:
 @dataclass(frozen=True)
 class Engine:
     """What the front end depends on beside the cores: the vLLM release that runs, the model's own serve flags
-    (the processor cache, a step size of its own), whether the replicas share one engine (data parallel), the GPU
-    (fast: one front end cannot feed it; large: room for bigger steps), the model's size and the shared memory
-    free for this replica."""
+    (the processor cache, a step size of its own), the GPU (fast: one front end cannot feed it; large: room for
+    bigger steps) and the model's size."""
 
     vllm_version: str | None = None
     model_flags: Sequence[str] = ()
-    data_parallel: int = 1
     fast_gpu: bool = False
     large_gpu: bool = False
     params_b: float | None = None
-    shm_bytes: int | None = None
 
 
 def has(version: str | None, since: tuple[int, int, int]) -> bool:
@@ -151,18 +143,15 @@ def plan_front_end(cores: float, engine: Engine, api_servers: int | None = None)
 
     A slow GPU keeps vLLM's single API server and single thread: one front end outruns it. On a fast one, as many
     API servers as the cores hold (API_SERVER_CORES each, up to MAX_API_SERVERS), then renderer threads to fill
-    the cores each process has (CORES_PER_RENDERER_WORKER each), shared-memory pixels where the shared memory
-    holds them, and larger steps for a small model on a large GPU. `--api-server-count` (api_servers) overrides
-    the first count."""
+    the cores each process has (CORES_PER_RENDERER_WORKER each), and larger steps for a small model on a large GPU.
+    `--api-server-count` (api_servers) overrides the first count."""
     if not engine.fast_gpu:
         return FrontEnd(api_servers or 1)
     servers = api_servers or max(1, min(MAX_API_SERVERS, math.floor(cores / API_SERVER_CORES)))
     workers = 1
     if renderer_workers_help(engine) and cores >= servers * API_SERVER_CORES:
         workers = max(2, min(MAX_RENDERER_WORKERS, math.floor(cores / servers / CORES_PER_RENDERER_WORKER)))
-    shm_room = engine.shm_bytes is not None and engine.shm_bytes >= SHM_PER_REPLICA_GIB * GIB
-    tensor_ipc = has(engine.vllm_version, TENSOR_IPC_SINCE) and engine.data_parallel == 1 and shm_room
     own_step = flag_value(engine.model_flags, "--max-num-batched-tokens") is not None
     small = engine.params_b is not None and engine.params_b <= SMALL_MODEL_B
     batched = LARGE_GPU_BATCHED_TOKENS if engine.large_gpu and small and not own_step else None
-    return FrontEnd(servers, workers, tensor_ipc, batched)
+    return FrontEnd(servers, workers, batched)

@@ -22,27 +22,16 @@ class Gpu:
 
 @dataclass(frozen=True)
 class Machine:
-    """The GPUs the job sees, the CPU cores it may use (cpus.py) and the shared memory free (/dev/shm; None:
-    unknown)."""
+    """The GPUs the job sees and the CPU cores it may use (cpus.py)."""
 
     gpus: tuple[Gpu, ...]
     cpus: int
-    shm_bytes: int | None = None
 
 
 def detect_machine() -> Machine:
-    """The GPUs nvidia-smi reports, limited to CUDA_VISIBLE_DEVICES, the CPU cores this job may use and the shared
-    memory free."""
+    """The GPUs nvidia-smi reports, limited to CUDA_VISIBLE_DEVICES, and the CPU cores this job may use."""
     gpus = visible_gpus(listed_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))
-    return Machine(gpus, job_cpus(), shared_memory_free())
-
-
-def shared_memory_free(path: str = "/dev/shm") -> int | None:
-    try:
-        stats = os.statvfs(path)
-    except OSError:
-        return None
-    return stats.f_bavail * stats.f_frsize
+    return Machine(gpus, job_cpus())
 
 
 def listed_gpus() -> list[Gpu]:

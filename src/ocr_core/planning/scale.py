@@ -75,9 +75,9 @@ NON_KV_GIB = 6.0
 SERVE_BATCHED_TOKENS = 8192
 GIB = 1024**3
 # Memory that the plan turns into flags is counted in whole GiB, rounded down after a quarter GiB of slack: identical
-# jobs on nodes of one kind see a few MiB apart (memory.total 143771 and 143765 MiB on two H200s; /dev/shm free, less
-# whatever another process holds there), and the engine cache's key holds the flags, so a node seeing a little less
-# would start cold. The slack keeps a size of a whole number of GiB (an A100's 81920 MiB, an 8 GiB /dev/shm) at it.
+# jobs on nodes of one kind see a few MiB apart (memory.total 143771 and 143765 MiB on two H200s), and the engine
+# cache's key holds the flags, so a node seeing a little less would start cold. The slack keeps a size of a whole
+# number of GiB (an A100's 81920 MiB) at it.
 STEADY_SLACK_BYTES = GIB // 4
 # vLLM's larger scheduler defaults apply from this much GPU memory (70 GiB).
 LARGE_GPU_MIB = 70 * 1024
@@ -226,8 +226,7 @@ def front_end_cores(cpus: int, replicas: int) -> float:
 def replica_engine(
     machine: Machine, replicas: int, vllm_version: str | None, model_flags: Sequence[str], params_b: float | None
 ) -> Engine:
-    """What a replica's front end depends on beside its cores: the vLLM, the model's flags and size, the GPU, its
-    share of the shared memory."""
+    """What a replica's front end depends on beside its cores: the vLLM, the model's flags and size, the GPU."""
     gpu = machine.gpus[0] if machine.gpus else None
     return Engine(
         vllm_version=vllm_version,
@@ -235,7 +234,6 @@ def replica_engine(
         fast_gpu=gpu is not None and fast_gpu(gpu.name),
         large_gpu=gpu is not None and gpu.memory_mib >= LARGE_GPU_MIB,
         params_b=params_b,
-        shm_bytes=steady_gib(machine.shm_bytes // replicas) * GIB if machine.shm_bytes is not None else None,
     )
 
 
