@@ -1,5 +1,5 @@
-"""The machine a job runs on, as the plan sees it: the GPUs it may use, the CPU cores it may really run on, the
-shared memory free. Read once, before the plan is made; the plan itself (scale.py) is a pure function of it."""
+"""The machine a job runs on, as the plan sees it: the GPUs it may use and the CPU cores it may really run on. Read
+once, before the plan is made; the plan itself (scale.py) is a pure function of it."""
 
 from __future__ import annotations
 
