@@ -101,8 +101,7 @@ def test_renderer_threads_only_where_they_parallelise_the_image_processor():
         assert plan_front_end(6.0, newer).renderer_workers == 1
 
 
-@pytest.mark.parametrize("version", list(PARSES_FRONT_END_FLAGS))
-def test_the_plan_leaves_the_pixels_on_vllms_socket(version):
+def test_the_plan_leaves_the_pixels_on_vllms_socket():
     """`--mm-tensor-ipc torch_shm` ran within the noise of vLLM's socket on an H200 (1.02x) and cost the API servers
     CPU: on 0.30's CPU build 0.222 core-seconds a page against 0.169; on an H100 the plan's replicas with the socket
     spent 0.167 and 0.304 against 0.287-0.423 for torch_shm in the runs beside them. It also needs /dev/shm room
@@ -112,10 +111,11 @@ def test_the_plan_leaves_the_pixels_on_vllms_socket(version):
             plan = flavor_plan(flavor, module)
             assert "--mm-tensor-ipc" not in plan.serve_args(), (flavor, module, plan.serve_args())
             assert "shared memory" not in plan.describe()
-    for gpus in (1, 2):
-        machine = Machine(tuple(Gpu(str(index), H200.name, H200.memory_mib) for index in range(gpus)), 23)
-        plan = plan_scale(machine, 0.8, vllm_version=version, data_parallel=gpus if gpus > 1 else None)
-        assert "--mm-tensor-ipc" not in plan.serve_args(), (version, gpus, plan.serve_args())
+    for version in PARSES_FRONT_END_FLAGS:
+        for gpus in (1, 2):
+            machine = Machine(tuple(Gpu(str(index), H200.name, H200.memory_mib) for index in range(gpus)), 23)
+            plan = plan_scale(machine, 0.8, vllm_version=version, data_parallel=gpus if gpus > 1 else None)
+            assert "--mm-tensor-ipc" not in plan.serve_args(), (version, gpus, plan.serve_args())
 
 
 def test_larger_steps_only_for_a_small_model_on_a_large_gpu_without_its_own():

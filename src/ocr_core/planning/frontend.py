@@ -17,11 +17,12 @@ forked engine core) spent 0.167 and 0.304 in their API servers against 0.287-0.4
 beside them, at a rate inside the lease's noise (bench/results/h100-start-window-2026-12-06.json). It also needs
 room in /dev/shm (a container's 64 MB fails requests) and refuses a forked engine core.
 
-With this plan on one H200 (16 cores: 3 replicas of 2 API servers x 2 threads) LightOnOCR-3 ran 13.99-16.82
-pages/s and OvisOCR2 13.92 at 800 tokens (bench/results/h200-frontend-2026-12-02.json, h200-late-2026-12-02.json).
-Over the sustained interval the tree used 11.2 of the 16 cores (API servers 0.63-1.47 each, engine cores 1.39-1.49
-each) with the GPU 89-92 % busy; a third API server per replica or a fourth replica moved the rate by 0-2 %. So the
-plan's core counts hold, and what bounds these replicas is the GPU's busy time per page, not their front end.
+With this plan and the pixels through shared memory, on one H200 (16 cores: 3 replicas of 2 API servers x 2
+threads), LightOnOCR-3 ran 13.99-16.82 pages/s and OvisOCR2 13.92 at 800 tokens
+(bench/results/h200-frontend-2026-12-02.json, h200-late-2026-12-02.json). Over the sustained interval the tree used
+11.2 of the 16 cores (API servers 0.63-1.47 each, engine cores 1.39-1.49 each) with the GPU 89-92 % busy; a third
+API server per replica or a fourth replica moved the rate by 0-2 %. So the plan's core counts hold, and what bounds
+these replicas is the GPU's busy time per page, not their front end.
 
 Which release parses `--renderer-num-workers` was read from each pin's own parser in the pinned test tier
 (tests/pinned): 0.22.1, 0.26.0 and 0.30.0 do, 0.17.1 and 0.10.2 do not. Before 0.30.0 vLLM refuses more than one
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 from .installed import release
 from .serve_flags import flag_value
 
-# The oldest of the pinned releases whose parser takes each flag (a release between two pins counts as the older).
+# The oldest of the pinned releases whose parser takes the flag (a release between two pins counts as the older).
 RENDERER_WORKERS_SINCE = (0, 22, 1)
 # From this release an API server runs the image processor on one thread of its own, so renderer threads do not
 # parallelise it: on the CPU build a second one cost 16 % more API-server CPU a page (0.168 to 0.194 core-s, the

@@ -8,7 +8,7 @@ busy; three independent servers on the same GPU, each on its own port, gave 13.1
 independent replicas on each GPU, as many as the GPU can use (its compute against the model's size), its memory
 holds and the CPU cores can feed; a large model or a slow card gets one replica, as before.
 
-Each replica's front end (API servers, renderer threads, the pixel path: frontend.py) is sized from the cores the
+Each replica's front end (API servers, renderer threads, the step size: frontend.py) is sized from the cores the
 job really has (cpus.py: its affinity cut by its cgroup quota), and the replicas from what those cores feed: each
 costs its engine core and its front end, beside the driver's core.
 
@@ -192,7 +192,7 @@ def plan_scale(
                 f"--replicas {most * gpus} or fewer (or leave it out for the machine plan)"
             )
     count = per_gpu * gpus
-    engine = replica_engine(machine, count, vllm_version, model_flags, params_b)
+    engine = replica_engine(machine, vllm_version, model_flags, params_b)
     front_end = plan_front_end(front_end_cores(machine.cpus, count), engine, api_servers)
     share = None
     kv_bytes = None
@@ -224,7 +224,7 @@ def front_end_cores(cpus: int, replicas: int) -> float:
 
 
 def replica_engine(
-    machine: Machine, replicas: int, vllm_version: str | None, model_flags: Sequence[str], params_b: float | None
+    machine: Machine, vllm_version: str | None, model_flags: Sequence[str], params_b: float | None
 ) -> Engine:
     """What a replica's front end depends on beside its cores: the vLLM, the model's flags and size, the GPU."""
     gpu = machine.gpus[0] if machine.gpus else None
