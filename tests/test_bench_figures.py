@@ -210,6 +210,33 @@ def test_the_client_is_the_arm_s_command_tree_without_the_servers_it_started(kit
         lone.wait()
 
 
+def test_a_vllm_serve_that_serves_the_api_itself_counts_as_the_api_server(kit, tmp_path):
+    """With `--api-server-count 1` the `vllm serve` process is the API server, under its untitled name: its CPU is
+    the API server's, not "other". Where the tree has titled API servers it stays a supervisor."""
+    procs, _ = kit
+    serve = tmp_path / "vllm"
+    serve.write_text("import sys, time\nprint('up', flush=True)\ntime.sleep(60)\n")
+    titled = (
+        "import ctypes, time\nctypes.CDLL(None).prctl(15, b'VLLM::APIServer', 0, 0, 0)\n"
+        "print('up', flush=True)\ntime.sleep(60)\n"
+    )
+    server = subprocess.Popen([sys.executable, str(serve), "serve", "m"], stdout=subprocess.PIPE)
+    api = subprocess.Popen([sys.executable, "-c", titled], stdout=subprocess.PIPE)
+    try:
+        server.stdout.readline(), api.stdout.readline()
+        alone = procs.CpuSampler()
+        alone.sample([server.pid], 1.0)
+        assert procs.role(alone.names[server.pid]) == "api_server"
+        beside = procs.CpuSampler()
+        beside.sample([server.pid, api.pid], 1.0)
+        assert procs.role(beside.names[server.pid]) == "other"
+        assert procs.role(beside.names[api.pid]) == "api_server"
+    finally:
+        for each in (server, api):
+            each.kill()
+            each.wait()
+
+
 def descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):

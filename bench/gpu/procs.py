@@ -1,7 +1,8 @@
 """What each process of a bench arm did, for the front-end figures of issue 41 (monitor.py samples it each second).
 
 - CPU seconds per process of the arm's tree (utime + stime from /proc/PID/stat, each sample stamped), with its name
-  (/proc/PID/comm: `VLLM::APIServe` for an API server, `VLLM::EngineCor` for an engine core), summed by role: a
+  (/proc/PID/comm: `VLLM::APIServe` for an API server, `VLLM::EngineCor` for an engine core; a `vllm serve` that is
+  its replica's only API server counts as one), summed by role: a
   bound named as "the front end" must show which process was saturated. Over the whole arm the figure mixes the
   start-up's imports and compiles (over half the CPU seconds of an H200 arm of 2026-12-02) with the serving, so the
   merge also cuts the samples to the sustained interval (`cpu_report`).
@@ -23,6 +24,8 @@ TICKS_PER_S = 100
 METRIC = re.compile(
     r"^vllm:(num_requests_running|num_requests_waiting|generation_tokens_total)\{[^}]*\}\s+([0-9.eE+-]+)", re.M
 )
+# The name serving_names gives a `vllm serve` process that is its replica's only API server.
+SERVING_API = "APIServer (vllm serve)"
 REQUEST_LINE = re.compile(r"\((?:APIServer|ApiServer_\d+) pid=(\d+)\).*\"POST /v1/chat/completions")
 
 
@@ -50,6 +53,15 @@ def role(comm: str) -> str:
     return "other"
 
 
+def serving_names(comms: dict[int, str]) -> dict[int, str]:
+    """Each process's name for its role. With one API server (`--api-server-count 1`) the `vllm serve` process
+    serves the API itself under its untitled name (`vllm`), and its CPU would read as "other": where no process of
+    the tree is a titled API server, a server process counts as the API server (SERVING_API)."""
+    if any(role(comm) == "api_server" for comm in comms.values()):
+        return comms
+    return {pid: SERVING_API if role(comm) == "other" and is_server(pid) else comm for pid, comm in comms.items()}
+
+
 @dataclass
 class CpuSampler:
     """CPU ticks of every process seen, stamped with the time of each sample, and its name: a figure over the whole
@@ -63,12 +75,11 @@ class CpuSampler:
         """One sample of `pids`; those in `clients` (the arm's command and its helpers, no server) count as the
         client, as of their latest sample: a child forked by the driver is a copy of it until it execs a server."""
         self.clients = (self.clients - set(pids)) | set(clients)
-        for pid in pids:
-            ticks = cpu_ticks(pid)
-            if ticks is None:
-                continue
-            self.series.setdefault(pid, []).append((now, ticks))
-            self.names[pid] = (read(f"/proc/{pid}/comm") or "?").strip()
+        ticks = {pid: cpu_ticks(pid) for pid in pids}
+        comms = {pid: (read(f"/proc/{pid}/comm") or "?").strip() for pid in pids if ticks[pid] is not None}
+        for pid, name in serving_names(comms).items():
+            self.series.setdefault(pid, []).append((now, ticks[pid]))
+            self.names[pid] = name
 
     def report(self, seconds: float) -> dict:
         """CPU seconds per process (the busiest first), per role, and the cores used on average over `seconds`."""
