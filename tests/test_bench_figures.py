@@ -212,7 +212,8 @@ def test_the_client_is_the_arm_s_command_tree_without_the_servers_it_started(kit
 
 def test_a_vllm_serve_that_serves_the_api_itself_counts_as_the_api_server(kit, tmp_path):
     """With `--api-server-count 1` the `vllm serve` process is the API server, under its untitled name: its CPU is
-    the API server's, not "other". Where the tree has titled API servers it stays a supervisor."""
+    the API server's, not "other". Where the tree has titled API servers it is their supervisor, also after they end
+    (a fleet's teardown)."""
     procs, _ = kit
     serve = tmp_path / "vllm"
     serve.write_text("import sys, time\nprint('up', flush=True)\ntime.sleep(60)\n")
@@ -231,6 +232,8 @@ def test_a_vllm_serve_that_serves_the_api_itself_counts_as_the_api_server(kit, t
         beside.sample([server.pid, api.pid], 1.0)
         assert procs.role(beside.names[server.pid]) == "other"
         assert procs.role(beside.names[api.pid]) == "api_server"
+        beside.sample([server.pid], 2.0)
+        assert procs.role(beside.names[server.pid]) == "other", "a supervisor stays one once its API servers end"
     finally:
         for each in (server, api):
             each.kill()

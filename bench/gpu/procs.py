@@ -53,13 +53,19 @@ def role(comm: str) -> str:
     return "other"
 
 
-def serving_names(comms: dict[int, str]) -> dict[int, str]:
+def serving_names(comms: dict[int, str], supervisors: set[int]) -> dict[int, str]:
     """Each process's name for its role. With one API server (`--api-server-count 1`) the `vllm serve` process
     serves the API itself under its untitled name (`vllm`), and its CPU would read as "other": where no process of
-    the tree is a titled API server, a server process counts as the API server (SERVING_API)."""
+    the tree is a titled API server, a server process counts as the API server (SERVING_API), unless it is in
+    `supervisors`: a server once seen beside titled API servers, which only supervises them (also while they start
+    and after they end)."""
     if any(role(comm) == "api_server" for comm in comms.values()):
+        supervisors.update(pid for pid, comm in comms.items() if role(comm) == "other" and is_server(pid))
         return comms
-    return {pid: SERVING_API if role(comm) == "other" and is_server(pid) else comm for pid, comm in comms.items()}
+    return {
+        pid: SERVING_API if role(comm) == "other" and pid not in supervisors and is_server(pid) else comm
+        for pid, comm in comms.items()
+    }
 
 
 @dataclass
@@ -70,6 +76,7 @@ class CpuSampler:
     series: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)
     clients: set[int] = field(default_factory=set)
+    supervisors: set[int] = field(default_factory=set)
 
     def sample(self, pids: list[int], now: float, clients: set[int] = frozenset()) -> None:
         """One sample of `pids`; those in `clients` (the arm's command and its helpers, no server) count as the
@@ -77,7 +84,7 @@ class CpuSampler:
         self.clients = (self.clients - set(pids)) | set(clients)
         ticks = {pid: cpu_ticks(pid) for pid in pids}
         comms = {pid: (read(f"/proc/{pid}/comm") or "?").strip() for pid in pids if ticks[pid] is not None}
-        for pid, name in serving_names(comms).items():
+        for pid, name in serving_names(comms, self.supervisors).items():
             self.series.setdefault(pid, []).append((now, ticks[pid]))
             self.names[pid] = name
 
