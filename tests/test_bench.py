@@ -5,6 +5,8 @@ test ran them). The CPU benches run in the background while the GPU kit runs: ea
 
 bench/saturation.py and bench/ceiling.py are left out: each needs a real vLLM engine (minutes of CPU).
 bench/front_end_cpu.py starts one too, serving tiny pages: about a minute of start-up, then seconds.
+bench/mm_warmup.py runs the test bed's vLLM's own multimodal warm-up in one process: its imports and the
+processor's load, under half a minute.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ CPU_BENCHES = {
     "shard-publish": ["bench/shard_publish.py", "--rows", "12", "--shards", "1", "--text-chars", "20"],
     "progress-store": ["bench/progress_store.py", "--rows", "64", "--cycle-rows", "32"],
     "front-end-cpu": ["bench/front_end_cpu.py", "--pages", "2", "--tokens", "2", "--scale", "0.1"],
+    "mm-warmup-cpu": ["bench/mm_warmup.py", "--repeats", "1", "--vllm-venv", ".testbed/venv"],
 }
 EFFICIENCY_FIELDS = {
     "recipe",
