@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,3 +47,12 @@ def save(name: str, payload: dict) -> Path:
     path.write_text(json.dumps(body, indent=2) + "\n")
     print(f"wrote {path}")
     return path
+
+
+def vllm_version(venv: Path, env: dict[str, str]) -> str:
+    """The vLLM release a venv holds, as its own interpreter reports it."""
+    found = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import vllm; print(vllm.__version__)"],
+        capture_output=True, text=True, env=env, check=True,
+    )  # fmt: skip
+    return found.stdout.strip().splitlines()[-1]

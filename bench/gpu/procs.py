@@ -2,10 +2,10 @@
 
 - CPU seconds per process of the arm's tree (utime + stime from /proc/PID/stat, each sample stamped), with its name
   (/proc/PID/comm: `VLLM::APIServe` for an API server, `VLLM::EngineCor` for an engine core; a `vllm serve` that is
-  its replica's only API server counts as one), summed by role: a
-  bound named as "the front end" must show which process was saturated. Over the whole arm the figure mixes the
-  start-up's imports and compiles (over half the CPU seconds of an H200 arm of 2026-12-02) with the serving, so the
-  merge also cuts the samples to the sustained interval (`cpu_report`).
+  its replica's only API server counts as one), summed by role: a bound named as "the front end" must show which
+  process was saturated. Over the whole arm the figure mixes the start-up's imports and compiles (over half the CPU
+  seconds of an H200 arm of 2026-12-02) with the serving, so the merge also cuts the samples to the sustained
+  interval (`cpu_report`).
 - The engines' running and waiting request counts, read from the /metrics of every `vllm serve --port N` in the
   tree, stamped the same way: an engine that runs few requests while many wait is starved by its front end.
 - Requests per API server process of each replica, counted from the serve logs (`(APIServer pid=N) ... "POST
