@@ -240,6 +240,33 @@ def test_a_vllm_serve_that_serves_the_api_itself_counts_as_the_api_server(kit, t
             each.wait()
 
 
+def test_a_server_that_is_ending_keeps_the_role_it_served_in(kit, tmp_path):
+    """A fleet's teardown samples each `vllm serve` once more while it exits: its command line reads empty then, so
+    it no longer looks like a server. The one-API lease's one-a counted such an API server (255 CPU s) as the client
+    for the whole run, from that one last sample: a process seen serving stays a server, in name and role."""
+    procs, _ = kit
+    serve = tmp_path / "vllm"
+    serve.write_text("import sys, time\nprint('up', flush=True)\ntime.sleep(60)\n")
+    server = subprocess.Popen([sys.executable, str(serve), "serve", "m"], stdout=subprocess.PIPE)
+    try:
+        server.stdout.readline()
+        sampler = procs.CpuSampler()
+        sampler.sample([server.pid], 1.0, procs.client_pids([server.pid]))
+        assert procs.role(sampler.names[server.pid]) == "api_server" and sampler.record()["clients"] == []
+        server.kill()
+        for _ in range(100):  # the exited, unreaped server: its /proc entry stays, its command line is empty
+            if not Path(f"/proc/{server.pid}/cmdline").read_bytes():
+                break
+            time.sleep(0.05)
+        assert not procs.is_server(server.pid)
+        sampler.sample([server.pid], 2.0, procs.client_pids([server.pid]))
+        assert sampler.record()["clients"] == [], "the ending server is not the client"
+        assert procs.role(sampler.names[server.pid]) == "api_server"
+    finally:
+        server.kill()
+        server.wait()
+
+
 def descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):

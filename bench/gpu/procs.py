@@ -77,16 +77,21 @@ class CpuSampler:
     names: dict[int, str] = field(default_factory=dict)
     clients: set[int] = field(default_factory=set)
     supervisors: set[int] = field(default_factory=set)
+    served: set[int] = field(default_factory=set)
 
     def sample(self, pids: list[int], now: float, clients: set[int] = frozenset()) -> None:
         """One sample of `pids`; those in `clients` (the arm's command and its helpers, no server) count as the
-        client, as of their latest sample: a child forked by the driver is a copy of it until it execs a server."""
-        self.clients = (self.clients - set(pids)) | set(clients)
+        client, as of their latest sample: a child forked by the driver is a copy of it until it execs a server.
+        A process once seen outside the client stays outside it, and keeps the role it served in: while it exits,
+        a `vllm serve`'s command line reads empty and no longer says it is a server."""
+        self.served |= set(pids) - set(clients)
+        self.clients = (self.clients - set(pids)) | (set(clients) - self.served)
         ticks = {pid: cpu_ticks(pid) for pid in pids}
         comms = {pid: (read(f"/proc/{pid}/comm") or "?").strip() for pid in pids if ticks[pid] is not None}
         for pid, name in serving_names(comms, self.supervisors).items():
             self.series.setdefault(pid, []).append((now, ticks[pid]))
-            self.names[pid] = name
+            if role(name) != "other" or role(self.names.get(pid, "?")) == "other":
+                self.names[pid] = name
 
     def report(self, seconds: float) -> dict:
         """CPU seconds per process (the busiest first), per role, and the cores used on average over `seconds`."""
