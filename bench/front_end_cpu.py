@@ -16,7 +16,11 @@ spawned or forked, the dummy image of its warm-up) is a fresh server, whose seco
 as `start_s`, with each API server's multimodal warm-up (`mm_warmup_s`: the processor run once on the model's dummy
 image before the server answers) and the engine's init (`engine_init_s`) from its log. `+page` sizes that dummy
 image to the card's largest page (`--limit-mm-per-prompt` with a width and height, vLLM's dummy options) instead of
-the processor's largest image, 16,777,216 px. The busiest
+the processor's largest image, 16,777,216 px. `+rust` serves through vLLM's Rust front end (`vllm-rs serve`: one
+process that parses, renders and preprocesses pages on its own threads, with vLLM's Python engine behind it
+headless); the CPU build ships no `vllm-rs`, so `--rust-frontend` names the one in vLLM's CUDA wheel of the same
+release. Each arm keeps its answers' prompt tokens: front ends that resize a page alike give as many image tokens.
+The busiest
 thread of an API server is counted too: when it holds nearly the process's whole figure, that process's work is
 serial.
 With --py-spy PATH, one more (unmeasured) pass per arm runs under py-spy on the first API server, sampling the
@@ -30,13 +34,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -45,11 +47,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from common import RESULTS, ROOT, save, vllm_version
-from PIL import Image
+from page_requests import Arm, request_body, send_all, write_pages
 from proc_cpu import api_servers, busiest_thread, cpu_by_role, threads_cpu
 
-from bench.gpu.make_pages import HEIGHT, WIDTH, render
-from ocr_core.internals import placeholder_part, prepare_image
+from bench.gpu.make_pages import HEIGHT, WIDTH
 from ocr_models import model_module
 from tests.testbed.env import CPU_ENV, VENV_DIR
 from tests.testbed.server import VllmServer, free_port, stop, wait_healthy
@@ -68,18 +69,6 @@ ENGINE_INIT_LINE = re.compile(r"init engine \(profile, create kv cache, warmup m
 
 
 @dataclass(frozen=True)
-class Arm:
-    """How a page travels (base64 or file) and how many tokens its answer has."""
-
-    transport: str
-    max_tokens: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.transport}-{self.max_tokens}"
-
-
-@dataclass(frozen=True)
 class Layout:
     """A server's front end: API server processes and renderer threads each, whether pixel tensors reach the engine
     core through shared memory (`torch_shm`) or its socket (the default), and whether the engine core is forked from
@@ -91,21 +80,25 @@ class Layout:
     shm: bool = False
     fork: bool = False
     page: bool = False
+    rust: bool = False
 
     @property
     def name(self) -> str:
-        options = "-shm" * self.shm + "-fork" * self.fork + "-page" * self.page
+        options = "-shm" * self.shm + "-fork" * self.fork + "-page" * self.page + "-rust" * self.rust
         return f"api{self.api_servers}-renderer{self.renderer_workers}{options}"
 
 
 def layout_of(spec: str) -> Layout:
-    """`AxR`, then `+shm`, `+fork`, `+page`: "2x1+shm" is two API servers of one renderer thread over torch_shm."""
+    """`AxR`, then `+shm`, `+fork`, `+page`, or `1x1+rust` alone: "2x1+shm" is two API servers of one renderer
+    thread over torch_shm."""
     shape, *options = spec.split("+")
-    if not set(options) <= {"shm", "fork", "page"}:
-        raise SystemExit(f"--layouts: {spec!r} takes +shm, +fork and +page only, e.g. 2x1+shm or 2x1+fork+page")
+    if not set(options) <= {"shm", "fork", "page", "rust"}:
+        raise SystemExit(f"--layouts: {spec!r} takes +shm, +fork, +page and +rust only, e.g. 2x1+shm or 2x1+fork+page")
     if {"shm", "fork"} <= set(options):
         raise SystemExit(f"--layouts: {spec!r}: vLLM refuses torch_shm unless the engine core is spawned")
-    flags = {option: option in options for option in ("shm", "fork", "page")}
+    if "rust" in options and (shape != "1x1" or options != ["rust"]):
+        raise SystemExit(f"--layouts: {spec!r}: the Rust front end is one process with threads of its own: 1x1+rust")
+    flags = {option: option in options for option in ("shm", "fork", "page", "rust")}
     return Layout(*map(int, shape.split("x")), **flags)
 
 
@@ -125,8 +118,19 @@ def start_phases(log_text: str) -> dict:
     }
 
 
-def serve_command(model: Path, port: int, pages_dir: Path, layout: Layout) -> tuple[list[str], dict[str, str]]:
-    """`vllm serve` for the layout, and the variables it adds to the environment."""
+def serve_command(
+    model: Path, port: int, pages_dir: Path, layout: Layout, rust: Path | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """`vllm serve` for the layout (`vllm-rs serve`, the binary `rust`, with the engine's flags after `--` for a Rust
+    layout), and the variables it adds to the environment."""
+    if layout.rust:
+        if rust is None:
+            raise SystemExit(
+                "a +rust layout needs --rust-frontend PATH: the vllm-rs binary of vLLM's CUDA wheel of the release "
+                "that serves (unzip -j vllm-0.30.0-*.whl vllm/vllm-rs); the CPU build ships none"
+            )
+        command = [str(rust), "serve", str(model), "--host", "127.0.0.1", "--port", str(port), "--", *SERVE_FLAGS]
+        return [*command, "--limit-mm-per-prompt", image_limit(layout)], {}
     command = ["vllm", "serve", str(model), "--host", "127.0.0.1", "--port", str(port), *SERVE_FLAGS]
     command += ["--limit-mm-per-prompt", image_limit(layout)]
     command += ["--allowed-local-media-path", str(pages_dir), "--api-server-count", str(layout.api_servers)]
@@ -137,68 +141,13 @@ def serve_command(model: Path, port: int, pages_dir: Path, layout: Layout) -> tu
     return command, {"VLLM_WORKER_MULTIPROC_METHOD": "fork" if layout.fork else "spawn"}
 
 
-def write_pages(folder: Path, count: int, scale: float) -> list[Path]:
-    """The synthetic pages as JPEG files, shrunk by `scale` (the bench's test runs tiny pages)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for index in range(count):
-        path = folder / f"page-{index:04d}.jpg"
-        data = render(index, 90)
-        if scale != 1.0:
-            with Image.open(io.BytesIO(data)) as page:
-                page.resize((round(WIDTH * scale), round(HEIGHT * scale))).save(path, format="JPEG", quality=90)
-        else:
-            path.write_bytes(data)
-        paths.append(path)
-    return paths
-
-
-def request_body(model: str, page: Path, arm: Arm) -> bytes:
-    """The body the recipe's client builds: a base64 data URL spliced into the JSON, or a file:// URL."""
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": [placeholder_part()]}],
-        "max_tokens": arm.max_tokens,
-        "temperature": 0.0,
-        "ignore_eos": True,
-        "chat_template_kwargs": {"enable_thinking": False},
-    }
-    if arm.transport == "file":
-        body["messages"][0]["content"] = [{"type": "image_url", "image_url": {"url": page.resolve().as_uri()}}]
-        return json.dumps(body).encode()
-    return prepare_image(page.read_bytes()).json_with_image(body)
-
-
-async def send_all(url: str, bodies: list[bytes], window: int) -> int:
-    """Posts every body with `window` in flight; returns how many answered 200."""
-    import httpx
-
-    queue = list(reversed(bodies))
-    done = 0
-
-    async def worker(client: httpx.AsyncClient) -> None:
-        nonlocal done
-        while queue:
-            body = queue.pop()
-            response = await client.post(
-                f"{url}/v1/chat/completions", content=body, headers={"Content-Type": "application/json"}
-            )
-            done += response.status_code == 200
-            if response.status_code != 200:
-                print(f"  {response.status_code}: {response.text[:300]}", file=sys.stderr)
-
-    async with httpx.AsyncClient(timeout=600) as client:
-        await asyncio.gather(*(worker(client) for _ in range(window)))
-    return done
-
-
 def run_arm(server: VllmServer, layout: Layout, arm: Arm, pages: list[Path], window: int) -> dict:
     """One pass of the pages in one arm: CPU seconds per page by role, and the wall time (noise on a shared box)."""
     before = cpu_by_role(server.process.pid, layout.api_servers)
     threads_before = {pid: threads_cpu(pid) for pid in api_servers(before)}
     client_before, started = time.process_time(), time.monotonic()
     bodies = [request_body(server.model, page, arm) for page in pages]
-    answered = asyncio.run(send_all(server.url, bodies, window))
+    answers = asyncio.run(send_all(server.url, bodies, window))
     client_cpu, wall = time.process_time() - client_before, time.monotonic() - started
     after = cpu_by_role(server.process.pid, layout.api_servers)
     threads_after = {pid: threads_cpu(pid) for pid in api_servers(after)}
@@ -208,9 +157,11 @@ def run_arm(server: VllmServer, layout: Layout, arm: Arm, pages: list[Path], win
         totals[name] += cpu - before.get(pid, (name, 0.0))[1]
     per_page = {name: round(seconds / len(pages), 4) for name, seconds in totals.items()}
     busiest = round(busiest_thread(threads_before, threads_after) / len(pages), 4)
-    return {"arm": arm.name, "pages": len(pages), "answered": answered, "wall_s": round(wall, 2),
+    answered = [tokens for tokens in answers if tokens is not None]
+    return {"arm": arm.name, "pages": len(pages), "answered": len(answered), "wall_s": round(wall, 2),
             "core_s_per_page": {**per_page, "total": round(sum(per_page.values()), 4)},
-            "api_server_busiest_thread_s_per_page": busiest}  # fmt: skip
+            "api_server_busiest_thread_s_per_page": busiest,
+            "prompt_tokens": sorted(set(answered))}  # fmt: skip
 
 
 PROFILE_MODES = {"active": [], "gil": ["--gil"]}  # threads on a CPU (native work included), GIL holders
@@ -253,10 +204,10 @@ def profiled_arm(server: VllmServer, layout: Layout, arm: Arm, pages: list[Path]
 
 
 @contextmanager
-def serving(venv: Path, model: Path, pages_dir: Path, layout: Layout, log: Path):
+def serving(venv: Path, model: Path, pages_dir: Path, layout: Layout, log: Path, rust: Path | None = None):
     """The layout's server once healthy, and the seconds from its launch to healthy."""
     port = free_port()
-    command, added = serve_command(model, port, pages_dir, layout)
+    command, added = serve_command(model, port, pages_dir, layout, rust)
     env = {**os.environ, **CPU_ENV, **added, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
     launched = time.monotonic()
     with log.open("wb") as sink:
@@ -303,6 +254,7 @@ def main() -> None:
     parser.add_argument("--arms", help="arms to run, comma separated (default: base64-1, file-1, base64-TOKENS)")
     parser.add_argument("--py-spy", type=Path, help="py-spy to profile the API server in one more pass per arm")
     parser.add_argument("--profile-pages", type=int, default=8, help="pages of each profiled pass")
+    parser.add_argument("--rust-frontend", type=Path, help="the vllm-rs binary a +rust layout serves with")
     args = parser.parse_args()
     arms = [Arm("base64", 1), Arm("file", 1), *([Arm("base64", args.tokens)] if args.tokens else [])]
     if args.arms:
@@ -316,7 +268,7 @@ def main() -> None:
         pages = write_pages(Path(scratch) / "pages", args.pages, args.scale)
         for layout in layouts:
             log = Path(scratch) / f"{layout.name}.log"
-            with serving(args.vllm_venv, model, pages[0].parent, layout, log) as (server, start_s):
+            with serving(args.vllm_venv, model, pages[0].parent, layout, log, args.rust_frontend) as (server, start_s):
                 run_arm(server, layout, Arm("base64", 1), pages[: args.window], args.window)  # warm-up, not kept
                 runs = [run_arm(server, layout, arm, pages, args.window) for _ in range(args.repeats) for arm in arms]
                 profile = {}

@@ -27,18 +27,31 @@ def threads_cpu(pid: int) -> dict[int, float]:
 
 
 def group_processes(pgid: int) -> dict[int, str]:
-    """The server's processes (its own process group) by pid, each with its command line."""
-    found = {}
+    """The server's processes by pid, each with its command line: its own process group, whose leader is `pgid`,
+    and every descendant of that leader, also one started in a session of its own (`vllm-rs serve` starts vLLM's
+    Python engine so)."""
+    parents, groups, lines = {}, {}, {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid:
-                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            pid = int(entry.name)
+            parents[pid], groups[pid] = int(fields[1]), int(fields[2])
+            lines[pid] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (OSError, IndexError, ValueError):
             continue
-    return found
+
+    def served(pid: int) -> bool:
+        seen = set()
+        while pid in parents and pid not in seen:
+            if pid == pgid or groups[pid] == pgid:
+                return True
+            seen.add(pid)
+            pid = parents[pid]
+        return False
+
+    return {pid: line for pid, line in lines.items() if served(pid)}
 
 
 def role(pid: int, cmdline: str, leader: int, api_server_count: int) -> str:
