@@ -126,8 +126,8 @@ def serve_command(
     if layout.rust:
         if rust is None:
             raise SystemExit(
-                "a +rust layout needs --rust-frontend PATH: the vllm-rs binary of vLLM's CUDA wheel of the release "
-                "that serves (unzip -j vllm-0.30.0-*.whl vllm/vllm-rs); the CPU build ships none"
+                "a +rust layout needs --rust-frontend PATH: the file vllm/vllm-rs inside vLLM's CUDA wheel of the "
+                "release that serves (the CPU build ships none)"
             )
         command = [str(rust), "serve", str(model), "--host", "127.0.0.1", "--port", str(port), "--", *SERVE_FLAGS]
         return [*command, "--limit-mm-per-prompt", image_limit(layout)], {}
